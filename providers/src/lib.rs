@@ -1,0 +1,1 @@
+//! Provider adapters, outcome classes and the provider simulator (being built).

@@ -1,0 +1,165 @@
+//! The native jobs API: create (idempotently) and read jobs.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::idempotency::idempotency_key;
+use super::view::JobView;
+use super::{AppState, Caller, Problem};
+use crate::jobs::{Job, JobRequest, NewJob, canonical_json, now_ms};
+use crate::store::Created;
+
+/// Header that marks a response as the replay of an earlier request.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// `POST /v1/jobs`: R2 and R3 in one place. Order matters: caller, key and
+/// body are all checked before anything is stored, so a refused request
+/// never uses up its key.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let key = idempotency_key(&headers)?;
+    let body = read_body(body, state.max_body_bytes).await?;
+    let value: Value = serde_json::from_slice(&body).map_err(|err| {
+        Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
+    })?;
+    let create: JobRequest = serde_json::from_value(value.clone()).map_err(|err| {
+        Problem::unprocessable(
+            "invalid-body",
+            "Invalid job request",
+            format!("the body is not a job request: {err}"),
+        )
+    })?;
+    if create.input.messages.is_empty() {
+        return Err(Problem::unprocessable(
+            "invalid-body",
+            "Invalid job request",
+            "`input.messages` must hold at least one message",
+        ));
+    }
+    if state.config.route(&create.route).is_none() {
+        return Err(Problem::unprocessable(
+            "unknown-route",
+            "Unknown route",
+            format!("route `{}` is not configured; GET /v1/routes lists the routes", create.route),
+        ));
+    }
+    let canonical = canonical_json(&value).map_err(|err| {
+        Problem::bad_request(
+            "malformed-json",
+            "Malformed JSON",
+            format!("the body cannot be canonicalised: {err}"),
+        )
+    })?;
+    let new = NewJob::new(caller.0.owner.clone(), key, create.route, canonical);
+
+    match state.store.create_job(&new, now_ms()).await? {
+        Created::New(job) => {
+            tracing::info!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
+            Ok(job_response(StatusCode::CREATED, &job, &[], false))
+        }
+        Created::Existing(job) if job.fingerprint == new.fingerprint => {
+            let attempts = state.store.attempts(job.id).await?;
+            Ok(job_response(StatusCode::OK, &job, &attempts, true))
+        }
+        Created::Existing(job) => Err(Problem::conflict(
+            "idempotency-key-reused",
+            "Idempotency-Key reused",
+            "this Idempotency-Key is already bound to a different request body; use a new key for a new intent",
+        )
+        .with("job_id", job.id.to_string())),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ByKey {
+    idempotency_key: Option<String>,
+}
+
+/// `GET /v1/jobs?idempotency_key=K`: find the job a key created, e.g. after
+/// a client lost the response to its POST.
+pub async fn find_by_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<ByKey>,
+) -> Result<Response, Problem> {
+    let Some(key) = query.idempotency_key else {
+        return Err(Problem::bad_request(
+            "missing-parameter",
+            "Missing query parameter",
+            "pass `?idempotency_key=<key>`",
+        ));
+    };
+    let key = crate::jobs::IdempotencyKey::parse(&key).map_err(|err| {
+        Problem::bad_request("idempotency-key-invalid", "Idempotency-Key invalid", err.to_string())
+    })?;
+    let job = state
+        .store
+        .job_by_key(&caller.0.owner, key.as_str())
+        .await?
+        .ok_or_else(|| Problem::not_found("no job of yours has this idempotency key"))?;
+    let attempts = state.store.attempts(job.id).await?;
+    Ok(job_response(StatusCode::OK, &job, &attempts, false))
+}
+
+/// `GET /v1/jobs/{id}`. Another owner's job answers 404, not 403: ids of
+/// other owners' jobs are not confirmed to exist.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let job = visible_job(&state, &caller, &id).await?;
+    let attempts = state.store.attempts(job.id).await?;
+    Ok(job_response(StatusCode::OK, &job, &attempts, false))
+}
+
+/// The job `id` if the caller may see it: its owner, or an admin.
+pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
+    let not_found = || Problem::not_found(format!("no job `{id}`"));
+    let id = Uuid::parse_str(id).map_err(|_| not_found())?;
+    match state.store.job(id).await? {
+        Some(job) if job.owner == caller.0.owner || caller.0.is_admin() => Ok(job),
+        _ => Err(not_found()),
+    }
+}
+
+fn job_response(
+    status: StatusCode,
+    job: &Job,
+    attempts: &[crate::jobs::Attempt],
+    replayed: bool,
+) -> Response {
+    let mut response = (status, Json(JobView::new(job, attempts))).into_response();
+    let headers = response.headers_mut();
+    if status == StatusCode::CREATED
+        && let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
+    {
+        headers.insert(header::LOCATION, location);
+    }
+    if replayed {
+        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// Reads the body up to `limit` bytes; more is 413 before anything is stored.
+async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+    })
+}

@@ -1,0 +1,88 @@
+//! The JSON shape of a job as the API returns it.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use crate::jobs::{Attempt, AttemptState, Job, JobStatus};
+
+#[derive(Debug, Serialize)]
+pub struct JobView<'a> {
+    pub id: Uuid,
+    pub owner: &'a str,
+    pub idempotency_key: &'a str,
+    pub route: &'a str,
+    pub status: JobStatus,
+    pub version: i64,
+    /// The request as stored (canonical form), embedded without re-parsing.
+    pub request: Option<&'a RawValue>,
+    pub result: Option<&'a RawValue>,
+    pub error: Option<&'a RawValue>,
+    pub completed_by: Option<Uuid>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub attempts: Vec<AttemptView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AttemptView<'a> {
+    pub id: Uuid,
+    pub number: i32,
+    pub provider: &'a str,
+    pub state: AttemptState,
+    pub job_version: i64,
+    pub outcome: Option<&'a str>,
+    pub detail: Option<&'a str>,
+    pub resolved_by: Option<&'a str>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl<'a> JobView<'a> {
+    pub fn new(job: &'a Job, attempts: &'a [Attempt]) -> Self {
+        JobView {
+            id: job.id,
+            owner: &job.owner,
+            idempotency_key: &job.idempotency_key,
+            route: &job.route,
+            status: job.status,
+            version: job.version,
+            request: raw_json(Some(&job.request)),
+            result: raw_json(job.result.as_deref()),
+            error: raw_json(job.error.as_deref()),
+            completed_by: job.completed_by,
+            created_at: rfc3339(job.created_at_ms),
+            updated_at: rfc3339(job.updated_at_ms),
+            attempts: attempts.iter().map(AttemptView::new).collect(),
+        }
+    }
+}
+
+impl<'a> AttemptView<'a> {
+    fn new(attempt: &'a Attempt) -> Self {
+        AttemptView {
+            id: attempt.id,
+            number: attempt.number,
+            provider: &attempt.provider,
+            state: attempt.state,
+            job_version: attempt.job_version,
+            outcome: attempt.outcome.as_deref(),
+            detail: attempt.detail.as_deref(),
+            resolved_by: attempt.resolved_by.as_deref(),
+            started_at: rfc3339(attempt.started_at_ms),
+            finished_at: attempt.finished_at_ms.map(rfc3339),
+        }
+    }
+}
+
+/// Stored JSON text, embedded as-is. Text that is not JSON (which the
+/// writers never produce) is left out rather than failing the response.
+fn raw_json(text: Option<&str>) -> Option<&RawValue> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+}
+
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}

@@ -1,0 +1,81 @@
+//! Assembling a running gateway from a [`Config`]: store (connected and
+//! migrated), principals, router, listener. `intentgate serve` and the
+//! integration tests start the gateway the same way.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, AppState};
+use crate::auth::{MissingKeyEnv, Principals};
+use crate::config::Config;
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Principals(#[from] MissingKeyEnv),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+}
+
+/// A gateway serving on a bound socket, stopped by [`RunningGateway::shutdown`].
+pub struct RunningGateway {
+    pub addr: SocketAddr,
+    pub store: Store,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningGateway {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and waits.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.shutdown.send(true);
+        self.task.await.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+    }
+
+    /// Resolves when the server stops on its own (it should not).
+    pub async fn wait(self) -> std::io::Result<()> {
+        self.task.await.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+    }
+
+    pub fn stop_signal(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// Connects and migrates the store, then serves on `config.server.listen`.
+pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
+    let store = Store::connect(&config.store).await?;
+    store.migrate().await?;
+    let principals = Principals::from_config(&config)?;
+    let addr = config.server.listen;
+    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
+    let state = AppState {
+        max_body_bytes: config.server.max_body_bytes,
+        config: Arc::new(config),
+        store: store.clone(),
+        principals: Arc::new(principals),
+    };
+    let (shutdown, mut stopped) = watch::channel(false);
+    let app = api::router(state);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    tracing::info!(%addr, store = store.backend(), "intentgate listening");
+    Ok(RunningGateway { addr, store, shutdown, task })
+}

@@ -1,0 +1,161 @@
+//! The `intentgate` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, DEFAULT_CONFIG_PATH};
+use crate::store::Store;
+
+#[derive(Debug, Parser)]
+#[command(name = "intentgate", version, about = "An AI inference gateway where one user intent is one job.")]
+pub struct Cli {
+    /// Log format: readable lines for people, JSON for machines.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConfigArg {
+    /// Path of the TOML config file.
+    #[arg(long, short, default_value = DEFAULT_CONFIG_PATH, env = "INTENTGATE_CONFIG")]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve(ConfigArg),
+    /// Apply the database migrations and exit.
+    Migrate(ConfigArg),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Work with API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config file and exit non-zero with the reason if it is wrong.
+    Check(ConfigArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Print the SHA-256 of an API key, for `key_sha256` in the config.
+    Hash {
+        /// The API key; read from stdin when absent (keeps it out of shell history).
+        key: Option<String>,
+    },
+}
+
+pub async fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Serve(args) => serve(&args).await,
+        Command::Migrate(args) => migrate(&args).await,
+        Command::Config(ConfigCommand::Check(args)) => match Config::load(&args.config) {
+            Ok(config) => {
+                println!(
+                    "{}: ok ({} principals, {} providers, {} routes, store {})",
+                    args.config.display(),
+                    config.principals.len(),
+                    config.providers.len(),
+                    config.routes.len(),
+                    config.store.url.split(':').next().unwrap_or_default()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(err) => fail(err),
+        },
+        Command::Keys(KeysCommand::Hash { key }) => {
+            let key = match key {
+                Some(key) => key,
+                None => {
+                    let mut line = String::new();
+                    if let Err(err) = std::io::stdin().read_line(&mut line) {
+                        return fail(err);
+                    }
+                    line.trim_end_matches(['\r', '\n']).to_owned()
+                }
+            };
+            println!("{}", crate::auth::hash_key(&key));
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+async fn serve(args: &ConfigArg) -> ExitCode {
+    let config = match Config::load(&args.config) {
+        Ok(config) => config,
+        Err(err) => return fail(err),
+    };
+    let gateway = match crate::app::start(config).await {
+        Ok(gateway) => gateway,
+        Err(err) => return fail(err),
+    };
+    let stop = gateway.stop_signal();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop.send(true);
+    });
+    match gateway.wait().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => fail(err),
+    }
+}
+
+async fn migrate(args: &ConfigArg) -> ExitCode {
+    let config = match Config::load(&args.config) {
+        Ok(config) => config,
+        Err(err) => return fail(err),
+    };
+    let result = async {
+        let store = Store::connect(&config.store).await?;
+        store.migrate().await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            println!("migrations applied");
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(err),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn fail(err: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {err}");
+    ExitCode::FAILURE
+}

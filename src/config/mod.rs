@@ -1,0 +1,269 @@
+//! The gateway's configuration: one TOML file, unknown keys rejected.
+//!
+//! Loading is parse → environment overrides → validation, and every error
+//! names the file, the key and what is wrong, so `intentgate config check`
+//! is useful in CI before a bad file reaches production.
+
+mod duration;
+mod validate;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use duration::HumanDuration;
+
+/// Overrides the `[server] listen` address.
+pub const ENV_LISTEN: &str = "INTENTGATE_LISTEN";
+/// Overrides the `[store] url`.
+pub const ENV_DATABASE_URL: &str = "INTENTGATE_DATABASE_URL";
+
+pub const DEFAULT_CONFIG_PATH: &str = "config/gateway.toml";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub simulator: SimulatorConfig,
+    #[serde(default)]
+    pub principals: Vec<PrincipalConfig>,
+    #[serde(default)]
+    pub providers: Vec<ProviderConfig>,
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Largest request body accepted; bigger ones get 413 before anything is stored.
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { listen: default_listen(), max_body_bytes: default_max_body_bytes() }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+fn default_max_body_bytes() -> usize {
+    1024 * 1024
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite://path/to/file.db` or `postgres://user@host:port/db`.
+    pub url: String,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// How long a request waits for a database connection before it gets 503.
+    #[serde(default = "default_acquire_timeout")]
+    pub acquire_timeout: HumanDuration,
+    /// SQLite only: how long a writer waits for the file lock.
+    #[serde(default = "default_busy_timeout")]
+    pub busy_timeout: HumanDuration,
+}
+
+fn default_max_connections() -> u32 {
+    8
+}
+
+fn default_acquire_timeout() -> HumanDuration {
+    HumanDuration::secs(3)
+}
+
+fn default_busy_timeout() -> HumanDuration {
+    HumanDuration::secs(5)
+}
+
+/// The provider simulator, started in-process so the default config needs no
+/// API key and no network.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatorConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "default_simulator_listen")]
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        SimulatorConfig { enabled: false, listen: default_simulator_listen(), seed: 0 }
+    }
+}
+
+fn default_simulator_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9101))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Creates and reads its own jobs.
+    User,
+    /// Also reads every owner's jobs and settles unknown attempts.
+    Admin,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalConfig {
+    pub name: String,
+    /// The owner its jobs belong to; defaults to `name`.
+    pub owner: Option<String>,
+    #[serde(default = "default_role")]
+    pub role: Role,
+    /// SHA-256 (hex) of the API key, as `intentgate keys hash` prints it.
+    pub key_sha256: Option<String>,
+    /// Name of an environment variable holding the API key itself.
+    pub key_env: Option<String>,
+}
+
+fn default_role() -> Role {
+    Role::User
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DialectConfig {
+    Openai,
+    Anthropic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub dialect: DialectConfig,
+    pub base_url: String,
+    pub model: String,
+    /// Environment variable holding the provider's API key; never the key itself.
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: HumanDuration,
+    #[serde(default = "default_first_byte_timeout")]
+    pub first_byte_timeout: HumanDuration,
+    #[serde(default = "default_total_timeout")]
+    pub total_timeout: HumanDuration,
+    #[serde(default = "default_stream_idle_timeout")]
+    pub stream_idle_timeout: HumanDuration,
+    /// The longest this provider can still be working once a request was
+    /// sent. Past it, an unknown attempt may be settled as abandoned; unset
+    /// means only an operator settles it.
+    pub max_execution: Option<HumanDuration>,
+}
+
+fn default_connect_timeout() -> HumanDuration {
+    HumanDuration::secs(2)
+}
+
+fn default_first_byte_timeout() -> HumanDuration {
+    HumanDuration::secs(60)
+}
+
+fn default_total_timeout() -> HumanDuration {
+    HumanDuration::secs(120)
+}
+
+fn default_stream_idle_timeout() -> HumanDuration {
+    HumanDuration::secs(30)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub name: String,
+    /// Providers in order: the primary, then its fallbacks.
+    pub chain: Vec<String>,
+    /// After this long without an answer an attempt is declared `unknown`.
+    #[serde(default = "default_attempt_timeout")]
+    pub attempt_timeout: HumanDuration,
+}
+
+fn default_attempt_timeout() -> HumanDuration {
+    HumanDuration::secs(60)
+}
+
+/// A config error that names the file, the key and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {key}: {message}")]
+    Invalid { path: PathBuf, key: String, message: String },
+}
+
+impl Config {
+    /// Reads the file, applies the `INTENTGATE_*` environment overrides,
+    /// and validates.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let mut config = Config::parse(path, &text)?;
+        config.apply_env_overrides(path)?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Parses and validates `text` as if read from `path`, without looking
+    /// at the environment.
+    pub fn from_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let config = Config::parse(path, text)?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|err| ConfigError::Parse {
+            path: path.to_owned(),
+            message: err.to_string().trim_end().to_owned(),
+        })
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        validate::validate(self).map_err(|(key, message)| ConfigError::Invalid {
+            path: path.to_owned(),
+            key,
+            message,
+        })
+    }
+
+    fn apply_env_overrides(&mut self, path: &Path) -> Result<(), ConfigError> {
+        if let Some(listen) = non_empty_env(ENV_LISTEN) {
+            self.server.listen = listen.parse().map_err(|err| ConfigError::Invalid {
+                path: path.to_owned(),
+                key: format!("{ENV_LISTEN} (overrides server.listen)"),
+                message: format!("`{listen}` is not a socket address: {err}"),
+            })?;
+        }
+        if let Some(url) = non_empty_env(ENV_DATABASE_URL) {
+            self.store.url = url;
+        }
+        Ok(())
+    }
+
+    pub fn route(&self, name: &str) -> Option<&RouteConfig> {
+        self.routes.iter().find(|route| route.name == name)
+    }
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}

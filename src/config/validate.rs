@@ -1,0 +1,112 @@
+//! Cross-field checks serde cannot express. Each error is `(key, message)`,
+//! the key written as a path into the file (`routes[1].chain[0]`).
+
+use std::collections::HashSet;
+
+use super::Config;
+
+type Invalid = (String, String);
+
+pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
+    validate_store(config)?;
+    validate_principals(config)?;
+    validate_providers(config)?;
+    validate_routes(config)
+}
+
+fn validate_store(config: &Config) -> Result<(), Invalid> {
+    let url = &config.store.url;
+    if !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(("store.url".into(), format!("`{url}` is neither a sqlite: nor a postgres:// URL")));
+    }
+    if config.store.max_connections == 0 {
+        return Err(("store.max_connections".into(), "must be at least 1".into()));
+    }
+    Ok(())
+}
+
+fn validate_principals(config: &Config) -> Result<(), Invalid> {
+    let mut names = HashSet::new();
+    for (i, principal) in config.principals.iter().enumerate() {
+        let key = |field: &str| format!("principals[{i}].{field}");
+        if principal.name.is_empty() {
+            return Err((key("name"), "must not be empty".into()));
+        }
+        if !names.insert(principal.name.as_str()) {
+            return Err((key("name"), format!("`{}` is declared twice", principal.name)));
+        }
+        if principal.owner.as_deref() == Some("") {
+            return Err((key("owner"), "must not be empty".into()));
+        }
+        match (&principal.key_sha256, &principal.key_env) {
+            (Some(hash), None) => {
+                if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err((
+                        key("key_sha256"),
+                        "must be 64 hex characters (use `intentgate keys hash`)".into(),
+                    ));
+                }
+            }
+            (None, Some(var)) => {
+                if std::env::var(var).map(|v| v.is_empty()).unwrap_or(true) {
+                    return Err((key("key_env"), format!("environment variable `{var}` is not set")));
+                }
+            }
+            _ => {
+                return Err((key("key_sha256"), "set exactly one of key_sha256 and key_env".into()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate_providers(config: &Config) -> Result<(), Invalid> {
+    let mut names = HashSet::new();
+    for (i, provider) in config.providers.iter().enumerate() {
+        let key = |field: &str| format!("providers[{i}].{field}");
+        if provider.name.is_empty() {
+            return Err((key("name"), "must not be empty".into()));
+        }
+        if !names.insert(provider.name.as_str()) {
+            return Err((key("name"), format!("`{}` is declared twice", provider.name)));
+        }
+        if !(provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://")) {
+            return Err((key("base_url"), format!("`{}` is not an http(s) URL", provider.base_url)));
+        }
+        if provider.api_key_env.as_deref() == Some("") {
+            return Err((key("api_key_env"), "must name an environment variable".into()));
+        }
+    }
+    Ok(())
+}
+
+fn validate_routes(config: &Config) -> Result<(), Invalid> {
+    let mut names = HashSet::new();
+    for (i, route) in config.routes.iter().enumerate() {
+        let key = |field: &str| format!("routes[{i}].{field}");
+        if route.name.is_empty() {
+            return Err((key("name"), "must not be empty".into()));
+        }
+        if !names.insert(route.name.as_str()) {
+            return Err((key("name"), format!("`{}` is declared twice", route.name)));
+        }
+        if route.chain.is_empty() {
+            return Err((key("chain"), "needs at least one provider".into()));
+        }
+        for (j, provider) in route.chain.iter().enumerate() {
+            if route.chain[..j].contains(provider) {
+                return Err((
+                    format!("routes[{i}].chain[{j}]"),
+                    format!("provider `{provider}` is listed twice"),
+                ));
+            }
+            if !config.providers.iter().any(|p| &p.name == provider) {
+                return Err((
+                    format!("routes[{i}].chain[{j}]"),
+                    format!("provider `{provider}` is not declared in [[providers]]"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

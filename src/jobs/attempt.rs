@@ -1,0 +1,83 @@
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::UnknownState;
+
+/// Lifecycle of one attempt (SPEC "Job and attempt states").
+///
+/// `starting` is written before the provider request leaves, so a crash can
+/// never hide a call that was made. `unknown` is an attempt that may have done
+/// the work; it is never treated as failed (R5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptState {
+    Starting,
+    Succeeded,
+    Failed,
+    Unknown,
+    Abandoned,
+    Superseded,
+}
+
+impl AttemptState {
+    pub const ALL: [AttemptState; 6] = [
+        AttemptState::Starting,
+        AttemptState::Succeeded,
+        AttemptState::Failed,
+        AttemptState::Unknown,
+        AttemptState::Abandoned,
+        AttemptState::Superseded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptState::Starting => "starting",
+            AttemptState::Succeeded => "succeeded",
+            AttemptState::Failed => "failed",
+            AttemptState::Unknown => "unknown",
+            AttemptState::Abandoned => "abandoned",
+            AttemptState::Superseded => "superseded",
+        }
+    }
+
+    /// Open attempts block any new attempt of the same job (R4). The schema's
+    /// partial unique index `attempts_one_open_per_job` lists the same states.
+    pub fn is_open(self) -> bool {
+        matches!(self, AttemptState::Starting | AttemptState::Unknown)
+    }
+}
+
+impl std::str::FromStr for AttemptState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AttemptState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownState { kind: "attempt", value: s.to_owned() })
+    }
+}
+
+impl std::fmt::Display for AttemptState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One try at fulfilling a job (R1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub id: Uuid,
+    pub job_id: Uuid,
+    pub number: i32,
+    pub provider: String,
+    pub state: AttemptState,
+    /// The job version read when the attempt started (R6).
+    pub job_version: i64,
+    pub outcome: Option<String>,
+    pub detail: Option<String>,
+    pub response: Option<String>,
+    pub resolved_by: Option<String>,
+    pub started_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+}

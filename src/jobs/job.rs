@@ -1,0 +1,114 @@
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{Fingerprint, IdempotencyKey, UnknownState};
+
+/// Lifecycle of a job (SPEC "Job and attempt states").
+///
+/// `unknown` is not terminal for the job: it means the job is blocked on an
+/// attempt whose outcome is not known, and a late answer can still make it
+/// `succeeded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Pending,
+        JobStatus::Running,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Unknown,
+        JobStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Pending => "pending",
+            JobStatus::Running => "running",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+            JobStatus::Unknown => "unknown",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Terminal states never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled)
+    }
+}
+
+impl std::str::FromStr for JobStatus {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownState { kind: "job", value: s.to_owned() })
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a caller asked for, before it is stored. The owner comes from the
+/// authenticated principal, never from the request body.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub id: Uuid,
+    pub owner: String,
+    pub idempotency_key: IdempotencyKey,
+    pub fingerprint: Fingerprint,
+    pub route: String,
+    /// The request body in its canonical (RFC 8785) form.
+    pub request: String,
+}
+
+impl NewJob {
+    pub fn new(
+        owner: String,
+        idempotency_key: IdempotencyKey,
+        route: String,
+        canonical_request: String,
+    ) -> Self {
+        NewJob {
+            id: Uuid::now_v7(),
+            owner,
+            idempotency_key,
+            fingerprint: Fingerprint::of_canonical(&canonical_request),
+            route,
+            request: canonical_request,
+        }
+    }
+}
+
+/// The durable record of one user intent (R1). Its identity, owner, key,
+/// fingerprint and request never change; attempts accumulate under it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: Uuid,
+    pub owner: String,
+    pub idempotency_key: String,
+    pub fingerprint: Fingerprint,
+    pub route: String,
+    pub request: String,
+    pub status: JobStatus,
+    pub version: i64,
+    pub completed_by: Option<Uuid>,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}

@@ -1,0 +1,31 @@
+//! The domain: what a user wants (a [`Job`]) and each try at it (an [`Attempt`]).
+//!
+//! Pure Rust: no HTTP and no SQL live here. The state names defined here are
+//! the ones the migrations' CHECK constraints allow, and the questions "may a
+//! new attempt start?" and "which state may follow which?" are answered here
+//! before the database answers them again.
+
+mod attempt;
+mod fingerprint;
+mod idempotency_key;
+mod job;
+mod request;
+
+pub use attempt::{Attempt, AttemptState};
+pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
+pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
+pub use job::{Job, JobStatus, NewJob};
+pub use request::{ChatMessage, JobInput, JobRequest};
+
+/// Milliseconds since the unix epoch: the one clock format of the store.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Unknown state name read from storage; the schema's CHECK makes this a bug.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {kind} state `{value}`")]
+pub struct UnknownState {
+    pub kind: &'static str,
+    pub value: String,
+}

@@ -1,0 +1,35 @@
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// What a job asks for: the body of `POST /v1/jobs`, stored with the job in
+/// its canonical form and read back by whoever drives the job.
+///
+/// Unknown fields are refused: a typo such as `parmas` silently ignored
+/// would bind the idempotency key to an intent the caller did not mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    /// The configured route that serves it.
+    pub route: String,
+    pub input: JobInput,
+    /// Generation parameters passed to the provider (`temperature`,
+    /// `max_tokens`, vendor fields…).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub params: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobInput {
+    pub messages: Vec<ChatMessage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    /// A string, or OpenAI-style content parts.
+    pub content: Value,
+    /// Vendor fields on a message (`name`, `tool_call_id`…) pass through.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}

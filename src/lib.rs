@@ -1,0 +1,16 @@
+//! intentgate: a multi-provider AI inference gateway whose one promise is
+//! that one user intent is one job, however many retries, double clicks,
+//! timeouts, fallbacks and racing attempts happen underneath.
+//!
+//! The modules follow the request (see `ARCHITECTURE.md`):
+//! [`api`] (HTTP surface) → [`jobs`] (the domain, no HTTP and no SQL) →
+//! [`store`] (SQLite and PostgreSQL). [`config`] and [`auth`] feed them;
+//! [`app`] assembles a running gateway; [`cli`] is the command line.
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod jobs;
+pub mod store;

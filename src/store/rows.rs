@@ -1,0 +1,84 @@
+//! Row shapes shared by both backends, and their conversion into the domain.
+//! The same Rust types decode from SQLite (BLOB uuid, INTEGER) and
+//! PostgreSQL (UUID, BIGINT), so one struct serves both.
+
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::jobs::{Attempt, Fingerprint, Job};
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct JobRow {
+    id: Uuid,
+    owner_id: String,
+    idempotency_key: String,
+    fingerprint: String,
+    route: String,
+    request: String,
+    status: String,
+    version: i64,
+    completed_by: Option<Uuid>,
+    result: Option<String>,
+    error: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = StoreError;
+
+    fn try_from(row: JobRow) -> Result<Self, Self::Error> {
+        Ok(Job {
+            id: row.id,
+            owner: row.owner_id,
+            idempotency_key: row.idempotency_key,
+            fingerprint: Fingerprint::from_stored(row.fingerprint),
+            route: row.route,
+            request: row.request,
+            status: row.status.parse().map_err(|e| StoreError::Corrupt(format!("{e}")))?,
+            version: row.version,
+            completed_by: row.completed_by,
+            result: row.result,
+            error: row.error,
+            created_at_ms: row.created_at,
+            updated_at_ms: row.updated_at,
+        })
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct AttemptRow {
+    id: Uuid,
+    job_id: Uuid,
+    number: i32,
+    provider: String,
+    state: String,
+    job_version: i64,
+    outcome: Option<String>,
+    detail: Option<String>,
+    response: Option<String>,
+    resolved_by: Option<String>,
+    started_at: i64,
+    finished_at: Option<i64>,
+}
+
+impl TryFrom<AttemptRow> for Attempt {
+    type Error = StoreError;
+
+    fn try_from(row: AttemptRow) -> Result<Self, Self::Error> {
+        Ok(Attempt {
+            id: row.id,
+            job_id: row.job_id,
+            number: row.number,
+            provider: row.provider,
+            state: row.state.parse().map_err(|e| StoreError::Corrupt(format!("{e}")))?,
+            job_version: row.job_version,
+            outcome: row.outcome,
+            detail: row.detail,
+            response: row.response,
+            resolved_by: row.resolved_by,
+            started_at_ms: row.started_at,
+            finished_at_ms: row.finished_at,
+        })
+    }
+}

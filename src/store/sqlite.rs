@@ -1,0 +1,48 @@
+//! SQLite backend: the embedded default. One file, WAL journal, a busy
+//! timeout so concurrent writers queue instead of failing, foreign keys on.
+
+use std::path::Path;
+use std::str::FromStr;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use super::StoreError;
+use crate::config::StoreConfig;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pub(super) pool: SqlitePool,
+}
+
+impl SqliteStore {
+    pub(super) async fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(&config.url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // NORMAL in WAL mode survives a process crash; FULL also survives
+            // power loss at the cost of an fsync per commit.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(config.busy_timeout.into())
+            .foreign_keys(true);
+        if let Some(parent) = Path::new(options.get_filename()).parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(|err| StoreError::Unavailable(sqlx::Error::Io(err)))?;
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(config.max_connections)
+            .acquire_timeout(config.acquire_timeout.into())
+            .connect_with(options)
+            .await?;
+        Ok(SqliteStore { pool })
+    }
+
+    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+}

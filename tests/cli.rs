@@ -1,0 +1,137 @@
+//! The `intentgate` binary as operators run it: `config check`, `keys hash`,
+//! `migrate` and `serve` with the shipped config and the environment overrides.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_intentgate");
+
+fn intentgate(args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+        .env_remove("INTENTGATE_LISTEN")
+        .env_remove("INTENTGATE_DATABASE_URL")
+        .env_remove("INTENTGATE_CONFIG");
+    command
+}
+
+fn scratch_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("intentgate-cli-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn shipped_config_checks_ok() {
+    let out = intentgate(&["config", "check"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("config/gateway.toml: ok"));
+}
+
+#[test]
+fn config_errors_name_file_key_and_problem() {
+    let cases = [
+        ("[store]\nurl = \"sqlite:x.db\"\ncolour = 1\n", "unknown field `colour`"),
+        ("[store]\nurl = \"mysql://x\"\n", "store.url"),
+        (
+            "[store]\nurl = \"sqlite:x.db\"\n[[routes]]\nname = \"r\"\nchain = [\"ghost\"]\n",
+            "routes[0].chain[0]: provider `ghost`",
+        ),
+        (
+            "[store]\nurl = \"sqlite:x.db\"\n[[providers]]\nname = \"p\"\ndialect = \"openai\"\nbase_url = \"http://x\"\nmodel = \"m\"\ntotal_timeout = \"soon\"\n",
+            "`soon` is not a duration",
+        ),
+        (
+            "[store]\nurl = \"sqlite:x.db\"\n[[principals]]\nname = \"a\"\nkey_sha256 = \"abc\"\n",
+            "principals[0].key_sha256",
+        ),
+        (
+            "[store]\nurl = \"sqlite:x.db\"\n[[principals]]\nname = \"a\"\nkey_env = \"INTENTGATE_TEST_SURELY_UNSET\"\n",
+            "principals[0].key_env: environment variable `INTENTGATE_TEST_SURELY_UNSET` is not set",
+        ),
+    ];
+    for (text, expected) in cases {
+        let path = scratch_file("bad.toml", text);
+        let out = intentgate(&["config", "check", "--config", path.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "must fail: {text}");
+        assert!(stderr.contains(path.to_str().unwrap()), "names the file: {stderr}");
+        assert!(stderr.contains(expected), "expected `{expected}` in: {stderr}");
+    }
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let out =
+        intentgate(&["config", "check"]).env("INTENTGATE_DATABASE_URL", "mysql://nope").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("store.url: `mysql://nope`"));
+    let out = intentgate(&["config", "check"]).env("INTENTGATE_LISTEN", "not-an-address").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INTENTGATE_LISTEN"));
+}
+
+#[test]
+fn keys_hash_prints_the_configured_hash() {
+    let out = intentgate(&["keys", "hash", "demo-alice"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "c3fe0b469a6d4f19a25fbec114762d2186aa2c22888f52c5550a77fc104bcff3"
+    );
+    let mut child =
+        intentgate(&["keys", "hash"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"demo-bob\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "cfdd601be826835d6a59c993254eb5786da08ee32379b680795ebe708f0060f9"
+    );
+}
+
+/// The README's first command, on a scratch database and port: the binary
+/// creates and migrates SQLite on first start and answers over HTTP.
+#[tokio::test]
+async fn serve_creates_the_database_and_answers() {
+    let dir = std::env::temp_dir().join(format!("intentgate-serve-{}", uuid::Uuid::now_v7()));
+    let db = dir.join("nested/intentgate.db");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["serve"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("INTENTGATE_DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env_remove("INTENTGATE_CONFIG")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Wait for the "listening" line rather than sleeping.
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next_line().await.unwrap().expect("serve exited before listening");
+        if line.contains("intentgate listening") {
+            break;
+        }
+    }
+    let client = common::client();
+    let response = client
+        .post(format!("http://127.0.0.1:{port}/v1/jobs"))
+        .bearer_auth(common::ALICE)
+        .header("idempotency-key", "cli-1")
+        .json(&common::chat_body("hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert!(db.exists(), "the SQLite file was created");
+    child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}

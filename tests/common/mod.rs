@@ -1,0 +1,258 @@
+//! Shared test harness: real stores (a fresh SQLite file, or a fresh schema
+//! in the real PostgreSQL), a gateway started in-process on a loopback port,
+//! and a client speaking to it over real HTTP.
+//!
+//! PostgreSQL: `INTENTGATE_TEST_PG_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`). When it cannot be reached the
+//! Postgres half of the matrix FAILS if `INTENTGATE_REQUIRE_PG=1` (CI sets it)
+//! and otherwise prints a loud SKIPPED line.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod proxy;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use intentgate::app::RunningGateway;
+use intentgate::config::Config;
+use reqwest::{Method, RequestBuilder, Response};
+use serde_json::Value;
+use sqlx::Connection;
+
+pub const ALICE: &str = "demo-alice";
+pub const BOB: &str = "demo-bob";
+pub const ADMIN: &str = "demo-admin";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs each named scenario `async fn name(store: TestStore)` once per
+/// backend: `sqlite::name` and `postgres::name`.
+#[macro_export]
+macro_rules! store_matrix {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let store = $crate::common::TestStore::new($crate::common::Backend::Sqlite).await.unwrap();
+                    super::$scenario(store).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    if let Some(store) = $crate::common::TestStore::new($crate::common::Backend::Postgres).await {
+                        super::$scenario(store).await
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// A fresh, empty database for one test.
+pub struct TestStore {
+    pub backend: Backend,
+    pub url: String,
+    sqlite_dir: Option<PathBuf>,
+}
+
+impl TestStore {
+    /// `None` only for PostgreSQL when it is unreachable and not required.
+    pub async fn new(backend: Backend) -> Option<TestStore> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("intentgate-test-{}", uuid::Uuid::now_v7()));
+                std::fs::create_dir_all(&dir).unwrap();
+                let url = format!("sqlite://{}", dir.join("jobs.db").display());
+                Some(TestStore { backend, url, sqlite_dir: Some(dir) })
+            }
+            Backend::Postgres => {
+                let base = pg_base_url();
+                let mut conn =
+                    match tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(&base))
+                        .await
+                    {
+                        Ok(Ok(conn)) => conn,
+                        Ok(Err(err)) => return pg_unreachable(&base, &err.to_string()),
+                        Err(_) => return pg_unreachable(&base, "timed out"),
+                    };
+                drop_stale_schemas(&mut conn).await;
+                let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+                let separator = if base.contains('?') { '&' } else { '?' };
+                let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+                Some(TestStore { backend, url, sqlite_dir: None })
+            }
+        }
+    }
+
+    /// The same database reached through another URL (e.g. via a proxy).
+    pub fn url_via(&self, host_port: &str) -> String {
+        let base = pg_base_url();
+        let start = base.find('@').map(|i| i + 1).unwrap_or("postgres://".len());
+        let end = base[start..].find('/').map(|i| start + i).unwrap();
+        format!("{}{}{}", &base[..start], host_port, &self.url[end..])
+    }
+
+    pub fn pg_host_port(&self) -> String {
+        let base = pg_base_url();
+        let start = base.find('@').map(|i| i + 1).unwrap_or("postgres://".len());
+        let end = base[start..].find('/').map(|i| start + i).unwrap();
+        base[start..end].to_owned()
+    }
+}
+
+impl Drop for TestStore {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.sqlite_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Test schemas are named after a UUIDv7, whose timestamp tells their age:
+/// drop those left behind by runs more than an hour old.
+async fn drop_stale_schemas(conn: &mut sqlx::PgConnection) {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT schema_name::text FROM information_schema.schemata WHERE schema_name LIKE 't\\_%'",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap_or_default();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for name in names {
+        let Ok(id) = uuid::Uuid::parse_str(&name[2..]) else { continue };
+        let Some(ts) = id.get_timestamp() else { continue };
+        let (secs, nanos) = ts.to_unix();
+        if std::time::UNIX_EPOCH + Duration::new(secs, nanos) < hour_ago {
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {name} CASCADE")))
+                .execute(&mut *conn)
+                .await;
+        }
+    }
+}
+
+pub fn pg_base_url() -> String {
+    std::env::var("INTENTGATE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+fn pg_unreachable(url: &str, why: &str) -> Option<TestStore> {
+    if std::env::var("INTENTGATE_REQUIRE_PG").is_ok_and(|v| v == "1") {
+        panic!("PostgreSQL is required (INTENTGATE_REQUIRE_PG=1) but {url} is unreachable: {why}");
+    }
+    eprintln!(
+        "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
+         !!! SKIPPED: PostgreSQL test — {url} is unreachable: {why}\n\
+         !!! Start PostgreSQL or set INTENTGATE_TEST_PG_URL; CI sets INTENTGATE_REQUIRE_PG=1.\n\
+         !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+    );
+    None
+}
+
+/// The config every test starts from: the demo principals, and routes over
+/// providers the test may point anywhere.
+pub fn test_config_toml(store_url: &str) -> String {
+    let shipped =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/gateway.toml")).unwrap();
+    let mut doc: toml::Table = toml::from_str(&shipped).unwrap();
+    let store = doc.get_mut("store").unwrap().as_table_mut().unwrap();
+    store.insert("url".into(), store_url.into());
+    store.insert("acquire_timeout".into(), "1s".into());
+    let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+    server.insert("listen".into(), "127.0.0.1:0".into());
+    doc.remove("simulator");
+    toml::to_string(&doc).unwrap()
+}
+
+pub fn test_config(store_url: &str) -> Config {
+    Config::from_toml(Path::new("test.toml"), &test_config_toml(store_url)).unwrap()
+}
+
+/// A gateway in this process, on a loopback port, and an HTTP client for it.
+pub struct TestGateway {
+    pub gateway: RunningGateway,
+    pub client: reqwest::Client,
+}
+
+impl TestGateway {
+    pub async fn start(store: &TestStore) -> TestGateway {
+        Self::start_with(test_config(&store.url)).await
+    }
+
+    pub async fn start_with(config: Config) -> TestGateway {
+        let gateway = intentgate::app::start(config).await.unwrap();
+        TestGateway { gateway, client: client() }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.gateway.url(), path)
+    }
+
+    pub fn request(&self, method: Method, path: &str, api_key: &str) -> RequestBuilder {
+        self.client.request(method, self.url(path)).bearer_auth(api_key)
+    }
+
+    /// `POST /v1/jobs` with a key and a JSON body.
+    pub async fn create(&self, api_key: &str, idem_key: &str, body: &Value) -> Response {
+        self.request(Method::POST, "/v1/jobs", api_key)
+            .header("idempotency-key", idem_key)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, api_key: &str, path: &str) -> Response {
+        self.request(Method::GET, path, api_key).send().await.unwrap()
+    }
+
+    pub async fn job_count(&self) -> i64 {
+        self.gateway.store.count_jobs(None).await.unwrap()
+    }
+}
+
+/// A plain HTTP client (the gateway speaks http on loopback in tests).
+pub fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap()
+}
+
+pub fn chat_body(text: &str) -> Value {
+    serde_json::json!({
+        "route": "chat",
+        "input": {"messages": [{"role": "user", "content": text}]},
+        "params": {"temperature": 0}
+    })
+}
+
+/// Asserts an RFC 9457 problem response with the given status and slug and
+/// returns its body.
+pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Value {
+    assert_eq!(response.status().as_u16(), status, "status");
+    assert_eq!(
+        response.headers().get("content-type").map(|v| v.to_str().unwrap()),
+        Some("application/problem+json"),
+        "content type"
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["type"],
+        format!("{}{slug}", intentgate::api::PROBLEM_TYPE_BASE),
+        "problem type in {body}"
+    );
+    assert_eq!(body["status"], status);
+    assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()), "detail in {body}");
+    body
+}
