@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use intentgate_providers::sim::{SimHandle, Simulator};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -12,6 +13,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, AppState};
 use crate::auth::{MissingKeyEnv, Principals};
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +22,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Principals(#[from] MissingKeyEnv),
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: SocketAddr, source: std::io::Error },
 }
@@ -28,6 +32,9 @@ pub enum StartError {
 pub struct RunningGateway {
     pub addr: SocketAddr,
     pub store: Store,
+    pub engine: Engine,
+    /// The in-process simulator, when enabled; dropping it stops it.
+    pub simulator: Option<SimHandle>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -53,11 +60,24 @@ impl RunningGateway {
     }
 }
 
-/// Connects and migrates the store, then serves on `config.server.listen`.
+/// Connects and migrates the store, starts the provider simulator if the
+/// config asks for it, then serves on `config.server.listen`.
 pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
+    let simulator = if config.simulator.enabled {
+        let addr = config.simulator.listen;
+        let handle = Simulator::new(config.simulator.seed)
+            .spawn(addr)
+            .await
+            .map_err(|source| StartError::Listen { addr, source })?;
+        tracing::info!(addr = %handle.addr(), "provider simulator listening");
+        Some(handle)
+    } else {
+        None
+    };
     let store = Store::connect(&config.store).await?;
     store.migrate().await?;
     let principals = Principals::from_config(&config)?;
+    let engine = Engine::new(&config, store.clone())?;
     let addr = config.server.listen;
     let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
     let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
@@ -65,17 +85,21 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
         max_body_bytes: config.server.max_body_bytes,
         config: Arc::new(config),
         store: store.clone(),
+        engine: engine.clone(),
         principals: Arc::new(principals),
     };
+    let sweeper = engine.spawn_sweeper();
     let (shutdown, mut stopped) = watch::channel(false);
     let app = api::router(state);
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             })
-            .await
+            .await;
+        sweeper.abort();
+        served
     });
     tracing::info!(%addr, store = store.backend(), "intentgate listening");
-    Ok(RunningGateway { addr, store, shutdown, task })
+    Ok(RunningGateway { addr, store, engine, simulator, shutdown, task })
 }

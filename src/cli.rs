@@ -40,6 +40,14 @@ pub enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Run the provider simulator on its own (both dialects, scripted per request).
+    Sim {
+        #[arg(long, default_value = "127.0.0.1:9101")]
+        listen: std::net::SocketAddr,
+        /// Seed of every random choice the simulator makes.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Work with API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -78,6 +86,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
             Err(err) => fail(err),
         },
+        Command::Sim { listen, seed } => sim(listen, seed).await,
         Command::Keys(KeysCommand::Hash { key }) => {
             let key = match key {
                 Some(key) => key,
@@ -113,6 +122,18 @@ async fn serve(args: &ConfigArg) -> ExitCode {
     match gateway.wait().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
+    }
+}
+
+async fn sim(listen: std::net::SocketAddr, seed: u64) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(err) => return fail(format!("cannot listen on {listen}: {err}")),
+    };
+    tracing::info!(addr = %listen, "provider simulator listening");
+    tokio::select! {
+        () = intentgate_providers::sim::serve(listener, intentgate_providers::sim::Simulator::new(seed)) => ExitCode::SUCCESS,
+        () = shutdown_signal() => ExitCode::SUCCESS,
     }
 }
 

@@ -4,7 +4,8 @@
 //!
 //! The modules follow the request (see `ARCHITECTURE.md`):
 //! [`api`] (HTTP surface) → [`jobs`] (the domain, no HTTP and no SQL) →
-//! [`store`] (SQLite and PostgreSQL). [`config`] and [`auth`] feed them;
+//! [`engine`] (drives jobs through providers) → [`store`] (SQLite and
+//! PostgreSQL). [`config`] and [`auth`] feed them;
 //! [`app`] assembles a running gateway; [`cli`] is the command line.
 
 pub mod api;
@@ -12,5 +13,6 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod jobs;
 pub mod store;

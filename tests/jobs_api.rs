@@ -66,8 +66,9 @@ async fn same_key_other_body_conflicts_and_leaves_job_unchanged(store: TestStore
     let created = gw.create(ALICE, "k1", &chat_body("transfer 10 EUR")).await;
     assert_eq!(created.status(), 201);
     let location = created.headers()["location"].to_str().unwrap().to_owned();
-    let before: Value = created.json().await.unwrap();
-    assert_eq!(location, format!("/v1/jobs/{}", before["id"].as_str().unwrap()));
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(location, format!("/v1/jobs/{}", created["id"].as_str().unwrap()));
+    let before = common::settled_job(&gw, ALICE, created["id"].as_str().unwrap()).await;
 
     let conflict = gw.create(ALICE, "k1", &chat_body("transfer 1000 EUR")).await;
     assert_eq!(conflict.headers().get("x-should-retry").unwrap(), "false");
@@ -210,13 +211,14 @@ async fn bad_api_keys_get_401(store: TestStore) {
 async fn find_job_by_idempotency_key(store: TestStore) {
     let gw = TestGateway::start(&store).await;
     let created: Value = gw.create(ALICE, "lost-response", &chat_body("x")).await.json().await.unwrap();
+    let settled = common::settled_job(&gw, ALICE, created["id"].as_str().unwrap()).await;
     let found = gw.get(ALICE, "/v1/jobs?idempotency_key=lost-response").await;
     assert_eq!(found.status(), 200);
     let found: Value = found.json().await.unwrap();
     assert_eq!(found["id"], created["id"]);
-    assert_eq!(found["status"], "pending");
-    assert_eq!(found["version"], 0);
-    assert_eq!(found["attempts"], json!([]));
+    assert_eq!(found, settled);
+    assert_eq!(found["status"], "succeeded");
+    assert_eq!(found["attempts"].as_array().unwrap().len(), 1);
     assert_problem(gw.get(BOB, "/v1/jobs?idempotency_key=lost-response").await, 404, "not-found").await;
     assert_problem(gw.get(ALICE, "/v1/jobs").await, 400, "missing-parameter").await;
 }

@@ -62,3 +62,49 @@ CREATE UNIQUE INDEX attempts_one_open_per_job ON attempts (job_id)
 CREATE INDEX jobs_status ON jobs (status);
 CREATE INDEX jobs_lease ON jobs (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX attempts_provider_unknown ON attempts (provider) WHERE state = 'unknown';
+
+-- The state machines of src/jobs/transitions.rs, enforced by the database:
+-- an UPDATE that moves a state along a pair not listed there is aborted.
+CREATE FUNCTION jobs_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status <> OLD.status AND NOT (
+           (OLD.status = 'pending' AND NEW.status IN ('running', 'failed', 'cancelled'))
+        OR (OLD.status = 'running' AND NEW.status IN ('succeeded', 'failed', 'unknown', 'cancelled'))
+        OR (OLD.status = 'unknown' AND NEW.status IN ('running', 'succeeded', 'failed', 'cancelled'))
+        OR (OLD.status = 'failed'  AND NEW.status = 'running'))
+    THEN
+        RAISE EXCEPTION 'illegal job status transition % -> %', OLD.status, NEW.status
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- R1: the intent of a job never changes, and a result once written stays.
+    IF NEW.id IS DISTINCT FROM OLD.id OR NEW.owner_id IS DISTINCT FROM OLD.owner_id
+       OR NEW.idempotency_key IS DISTINCT FROM OLD.idempotency_key
+       OR NEW.fingerprint IS DISTINCT FROM OLD.fingerprint OR NEW.route IS DISTINCT FROM OLD.route
+       OR NEW.request IS DISTINCT FROM OLD.request OR NEW.version < OLD.version
+       OR (OLD.completed_by IS NOT NULL
+           AND (NEW.completed_by IS DISTINCT FROM OLD.completed_by OR NEW.result IS DISTINCT FROM OLD.result))
+    THEN
+        RAISE EXCEPTION 'a job''s intent and result are immutable' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER jobs_guard BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION jobs_guard();
+
+CREATE FUNCTION attempts_state_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.state <> OLD.state AND NOT (
+           (OLD.state = 'starting'  AND NEW.state IN ('succeeded', 'failed', 'unknown', 'superseded'))
+        OR (OLD.state = 'unknown'   AND NEW.state IN ('succeeded', 'failed', 'abandoned', 'superseded'))
+        OR (OLD.state = 'abandoned' AND NEW.state IN ('succeeded', 'superseded')))
+    THEN
+        RAISE EXCEPTION 'illegal attempt state transition % -> %', OLD.state, NEW.state
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER attempts_state_transition BEFORE UPDATE ON attempts
+    FOR EACH ROW EXECUTE FUNCTION attempts_state_transition();

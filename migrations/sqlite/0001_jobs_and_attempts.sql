@@ -59,3 +59,35 @@ CREATE UNIQUE INDEX attempts_one_open_per_job ON attempts (job_id)
 CREATE INDEX jobs_status ON jobs (status);
 CREATE INDEX jobs_lease ON jobs (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX attempts_provider_unknown ON attempts (provider) WHERE state = 'unknown';
+
+-- The state machines of src/jobs/transitions.rs, enforced by the database:
+-- an UPDATE that moves a state along a pair not listed there is aborted.
+CREATE TRIGGER jobs_status_transition BEFORE UPDATE OF status ON jobs
+WHEN NEW.status <> OLD.status AND NOT (
+       (OLD.status = 'pending' AND NEW.status IN ('running', 'failed', 'cancelled'))
+    OR (OLD.status = 'running' AND NEW.status IN ('succeeded', 'failed', 'unknown', 'cancelled'))
+    OR (OLD.status = 'unknown' AND NEW.status IN ('running', 'succeeded', 'failed', 'cancelled'))
+    OR (OLD.status = 'failed'  AND NEW.status = 'running'))
+BEGIN
+    SELECT RAISE(ABORT, 'illegal job status transition');
+END;
+
+CREATE TRIGGER attempts_state_transition BEFORE UPDATE OF state ON attempts
+WHEN NEW.state <> OLD.state AND NOT (
+       (OLD.state = 'starting'  AND NEW.state IN ('succeeded', 'failed', 'unknown', 'superseded'))
+    OR (OLD.state = 'unknown'   AND NEW.state IN ('succeeded', 'failed', 'abandoned', 'superseded'))
+    OR (OLD.state = 'abandoned' AND NEW.state IN ('succeeded', 'superseded')))
+BEGIN
+    SELECT RAISE(ABORT, 'illegal attempt state transition');
+END;
+
+-- R1: the intent of a job never changes, and a result once written stays.
+CREATE TRIGGER jobs_intent_immutable BEFORE UPDATE ON jobs
+WHEN NEW.id IS NOT OLD.id OR NEW.owner_id IS NOT OLD.owner_id
+  OR NEW.idempotency_key IS NOT OLD.idempotency_key OR NEW.fingerprint IS NOT OLD.fingerprint
+  OR NEW.route IS NOT OLD.route OR NEW.request IS NOT OLD.request OR NEW.version < OLD.version
+  OR (OLD.completed_by IS NOT NULL
+      AND (NEW.completed_by IS NOT OLD.completed_by OR NEW.result IS NOT OLD.result))
+BEGIN
+    SELECT RAISE(ABORT, 'a job''s intent and result are immutable');
+END;

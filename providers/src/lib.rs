@@ -1,1 +1,33 @@
-//! Provider adapters, outcome classes and the provider simulator (being built).
+//! Provider adapters, outcome classes and the provider simulator of intentgate.
+//!
+//! The gateway talks to every provider through [`Provider::chat`] and
+//! [`Provider::chat_stream`]. Whatever happens on the wire ends up in exactly
+//! one [`OutcomeClass`], because the job/attempt state machine (SPEC R5) only
+//! needs to know one thing: did the call *prove* that no usable work was done
+//! (`not_sent`, `rejected`, `bad_output` — fail over at once), or may the
+//! provider still be working on it (`unknown` — block until settled)?
+//!
+//! The [`sim`] module is a real HTTP server speaking both dialects, scripted
+//! per request, so all of this can be tested over loopback sockets.
+
+mod anthropic;
+mod config;
+mod openai;
+mod outcome;
+mod provider;
+mod retry_after;
+mod secret;
+mod sse;
+mod stream;
+mod transport;
+mod types;
+
+pub mod sim;
+
+pub use config::{ConfigError, Dialect, ProviderConfig, Timeouts};
+pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
+pub use provider::{Anthropic, OpenAi, Provider};
+pub use secret::Secret;
+pub use stream::ChunkStream;
+pub use transport::{ATTEMPT_HEADER, IDEMPOTENCY_KEY_HEADER};
+pub use types::{CallContext, ChatRequest, ChatResponse, Content, Message, StreamChunk, Usage};

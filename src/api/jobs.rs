@@ -9,10 +9,13 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use std::time::Duration;
+
 use super::idempotency::idempotency_key;
+use super::prefer::wait_preference;
 use super::view::JobView;
 use super::{AppState, Caller, Problem};
-use crate::jobs::{Job, JobRequest, NewJob, canonical_json, now_ms};
+use crate::jobs::{Job, JobRequest, JobStatus, NewJob, canonical_json, now_ms};
 use crate::store::Created;
 
 /// Header that marks a response as the replay of an earlier request.
@@ -62,14 +65,19 @@ pub async fn create(
     })?;
     let new = NewJob::new(caller.0.owner.clone(), key, create.route, canonical);
 
-    match state.store.create_job(&new, now_ms()).await? {
+    let wait = wait_preference(&headers);
+    match state.store.create_job(&new, state.engine.new_job_lease(), now_ms()).await? {
         Created::New(job) => {
             tracing::info!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
-            Ok(job_response(StatusCode::CREATED, &job, &[], false))
+            // The row is committed: only now may a provider be called.
+            state.engine.spawn_drive(job.id, None);
+            match wait {
+                None => Ok(job_response(StatusCode::CREATED, &job, &[], false)),
+                Some(wait) => respond_after_wait(&state, job, StatusCode::CREATED, false, wait).await,
+            }
         }
         Created::Existing(job) if job.fingerprint == new.fingerprint => {
-            let attempts = state.store.attempts(job.id).await?;
-            Ok(job_response(StatusCode::OK, &job, &attempts, true))
+            respond_after_wait(&state, job, StatusCode::OK, true, wait.unwrap_or_default()).await
         }
         Created::Existing(job) => Err(Problem::conflict(
             "idempotency-key-reused",
@@ -116,11 +124,36 @@ pub async fn find_by_key(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
+    let wait = wait_preference(&headers).unwrap_or_default();
+    respond_after_wait(&state, job, StatusCode::OK, false, wait).await
+}
+
+/// Waits up to `wait` for the job to leave `pending`/`running` (woken by
+/// the transition), then answers with the job as it is.
+async fn respond_after_wait(
+    state: &AppState,
+    job: Job,
+    status: StatusCode,
+    replayed: bool,
+    wait: Duration,
+) -> Result<Response, Problem> {
+    let job = if wait.is_zero() || !matches!(job.status, JobStatus::Pending | JobStatus::Running) {
+        job
+    } else {
+        state.engine.wait_settled(job.id, wait).await?.unwrap_or(job)
+    };
     let attempts = state.store.attempts(job.id).await?;
-    Ok(job_response(StatusCode::OK, &job, &attempts, false))
+    let mut response = job_response(status, &job, &attempts, replayed);
+    if !wait.is_zero()
+        && let Ok(applied) = HeaderValue::from_str(&format!("wait={}", wait.as_secs()))
+    {
+        response.headers_mut().insert("preference-applied", applied);
+    }
+    Ok(response)
 }
 
 /// The job `id` if the caller may see it: its owner, or an admin.
@@ -133,7 +166,7 @@ pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<
     }
 }
 
-fn job_response(
+pub fn job_response(
     status: StatusCode,
     job: &Job,
     attempts: &[crate::jobs::Attempt],

@@ -7,11 +7,14 @@
 //! problem+json) → the `Caller` extractor (401) → the handler, which reads
 //! the body within `server.max_body_bytes` (413).
 
+mod attempts;
 mod auth;
 mod health;
 mod idempotency;
 mod jobs;
+mod prefer;
 mod problem;
+mod routes;
 mod view;
 
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 pub use auth::Caller;
 pub use idempotency::IDEMPOTENCY_KEY;
@@ -30,6 +33,7 @@ pub use problem::{PROBLEM_TYPE_BASE, Problem};
 
 use crate::auth::Principals;
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::store::Store;
 
 /// What every handler can reach. Cheap to clone.
@@ -37,6 +41,7 @@ use crate::store::Store;
 pub struct AppState {
     pub config: Arc<Config>,
     pub store: Store,
+    pub engine: Engine,
     pub principals: Arc<Principals>,
     pub max_body_bytes: usize,
 }
@@ -45,6 +50,11 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/jobs", get(jobs::find_by_key).post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
+        .route("/v1/jobs/{id}/attempts", post(attempts::start))
+        .route("/v1/jobs/{id}/attempts/{number}/resolve", post(attempts::resolve))
+        .route("/v1/jobs/{id}/cancel", post(attempts::cancel))
+        .route("/v1/providers/{name}/resolve", post(attempts::resolve_provider))
+        .route("/v1/routes", get(routes::list))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)

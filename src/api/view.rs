@@ -59,7 +59,7 @@ impl<'a> JobView<'a> {
 }
 
 impl<'a> AttemptView<'a> {
-    fn new(attempt: &'a Attempt) -> Self {
+    pub fn new(attempt: &'a Attempt) -> Self {
         AttemptView {
             id: attempt.id,
             number: attempt.number,

@@ -28,6 +28,8 @@ pub struct Config {
     pub server: ServerConfig,
     pub store: StoreConfig,
     #[serde(default)]
+    pub engine: EngineConfig,
+    #[serde(default)]
     pub simulator: SimulatorConfig,
     #[serde(default)]
     pub principals: Vec<PrincipalConfig>,
@@ -85,6 +87,40 @@ fn default_acquire_timeout() -> HumanDuration {
 }
 
 fn default_busy_timeout() -> HumanDuration {
+    HumanDuration::secs(5)
+}
+
+/// How this gateway instance drives jobs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Name of this instance in job leases; defaults to a fresh UUID per process.
+    pub instance_id: Option<String>,
+    /// How long a driver's lease lasts without renewal. A crashed instance's
+    /// jobs are taken over this long after its last renewal.
+    #[serde(default = "default_lease_ttl")]
+    pub lease_ttl: HumanDuration,
+    /// How often the recovery sweep looks for expired leases and overdue
+    /// unknown attempts.
+    #[serde(default = "default_sweep_interval")]
+    pub sweep_interval: HumanDuration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            instance_id: None,
+            lease_ttl: default_lease_ttl(),
+            sweep_interval: default_sweep_interval(),
+        }
+    }
+}
+
+fn default_lease_ttl() -> HumanDuration {
+    HumanDuration::secs(15)
+}
+
+fn default_sweep_interval() -> HumanDuration {
     HumanDuration::secs(5)
 }
 
@@ -166,6 +202,39 @@ pub struct ProviderConfig {
     /// sent. Past it, an unknown attempt may be settled as abandoned; unset
     /// means only an operator settles it.
     pub max_execution: Option<HumanDuration>,
+    /// Extra headers sent on every request to this provider.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+impl ProviderConfig {
+    /// The provider crate's view of this provider, with its API key read
+    /// from the environment now (it is never stored anywhere else).
+    pub fn to_provider_config(
+        &self,
+    ) -> Result<intentgate_providers::ProviderConfig, crate::engine::EngineError> {
+        let dialect = match self.dialect {
+            DialectConfig::Openai => intentgate_providers::Dialect::OpenAi,
+            DialectConfig::Anthropic => intentgate_providers::Dialect::Anthropic,
+        };
+        let mut config =
+            intentgate_providers::ProviderConfig::new(&self.name, dialect, &self.base_url, &self.model);
+        config.timeouts = intentgate_providers::Timeouts {
+            connect: self.connect_timeout.into(),
+            first_byte: self.first_byte_timeout.into(),
+            total: self.total_timeout.into(),
+            stream_idle: self.stream_idle_timeout.into(),
+        };
+        if let Some(var) = &self.api_key_env {
+            let key = std::env::var(var).map_err(|_| crate::engine::EngineError::Provider {
+                name: self.name.clone(),
+                message: format!("environment variable `{var}` (api_key_env) is not set"),
+            })?;
+            config.api_key = Some(intentgate_providers::Secret::new(key));
+        }
+        config.extra_headers = self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        Ok(config)
+    }
 }
 
 fn default_connect_timeout() -> HumanDuration {
@@ -193,6 +262,29 @@ pub struct RouteConfig {
     /// After this long without an answer an attempt is declared `unknown`.
     #[serde(default = "default_attempt_timeout")]
     pub attempt_timeout: HumanDuration,
+    /// Retries of the same provider after a `rejected` outcome (429, 5xx),
+    /// each a new attempt, before failing over.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// First backoff between retries; doubles each time.
+    #[serde(default = "default_retry_backoff")]
+    pub retry_backoff: HumanDuration,
+    /// Longest wait honoured, from backoff or a provider's `Retry-After`;
+    /// a longer `Retry-After` fails over instead of waiting.
+    #[serde(default = "default_max_retry_wait")]
+    pub max_retry_wait: HumanDuration,
+}
+
+fn default_retries() -> u32 {
+    2
+}
+
+fn default_retry_backoff() -> HumanDuration {
+    HumanDuration::millis(200)
+}
+
+fn default_max_retry_wait() -> HumanDuration {
+    HumanDuration::secs(10)
 }
 
 fn default_attempt_timeout() -> HumanDuration {

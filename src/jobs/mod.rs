@@ -10,12 +10,14 @@ mod fingerprint;
 mod idempotency_key;
 mod job;
 mod request;
+mod transitions;
 
 pub use attempt::{Attempt, AttemptState};
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
 pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
 pub use job::{Job, JobStatus, NewJob};
 pub use request::{ChatMessage, JobInput, JobRequest};
+pub use transitions::{StartBlocked, may_start_attempt};
 
 /// Milliseconds since the unix epoch: the one clock format of the store.
 pub fn now_ms() -> i64 {

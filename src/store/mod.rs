@@ -13,16 +13,8 @@
 //! invariants do in `migrations/sqlite/` and `migrations/postgres/`.
 //! Invariants are enforced by the schema; the code never checks-then-inserts.
 
-mod postgres;
-mod rows;
-mod sql;
-mod sqlite;
-
-use uuid::Uuid;
-
 use crate::config::StoreConfig;
-use crate::jobs::{Attempt, Job, NewJob};
-use rows::{AttemptRow, JobRow};
+use crate::jobs::Job;
 
 /// One store, dispatched by backend.
 #[derive(Debug, Clone)]
@@ -46,6 +38,40 @@ macro_rules! on_pool {
         }
     };
 }
+
+/// Runs `$body` inside a write transaction, `$tx` bound to it, and commits.
+/// SQLite begins with `BEGIN IMMEDIATE` so the write lock is taken before
+/// the first read (no upgrade deadlock); PostgreSQL's default suffices
+/// because the constraints, not the reads, decide races. An early `return`
+/// or `?` in the body drops the transaction, which rolls it back.
+macro_rules! in_write_tx {
+    ($store:expr, $tx:ident => $body:block) => {
+        match $store {
+            Store::Sqlite(store) => {
+                let mut $tx = store.pool.begin_with("BEGIN IMMEDIATE").await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+            Store::Postgres(store) => {
+                let mut $tx = store.pool.begin().await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+        }
+    };
+}
+
+mod attempts;
+mod jobs;
+mod postgres;
+mod rows;
+mod sql;
+mod sqlite;
+
+pub use attempts::{CasOutcome, Settle, StartOutcome};
+pub use jobs::{JobFilter, Lease};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -140,67 +166,5 @@ impl Store {
     pub async fn ping(&self) -> Result<(), StoreError> {
         on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(drop))?;
         Ok(())
-    }
-
-    /// Inserts the job unless `(owner, idempotency_key)` exists, in which
-    /// case the existing job is returned (R2). `INSERT … ON CONFLICT DO
-    /// NOTHING RETURNING` then a read: the unique constraint decides, and a
-    /// racing duplicate waits on it rather than on our code.
-    pub async fn create_job(&self, new: &NewJob, now_ms: i64) -> Result<Created, StoreError> {
-        let inserted: Option<JobRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql::INSERT_JOB)
-                .bind(new.id)
-                .bind(&new.owner)
-                .bind(new.idempotency_key.as_str())
-                .bind(new.fingerprint.as_str())
-                .bind(&new.route)
-                .bind(&new.request)
-                .bind(now_ms)
-                .fetch_optional(pool)
-                .await
-        })?;
-        if let Some(row) = inserted {
-            return Ok(Created::New(row.try_into()?));
-        }
-        match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
-            Some(job) => Ok(Created::Existing(job)),
-            None => Err(StoreError::Corrupt(format!(
-                "insert of ({}, {}) conflicted but no row is there",
-                new.owner,
-                new.idempotency_key.as_str()
-            ))),
-        }
-    }
-
-    /// The job with this id, whoever owns it. Callers scope by owner.
-    pub async fn job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(id).fetch_optional(pool).await
-        })?;
-        row.map(Job::try_from).transpose()
-    }
-
-    pub async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql::SELECT_JOB_BY_KEY).bind(owner).bind(key).fetch_optional(pool).await
-        })?;
-        row.map(Job::try_from).transpose()
-    }
-
-    /// Every attempt of a job, in the order they started.
-    pub async fn attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        let rows: Vec<AttemptRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(pool).await
-        })?;
-        rows.into_iter().map(Attempt::try_from).collect()
-    }
-
-    /// Number of job rows for `(owner, key)`: used by tests and tools to
-    /// prove that nothing was stored.
-    pub async fn count_jobs(&self, owner: Option<&str>) -> Result<i64, StoreError> {
-        let count: i64 = on_pool!(self, pool => {
-            sqlx::query_scalar(sql::COUNT_JOBS).bind(owner).fetch_one(pool).await
-        })?;
-        Ok(count)
     }
 }

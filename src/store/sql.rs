@@ -1,6 +1,7 @@
 //! SQL both backends run unchanged. `$N` placeholders work on SQLite and
 //! PostgreSQL alike; anything that must differ lives in `sqlite.rs` or
-//! `postgres.rs`.
+//! `postgres.rs`. Every UPDATE that changes a state names, in its WHERE, the
+//! state(s) it leaves.
 
 macro_rules! job_columns {
     () => {
@@ -16,10 +17,14 @@ macro_rules! attempt_columns {
     };
 }
 
+// ---- jobs -------------------------------------------------------------------
+
+/// R2: the unique constraint decides; the inserting instance holds the lease
+/// from the first moment, so a crash right after the insert is recovered.
 pub(super) const INSERT_JOB: &str = concat!(
     "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
-     status, version, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7) \
+     status, version, created_at, updated_at, lease_owner, lease_expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7, $8, $9) \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
      RETURNING ",
     job_columns!()
@@ -30,7 +35,76 @@ pub(super) const SELECT_JOB_BY_ID: &str = concat!("SELECT ", job_columns!(), " F
 pub(super) const SELECT_JOB_BY_KEY: &str =
     concat!("SELECT ", job_columns!(), " FROM jobs WHERE owner_id = $1 AND idempotency_key = $2");
 
+pub(super) const COUNT_JOBS: &str = "SELECT COUNT(*) FROM jobs WHERE ($1 IS NULL OR owner_id = $1)";
+
+pub(super) const SET_JOB_STATUS: &str = "UPDATE jobs SET status = $3, error = COALESCE($4, error), updated_at = $5 \
+     WHERE id = $1 AND status = $2";
+
+/// R6: the only statement that writes a job's result. Zero rows = another
+/// attempt already won (or the job was cancelled or failed meanwhile).
+pub(super) const COMPLETE_JOB_CAS: &str = "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
+     version = version + 1, updated_at = $5 \
+     WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown')";
+
+/// R10: take the lease if it is free, expired, or already ours.
+pub(super) const CLAIM_LEASE: &str = "UPDATE jobs SET lease_owner = $2, lease_expires_at = $3 \
+     WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $4)";
+
+pub(super) const RENEW_LEASE: &str =
+    "UPDATE jobs SET lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2";
+
+pub(super) const RELEASE_LEASE: &str =
+    "UPDATE jobs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2";
+
+pub(super) const EXPIRED_LEASES: &str = "SELECT id FROM jobs \
+     WHERE lease_expires_at < $1 AND status IN ('pending', 'running') ORDER BY lease_expires_at LIMIT $2";
+
+pub(super) const LIST_JOBS: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR owner_id = $2) \
+     AND ($3 IS NULL OR route = $3) ORDER BY id DESC LIMIT $4"
+);
+
+// ---- attempts ---------------------------------------------------------------
+
 pub(super) const SELECT_ATTEMPTS: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 ORDER BY number");
 
-pub(super) const COUNT_JOBS: &str = "SELECT COUNT(*) FROM jobs WHERE ($1 IS NULL OR owner_id = $1)";
+pub(super) const SELECT_ATTEMPT: &str =
+    concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 AND number = $2");
+
+/// Written before the provider request leaves (R5): a crash cannot hide a call.
+pub(super) const INSERT_ATTEMPT: &str = concat!(
+    "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at) \
+     VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING ",
+    attempt_columns!()
+);
+
+/// One attempt leaves state `$2` for `$3`. `finished_at` is NULL exactly
+/// for the open states (a CHECK says so).
+pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome = COALESCE($4, outcome), \
+     detail = COALESCE($5, detail), response = COALESCE($6, response), \
+     resolved_by = COALESCE($7, resolved_by), finished_at = $8 \
+     WHERE id = $1 AND state = $2";
+
+/// Takes the attempt's row lock (PostgreSQL) and tells whether it may still
+/// deliver a result. The no-op `state = state` keeps this one portable
+/// statement; the transition trigger allows an unchanged state.
+pub(super) const LOCK_DELIVERABLE_ATTEMPT: &str = "UPDATE attempts SET state = state \
+     WHERE id = $1 AND state IN ('starting', 'unknown', 'abandoned') RETURNING state";
+
+/// Recovery: the process that wrote these `starting` attempts is gone and
+/// may have sent them, so they become `unknown` — never `failed`.
+pub(super) const STARTING_TO_UNKNOWN: &str = "UPDATE attempts SET state = 'unknown', outcome = 'unknown', detail = $2 \
+     WHERE job_id = $1 AND state = 'starting'";
+
+pub(super) const UNKNOWN_ATTEMPTS_OF_PROVIDER: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM attempts WHERE provider = $1 AND state = 'unknown' AND started_at <= $2 ORDER BY started_at"
+);
+
+pub(super) const UNKNOWN_PROVIDERS: &str = "SELECT DISTINCT provider FROM attempts WHERE state = 'unknown'";
+
+pub(super) const COUNT_UNKNOWN_ATTEMPTS: &str = "SELECT COUNT(*) FROM attempts WHERE state = 'unknown'";

@@ -14,8 +14,12 @@ pub mod proxy;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use intentgate::app::RunningGateway;
 use intentgate::config::Config;
+use intentgate::engine::EngineEvent;
+use intentgate_providers::sim::{SimHandle, Simulator};
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use sqlx::Connection;
@@ -161,9 +165,10 @@ fn pg_unreachable(url: &str, why: &str) -> Option<TestStore> {
     None
 }
 
-/// The config every test starts from: the demo principals, and routes over
-/// providers the test may point anywhere.
-pub fn test_config_toml(store_url: &str) -> String {
+/// The shipped config as a TOML document, pointed at `store_url`, listening
+/// on a free loopback port, its providers pointed at `sim_addr` (or wherever
+/// they point, when `None`) and its in-process simulator off.
+pub fn test_config_doc(store_url: &str, sim_addr: Option<SocketAddr>) -> toml::Table {
     let shipped =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/gateway.toml")).unwrap();
     let mut doc: toml::Table = toml::from_str(&shipped).unwrap();
@@ -173,27 +178,83 @@ pub fn test_config_toml(store_url: &str) -> String {
     let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
     server.insert("listen".into(), "127.0.0.1:0".into());
     doc.remove("simulator");
-    toml::to_string(&doc).unwrap()
+    if let Some(addr) = sim_addr {
+        for provider in doc.get_mut("providers").unwrap().as_array_mut().unwrap() {
+            let provider = provider.as_table_mut().unwrap();
+            let url = match provider["dialect"].as_str().unwrap() {
+                "openai" => format!("http://{addr}/v1"),
+                _ => format!("http://{addr}"),
+            };
+            provider.insert("base_url".into(), url.into());
+        }
+    }
+    doc
 }
 
 pub fn test_config(store_url: &str) -> Config {
-    Config::from_toml(Path::new("test.toml"), &test_config_toml(store_url)).unwrap()
+    config_from_doc(&test_config_doc(store_url, None))
 }
 
-/// A gateway in this process, on a loopback port, and an HTTP client for it.
+pub fn config_from_doc(doc: &toml::Table) -> Config {
+    Config::from_toml(Path::new("test.toml"), &toml::to_string(doc).unwrap()).unwrap()
+}
+
+/// Sets `key = value` on the `[[providers]]` entry named `name`.
+pub fn set_provider(doc: &mut toml::Table, name: &str, key: &str, value: impl Into<toml::Value>) {
+    set_in(doc, "providers", name, key, value.into());
+}
+
+/// Sets `key = value` on the `[[routes]]` entry named `name`.
+pub fn set_route(doc: &mut toml::Table, name: &str, key: &str, value: impl Into<toml::Value>) {
+    set_in(doc, "routes", name, key, value.into());
+}
+
+fn set_in(doc: &mut toml::Table, array: &str, name: &str, key: &str, value: toml::Value) {
+    let entry = doc[array]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .map(|v| v.as_table_mut().unwrap())
+        .find(|t| t["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no {array} entry `{name}`"));
+    entry.insert(key.into(), value);
+}
+
+/// A gateway in this process on a loopback port, its own provider simulator
+/// (a real HTTP server on another loopback port), and an HTTP client.
 pub struct TestGateway {
     pub gateway: RunningGateway,
     pub client: reqwest::Client,
+    pub sim: Option<SimHandle>,
 }
 
 impl TestGateway {
     pub async fn start(store: &TestStore) -> TestGateway {
-        Self::start_with(test_config(&store.url)).await
+        Self::start_tweaked(store, |_| {}).await
+    }
+
+    /// Starts a simulator, then the gateway with the shipped config pointed
+    /// at it and changed by `tweak`.
+    pub async fn start_tweaked(store: &TestStore, tweak: impl FnOnce(&mut toml::Table)) -> TestGateway {
+        let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let mut doc = test_config_doc(&store.url, Some(sim.addr()));
+        tweak(&mut doc);
+        let mut gw = Self::start_with(config_from_doc(&doc)).await;
+        gw.sim = Some(sim);
+        gw
     }
 
     pub async fn start_with(config: Config) -> TestGateway {
         let gateway = intentgate::app::start(config).await.unwrap();
-        TestGateway { gateway, client: client() }
+        TestGateway { gateway, client: client(), sim: None }
+    }
+
+    pub fn sim(&self) -> &SimHandle {
+        self.sim.as_ref().expect("this gateway has a simulator")
+    }
+
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<EngineEvent> {
+        self.gateway.engine.subscribe()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -227,6 +288,44 @@ impl TestGateway {
 pub fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap()
+}
+
+/// Waits (on engine events, not sleeps) until attempt `number` of `job_id`
+/// reaches `state`; panics after 10 s.
+pub async fn wait_for_attempt(
+    events: &mut tokio::sync::broadcast::Receiver<EngineEvent>,
+    job_id: &str,
+    number: i32,
+    state: intentgate::jobs::AttemptState,
+) {
+    let wanted = |event: &EngineEvent| {
+        matches!(event, EngineEvent::AttemptSettled { job_id: j, number: n, state: s, .. }
+            if j.to_string() == job_id && *n == number && *s == state)
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match events.recv().await {
+                Ok(event) if wanted(&event) => return,
+                Ok(_) => {}
+                Err(err) => panic!("event stream: {err}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("attempt {number} of {job_id} never became {state}"));
+}
+
+/// `GET /v1/jobs/{id}` with `Prefer: wait=10`: returns once the job left
+/// `pending`/`running`.
+pub async fn settled_job(gw: &TestGateway, api_key: &str, job_id: &str) -> Value {
+    let response = gw
+        .request(Method::GET, &format!("/v1/jobs/{job_id}"), api_key)
+        .header("prefer", "wait=10")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
 }
 
 pub fn chat_body(text: &str) -> Value {

@@ -1,0 +1,217 @@
+//! The Anthropic messages dialect.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::outcome::Failure;
+use crate::stream::{Decoded, Step};
+use crate::types::{ChatRequest, StreamChunk, Usage};
+
+pub(crate) const PATH: &str = "/v1/messages";
+pub(crate) const VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
+/// Anthropic requires `max_tokens`; OpenAI-shaped callers often omit it.
+pub(crate) const DEFAULT_MAX_TOKENS: u32 = 1024;
+
+pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
+    vec![("x-api-key", key.to_owned())]
+}
+
+/// Moves system (and `developer`) messages to the top-level `system` field,
+/// fills in `max_tokens`, and passes every other field through unchanged.
+pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Result<Value, serde_json::Error> {
+    let mut body: Map<String, Value> = req.extra.clone();
+    let (system, messages): (Vec<_>, Vec<_>) =
+        req.messages.iter().partition(|m| m.role == "system" || m.role == "developer");
+    if !system.is_empty() {
+        let text: Vec<String> = system.iter().map(|m| m.content.text()).collect();
+        body.insert("system".into(), text.join("\n\n").into());
+    }
+    body.insert("messages".into(), serde_json::to_value(messages)?);
+    body.insert("model".into(), model.into());
+    body.remove("stream");
+    body.insert("max_tokens".into(), req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).into());
+    if let Some(temperature) = req.temperature {
+        body.insert("temperature".into(), temperature.into());
+    }
+    if stream {
+        body.insert("stream".into(), true.into());
+    }
+    Ok(Value::Object(body))
+}
+
+#[derive(Deserialize)]
+struct MessageBody {
+    model: Option<String>,
+    content: Vec<Block>,
+    usage: Option<AnthropicUsage>,
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct AnthropicUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+impl From<AnthropicUsage> for Usage {
+    fn from(u: AnthropicUsage) -> Self {
+        Usage { prompt_tokens: u.input_tokens, completion_tokens: u.output_tokens }
+    }
+}
+
+pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
+    let message: MessageBody = serde_json::from_slice(body).map_err(|err| format!("not a message: {err}"))?;
+    let mut text = String::new();
+    let mut any = false;
+    for block in message.content.iter().filter(|b| b.kind == "text") {
+        text.push_str(block.text.as_deref().unwrap_or_default());
+        any = true;
+    }
+    if !any {
+        return Err("the message has no text block".into());
+    }
+    Ok(Decoded {
+        text,
+        usage: message.usage.map(Usage::from),
+        finish_reason: message.stop_reason.map(finish_reason),
+        model: message.model,
+    })
+}
+
+/// Maps `stop_reason` onto OpenAI's `finish_reason` vocabulary.
+fn finish_reason(stop_reason: String) -> String {
+    match stop_reason.as_str() {
+        "end_turn" | "stop_sequence" => "stop".into(),
+        "max_tokens" => "length".into(),
+        "tool_use" => "tool_calls".into(),
+        _ => stop_reason,
+    }
+}
+
+/// Stream state: `message_start` carries the input tokens, `message_delta`
+/// the output tokens, and a chunk reports both.
+#[derive(Debug, Default)]
+pub(crate) struct StreamState {
+    input_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: String,
+    message: Option<StartMessage>,
+    delta: Option<EventDelta>,
+    usage: Option<AnthropicUsage>,
+    error: Option<ErrorBody>,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+struct EventDelta {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+impl StreamState {
+    pub(crate) fn decode_event(&mut self, data: Bytes) -> Result<Step, Failure> {
+        let event: Event = match serde_json::from_slice(&data) {
+            Ok(event) => event,
+            Err(err) => {
+                return Err(Failure::bad_output(format!("stream event is not an event: {err}"), data));
+            }
+        };
+        let mut chunk =
+            StreamChunk { delta: String::new(), finish_reason: None, usage: None, raw: Bytes::new() };
+        match event.kind.as_str() {
+            "message_stop" => return Ok(Step::End),
+            "error" => {
+                let status = error_status(event.error.as_ref().map_or("", |e| e.kind.as_str()));
+                let body = String::from_utf8_lossy(&data).into_owned();
+                return Err(Failure::Rejected { status, retry_after: None, body });
+            }
+            "message_start" => {
+                self.input_tokens = event.message.and_then(|m| m.usage).unwrap_or_default().input_tokens;
+            }
+            "content_block_delta" => {
+                if let Some(delta) = event.delta.filter(|d| d.kind.as_deref() == Some("text_delta")) {
+                    chunk.delta = delta.text.unwrap_or_default();
+                }
+            }
+            "message_delta" => {
+                chunk.finish_reason = event.delta.and_then(|d| d.stop_reason).map(finish_reason);
+                chunk.usage = event
+                    .usage
+                    .map(|u| Usage { prompt_tokens: self.input_tokens, completion_tokens: u.output_tokens });
+            }
+            _ => {} // ping, content_block_start/stop, future event types
+        }
+        chunk.raw = data;
+        Ok(Step::Chunk(chunk))
+    }
+}
+
+/// The HTTP status Anthropic uses for each error type.
+fn error_status(kind: &str) -> u16 {
+    match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Message;
+
+    #[test]
+    fn system_moves_up_and_extras_pass() -> Result<(), serde_json::Error> {
+        let mut req = ChatRequest::new(vec![Message::system("be brief"), Message::user("hi")]);
+        req.model = Some("ignored".into());
+        req.extra.insert("top_k".into(), 5.into());
+        let body = request_body(&req, "claude", false)?;
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "model": "claude", "max_tokens": 1024, "system": "be brief", "top_k": 5,
+                "messages": [{"role": "user", "content": "hi"}]
+            })
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn error_event_is_rejected_with_anthropic_status() {
+        let data =
+            Bytes::from_static(br#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#);
+        let failure = StreamState::default().decode_event(data).err();
+        assert!(matches!(failure, Some(Failure::Rejected { status: 529, .. })));
+    }
+}

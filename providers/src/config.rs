@@ -1,0 +1,121 @@
+//! What the gateway tells this crate about one provider.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::secret::Secret;
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// `POST {base_url}/chat/completions`, bearer auth.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// `POST {base_url}/v1/messages`, `x-api-key` auth.
+    Anthropic,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "openai",
+            Dialect::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Dialect {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "openai" => Ok(Dialect::OpenAi),
+            "anthropic" => Ok(Dialect::Anthropic),
+            other => Err(ConfigError::Dialect(other.to_owned())),
+        }
+    }
+}
+
+/// Per-provider time limits. Each is enforced separately so that each maps to
+/// the right outcome class: only `connect` can prove the request was never
+/// sent; the others expire after it may have been.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// DNS + TCP + TLS. Expiry is `not_sent`.
+    pub connect: Duration,
+    /// From the start of the call to the response headers (so it includes
+    /// `connect`). Expiry is `unknown`.
+    pub first_byte: Duration,
+    /// From the start of the call to the last byte, streams included.
+    /// Expiry is `unknown`.
+    pub total: Duration,
+    /// The longest gap between two pieces of a streamed body. Expiry is `unknown`.
+    pub stream_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(2),
+            first_byte: Duration::from_secs(60),
+            total: Duration::from_secs(120),
+            stream_idle: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// The gateway's name for this provider (logs, metrics).
+    pub name: String,
+    pub dialect: Dialect,
+    /// `https://api.openai.com/v1`, `https://api.anthropic.com`, or the
+    /// simulator's `http://ADDR/v1` / `http://ADDR`.
+    pub base_url: String,
+    /// Sent as the request's `model`, overriding whatever the caller sent.
+    pub model: String,
+    pub api_key: Option<Secret>,
+    pub timeouts: Timeouts,
+    /// Sent on every request (e.g. `OpenAI-Organization`, or `x-sim-script`
+    /// against the simulator). The identity and auth headers always win.
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl ProviderConfig {
+    pub fn new(name: &str, dialect: Dialect, base_url: &str, model: &str) -> Self {
+        ProviderConfig {
+            name: name.to_owned(),
+            dialect,
+            base_url: base_url.to_owned(),
+            model: model.to_owned(),
+            api_key: None,
+            timeouts: Timeouts::default(),
+            extra_headers: Vec::new(),
+        }
+    }
+}
+
+/// Why a [`ProviderConfig`] cannot become a `Provider`. Never contains the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("`{0}` is not a dialect (expected openai or anthropic)")]
+    Dialect(String),
+    #[error("base_url `{url}` is not an http(s) URL: {reason}")]
+    BaseUrl { url: String, reason: String },
+    #[error("header `{0}` has an invalid name or value")]
+    Header(String),
+    #[error("the API key is not a valid header value")]
+    ApiKey,
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}

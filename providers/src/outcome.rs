@@ -1,0 +1,183 @@
+//! The outcome classes of a provider call — the one vocabulary the gateway,
+//! its database and its metrics share (SPEC R5).
+//!
+//! The split that matters is *proof*: `not_sent`, `rejected` and `bad_output`
+//! prove that no usable work is pending at the provider, so the attempt is
+//! `failed` and the job may fail over at once. `unknown` proves nothing: the
+//! provider may still be working, and a late answer may still arrive. When
+//! the evidence is ambiguous we say `unknown`, because failing over on a false
+//! `failed` is exactly the double execution this gateway exists to prevent.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::types::ChatResponse;
+
+/// What one call ended with: the response, or a classified [`Failure`].
+pub type Outcome = Result<ChatResponse, Failure>;
+
+/// Why a call produced no usable response, classified by what it proves.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Failure {
+    /// Nothing reached the provider: DNS failure, refused connection, connect
+    /// timeout, TLS failure before the request was written.
+    #[error("not sent: {reason}")]
+    NotSent { reason: String },
+    /// The provider answered with an error status (or an explicit error event
+    /// in a stream): it told us it will not deliver this answer.
+    #[error("rejected with status {status}")]
+    Rejected { status: u16, retry_after: Option<Duration>, body: String },
+    /// A 2xx whose body is unusable: not JSON, the wrong shape, or not the
+    /// JSON the caller asked for. `raw` is the exact body, kept for audit.
+    #[error("bad output: {reason}")]
+    BadOutput { reason: String, raw: Bytes },
+    /// The request may have reached the provider and no complete answer came
+    /// back. Never to be treated as failed.
+    #[error("outcome unknown: {reason}")]
+    Unknown { reason: String },
+}
+
+impl Failure {
+    pub fn class(&self) -> OutcomeClass {
+        match self {
+            Failure::NotSent { .. } => OutcomeClass::NotSent,
+            Failure::Rejected { .. } => OutcomeClass::Rejected,
+            Failure::BadOutput { .. } => OutcomeClass::BadOutput,
+            Failure::Unknown { .. } => OutcomeClass::Unknown,
+        }
+    }
+
+    /// True when the failure proves no work is pending, so a fallback may
+    /// start at once; false only for `Unknown`.
+    pub fn may_fail_over(&self) -> bool {
+        !matches!(self, Failure::Unknown { .. })
+    }
+
+    pub(crate) fn unknown(reason: impl Into<String>) -> Self {
+        Failure::Unknown { reason: reason.into() }
+    }
+
+    pub(crate) fn bad_output(reason: impl Into<String>, raw: Bytes) -> Self {
+        Failure::BadOutput { reason: reason.into(), raw }
+    }
+
+    /// Replaces every occurrence of `secret` in the human-readable parts. A
+    /// provider error body may echo the key ("invalid key sk-..."); the raw
+    /// bytes of a bad 2xx body stay exact because they are audit evidence.
+    pub(crate) fn redact(mut self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        match &mut self {
+            Failure::NotSent { reason } | Failure::Unknown { reason } | Failure::BadOutput { reason, .. } => {
+                scrub(reason, secret);
+            }
+            Failure::Rejected { body, .. } => scrub(body, secret),
+        }
+        self
+    }
+}
+
+fn scrub(text: &mut String, secret: &str) {
+    if text.contains(secret) {
+        *text = text.replace(secret, "[redacted]");
+    }
+}
+
+/// The class of an [`Outcome`], as stored in the database and in metrics.
+/// The snake_case names are a stable contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeClass {
+    Ok,
+    NotSent,
+    Rejected,
+    BadOutput,
+    Unknown,
+}
+
+impl OutcomeClass {
+    pub const ALL: [OutcomeClass; 5] = [
+        OutcomeClass::Ok,
+        OutcomeClass::NotSent,
+        OutcomeClass::Rejected,
+        OutcomeClass::BadOutput,
+        OutcomeClass::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeClass::Ok => "ok",
+            OutcomeClass::NotSent => "not_sent",
+            OutcomeClass::Rejected => "rejected",
+            OutcomeClass::BadOutput => "bad_output",
+            OutcomeClass::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for OutcomeClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an outcome class")]
+pub struct ParseOutcomeClassError(String);
+
+impl FromStr for OutcomeClass {
+    type Err = ParseOutcomeClassError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        OutcomeClass::ALL
+            .into_iter()
+            .find(|class| class.as_str() == s)
+            .ok_or_else(|| ParseOutcomeClassError(s.to_owned()))
+    }
+}
+
+/// The class of a whole outcome, `ok` included.
+pub fn class_of(outcome: &Outcome) -> OutcomeClass {
+    match outcome {
+        Ok(_) => OutcomeClass::Ok,
+        Err(failure) => failure.class(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_names_are_stable_and_round_trip() {
+        let names: Vec<_> = OutcomeClass::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names, ["ok", "not_sent", "rejected", "bad_output", "unknown"]);
+        for class in OutcomeClass::ALL {
+            assert_eq!(class.as_str().parse::<OutcomeClass>(), Ok(class));
+            assert_eq!(serde_json::to_value(class).ok(), Some(serde_json::json!(class.as_str())));
+        }
+        assert!("failed".parse::<OutcomeClass>().is_err());
+    }
+
+    #[test]
+    fn only_unknown_blocks_failover() {
+        assert!(Failure::NotSent { reason: String::new() }.may_fail_over());
+        assert!(Failure::Rejected { status: 503, retry_after: None, body: String::new() }.may_fail_over());
+        assert!(Failure::bad_output("x", Bytes::new()).may_fail_over());
+        assert!(!Failure::unknown("x").may_fail_over());
+    }
+
+    #[test]
+    fn redact_scrubs_reasons_and_bodies() {
+        let body = r#"{"error":"bad key sk-abc"}"#.to_owned();
+        let failure = Failure::Rejected { status: 401, retry_after: None, body }.redact("sk-abc");
+        assert!(!format!("{failure:?}").contains("sk-abc"));
+        let failure = Failure::unknown("sk-abc in reason").redact("sk-abc");
+        assert_eq!(failure, Failure::unknown("[redacted] in reason"));
+    }
+}

@@ -1,0 +1,174 @@
+//! The one entry point: a configured provider, dispatched by dialect.
+
+use futures_util::StreamExt;
+use reqwest::header::CONTENT_TYPE;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::anthropic;
+use crate::config::{ConfigError, Dialect, ProviderConfig, Timeouts};
+use crate::openai;
+use crate::outcome::{Failure, Outcome, OutcomeClass};
+use crate::stream::{ChunkStream, Decoded, Decoder, chunk_stream};
+use crate::transport::{Endpoint, read_body};
+use crate::types::{CallContext, ChatRequest, ChatResponse};
+
+/// A provider ready to call. Cheap to share behind an `Arc`; it owns its
+/// HTTP client (and so its connection pool and connect timeout).
+#[derive(Debug)]
+pub enum Provider {
+    OpenAi(OpenAi),
+    Anthropic(Anthropic),
+}
+
+/// An OpenAI-dialect endpoint; build it with [`Provider::new`].
+#[derive(Debug)]
+pub struct OpenAi(Endpoint);
+
+/// An Anthropic-dialect endpoint; build it with [`Provider::new`].
+#[derive(Debug)]
+pub struct Anthropic(Endpoint);
+
+impl Provider {
+    pub fn new(config: ProviderConfig) -> Result<Self, ConfigError> {
+        Ok(match config.dialect {
+            Dialect::OpenAi => {
+                Provider::OpenAi(OpenAi(Endpoint::new(config, openai::PATH, openai::auth, &[])?))
+            }
+            Dialect::Anthropic => Provider::Anthropic(Anthropic(Endpoint::new(
+                config,
+                anthropic::PATH,
+                anthropic::auth,
+                &[anthropic::VERSION],
+            )?)),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.endpoint().name
+    }
+
+    pub fn model(&self) -> &str {
+        &self.endpoint().model
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.endpoint().timeouts
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Provider::OpenAi(_) => Dialect::OpenAi,
+            Provider::Anthropic(_) => Dialect::Anthropic,
+        }
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        match self {
+            Provider::OpenAi(OpenAi(endpoint)) | Provider::Anthropic(Anthropic(endpoint)) => endpoint,
+        }
+    }
+
+    /// One non-streamed call. `req.stream` is ignored; `req.model` is
+    /// replaced by the configured model. Every way this can end is in the
+    /// returned outcome — it never panics and never retries.
+    pub async fn chat(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
+        let span = tracing::debug_span!("provider_call", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
+        async {
+            let outcome = self
+                .chat_unredacted(req, ctx)
+                .await
+                .map_err(|failure| self.endpoint().redactor.redact(failure));
+            match &outcome {
+                Ok(_) => tracing::debug!(class = %OutcomeClass::Ok, "provider call finished"),
+                Err(failure) => {
+                    tracing::debug!(class = %failure.class(), error = %failure, "provider call failed")
+                }
+            }
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn chat_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
+        let start = Instant::now();
+        let endpoint = self.endpoint();
+        let response = endpoint.send(&self.body(req, false)?, ctx, start).await?;
+        let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total).await?;
+        let decoded = match self {
+            Provider::OpenAi(_) => openai::decode_response(&raw),
+            Provider::Anthropic(_) => anthropic::decode_response(&raw),
+        };
+        let Decoded { text, usage, finish_reason, model } =
+            decoded.map_err(|reason| Failure::bad_output(reason, raw.clone()))?;
+        let json = match ctx.expect_json {
+            false => None,
+            true => Some(serde_json::from_str::<Value>(&text).map_err(|err| {
+                Failure::bad_output(format!("JSON was asked for, the answer is not JSON: {err}"), raw.clone())
+            })?),
+        };
+        Ok(ChatResponse { text, json, usage, finish_reason, raw, model })
+    }
+
+    /// One streamed call. Resolves once the response headers are in: an
+    /// `Err` here is the whole outcome; after that the stream carries it
+    /// (see [`ChunkStream`]). `expect_json` is not checked on streams — the
+    /// caller assembles the text.
+    pub async fn chat_stream(&self, req: &ChatRequest, ctx: &CallContext) -> Result<ChunkStream, Failure> {
+        let span = tracing::debug_span!("provider_stream", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
+        let started = self.stream_unredacted(req, ctx).instrument(span.clone()).await;
+        let stream = match started {
+            Ok(stream) => stream,
+            Err(failure) => {
+                let failure = self.endpoint().redactor.redact(failure);
+                span.in_scope(
+                    || tracing::debug!(class = %failure.class(), error = %failure, "provider stream failed"),
+                );
+                return Err(failure);
+            }
+        };
+        let redactor = self.endpoint().redactor.clone();
+        Ok(Box::pin(stream.map(move |item| {
+            item.map_err(|failure| {
+                let failure = redactor.redact(failure);
+                span.in_scope(
+                    || tracing::debug!(class = %failure.class(), error = %failure, "provider stream failed"),
+                );
+                failure
+            })
+        })))
+    }
+
+    async fn stream_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Result<ChunkStream, Failure> {
+        let start = Instant::now();
+        let endpoint = self.endpoint();
+        let deadline = endpoint.deadline(start);
+        let response = endpoint.send(&self.body(req, true)?, ctx, start).await?;
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if is_json {
+            // A complete JSON body where a stream was asked for: proven bad.
+            let raw = read_body(response, deadline, endpoint.timeouts.total).await?;
+            return Err(Failure::bad_output("a stream was asked for, the answer is plain JSON", raw));
+        }
+        let decoder = match self {
+            Provider::OpenAi(_) => Decoder::OpenAi,
+            Provider::Anthropic(_) => Decoder::Anthropic(anthropic::StreamState::default()),
+        };
+        Ok(chunk_stream(response, decoder, endpoint.timeouts, deadline))
+    }
+
+    fn body(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
+        let model = self.model();
+        let body = match self {
+            Provider::OpenAi(_) => openai::request_body(req, model, stream),
+            Provider::Anthropic(_) => anthropic::request_body(req, model, stream),
+        };
+        body.map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })
+    }
+}

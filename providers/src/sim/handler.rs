@@ -1,0 +1,177 @@
+//! One provider request at the simulator: count it, find its script, run it.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes, to_bytes};
+use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, BoxStream, StreamExt};
+use serde_json::Value;
+
+use super::Simulator;
+use super::conn::KillSwitch;
+use super::reply::{self, Prompt};
+use super::script::{End, Fault, Output, Script, Wait};
+use crate::config::Dialect;
+use crate::transport::IDEMPOTENCY_KEY_HEADER;
+
+/// Scripts the request when present; wins over queue and model name.
+pub const SCRIPT_HEADER: &str = "x-sim-script";
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+pub(crate) async fn handle(
+    dialect: Dialect,
+    sim: Simulator,
+    kill: KillSwitch,
+    request: axum::extract::Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let key = header(&parts.headers, IDEMPOTENCY_KEY_HEADER);
+    let headers: BTreeMap<String, String> = parts
+        .headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect();
+    sim.state.arrive(parts.uri.path(), key, headers);
+
+    // Only a header script can act before the body is read: the model name
+    // (and so a queued script for a model) lives in the body.
+    let mut body = Some(body);
+    let mut json = None;
+    let script = match header(&parts.headers, SCRIPT_HEADER) {
+        Some(text) => text.parse::<Script>(),
+        None => {
+            let value = match read_json(dialect, body.take()).await {
+                Ok(value) => value,
+                Err(response) => return response,
+            };
+            let model = value.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
+            json = Some(value);
+            match sim.state.take_script(&model) {
+                Some(script) => Ok(script),
+                None => model.strip_prefix("sim:").unwrap_or("ok").parse::<Script>(),
+            }
+        }
+    };
+    let script = match script {
+        Ok(script) => script,
+        Err(err) => return error(dialect, 400, &err.to_string()),
+    };
+
+    for wait in &script.waits {
+        match wait {
+            Wait::Delay(delay) => tokio::time::sleep(*delay).await,
+            Wait::Hold(tag) => sim.state.wait_released(tag).await,
+            Wait::Hang => std::future::pending().await,
+        }
+    }
+    if script.end == End::ResetBeforeBody {
+        return kill.drop_connection().await;
+    }
+    let json = match json {
+        Some(json) => json,
+        None => match read_json(dialect, body.take()).await {
+            Ok(json) => json,
+            Err(response) => return response,
+        },
+    };
+    sim.state.record_body(key, &json);
+    if let Err(message) = validate(dialect, &parts.headers, &json) {
+        return error(dialect, 400, &message);
+    }
+    match script.end {
+        End::ResetBeforeBody | End::ResetAfterBody => kill.drop_connection().await,
+        End::Status { code, retry_after } => {
+            let mut response = error(dialect, code, "scripted failure");
+            if let Some(value) = retry_after.and_then(|v| v.parse().ok()) {
+                response.headers_mut().insert(RETRY_AFTER, value);
+            }
+            response
+        }
+        End::Reply => answer(dialect, &sim, &json, &script.output, kill),
+    }
+}
+
+fn answer(dialect: Dialect, sim: &Simulator, json: &Value, output: &Output, kill: KillSwitch) -> Response {
+    let prompt = Prompt::read(json, sim.seed);
+    let text = prompt.answer(sim.seed, output);
+    if !prompt.stream {
+        let full = reply::body(dialect, &prompt, &text).to_string();
+        let sent = if output.malformed_json { reply::truncated(&full).to_owned() } else { full.clone() };
+        let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
+        return match output.fault {
+            Fault::None | Fault::NoDone => (content_type, sent).into_response(),
+            // Announce the whole length, deliver half: the client waits or breaks.
+            fault => {
+                let half = Bytes::from(reply::truncated(&full).to_owned());
+                let headers =
+                    [(CONTENT_TYPE, "application/json".to_owned()), (CONTENT_LENGTH, full.len().to_string())];
+                (headers, Body::from_stream(stream::iter([Ok(half)]).chain(tail(fault, kill))))
+                    .into_response()
+            }
+        };
+    }
+    let (mut events, terminator) = reply::events(dialect, &prompt, &text);
+    if output.malformed_json
+        && let Some(event) = events.get_mut(1)
+    {
+        event.data = reply::truncated(&event.data).to_owned();
+    }
+    let sent: Vec<String> = match output.fault {
+        Fault::None => events.iter().chain([&terminator]).map(reply::Event::to_sse).collect(),
+        Fault::NoDone => events.iter().map(reply::Event::to_sse).collect(),
+        Fault::Stall | Fault::Cut => events.iter().take(events.len() / 2).map(reply::Event::to_sse).collect(),
+    };
+    let pieces = stream::iter(sent.into_iter().map(|s| Ok(Bytes::from(s))));
+    let body = Body::from_stream(pieces.chain(tail(output.fault, kill)));
+    ([(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// What follows the bytes sent: nothing, silence, or a dropped connection.
+fn tail(fault: Fault, kill: KillSwitch) -> BoxStream<'static, Result<Bytes, Infallible>> {
+    match fault {
+        Fault::None | Fault::NoDone => stream::empty().boxed(),
+        Fault::Stall => stream::pending().boxed(),
+        Fault::Cut => stream::once(async move {
+            // Yield once so hyper flushes what was sent before the cut.
+            tokio::task::yield_now().await;
+            kill.pull();
+            std::future::pending().await
+        })
+        .boxed(),
+    }
+}
+
+/// What a real provider would refuse with 400 before doing any work.
+fn validate(dialect: Dialect, headers: &HeaderMap, json: &Value) -> Result<(), String> {
+    if !json.get("messages").is_some_and(Value::is_array) {
+        return Err("`messages` must be an array".into());
+    }
+    if dialect == Dialect::Anthropic {
+        if json.get("max_tokens").and_then(Value::as_u64).is_none() {
+            return Err("`max_tokens` is required".into());
+        }
+        if header(headers, "anthropic-version").is_none() {
+            return Err("the anthropic-version header is required".into());
+        }
+    }
+    Ok(())
+}
+
+async fn read_json(dialect: Dialect, body: Option<Body>) -> Result<Value, Response> {
+    let bytes = to_bytes(body.unwrap_or_default(), MAX_BODY)
+        .await
+        .map_err(|err| error(dialect, 400, &format!("cannot read the body: {err}")))?;
+    serde_json::from_slice(&bytes).map_err(|err| error(dialect, 400, &format!("the body is not JSON: {err}")))
+}
+
+fn error(dialect: Dialect, status: u16, message: &str) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(reply::error(dialect, status.as_u16(), message))).into_response()
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}

@@ -1,0 +1,233 @@
+//! A provider simulator: a real HTTP server speaking both dialects, streamed
+//! and not, whose behaviour each request scripts. Tests and the gateway's
+//! default config use it instead of a real provider.
+//!
+//! Routes:
+//! - `POST /v1/chat/completions` — OpenAI dialect (provider base_url `http://ADDR/v1`)
+//! - `POST /v1/messages` — Anthropic dialect (provider base_url `http://ADDR`)
+//! - `GET /sim/calls` — [`CallCounts`] as JSON
+//! - `GET /sim/requests/{key}` — the last [`RecordedRequest`] for an `Idempotency-Key`
+//! - `POST /sim/reset` — forget counts, recordings, queued scripts, released tags
+//! - `POST /sim/release/{tag}` — release `hold=TAG` (before or after it is reached)
+//! - `POST /sim/scripts` `{"model": "m" | null, "script": "...", "times": n}` —
+//!   the next `n` calls for model `m` (or any model) run `script`
+//!
+//! A request's script comes from, in order: the `x-sim-script` header, the
+//! queued scripts, the model name after `sim:` (model `sim:status=503`), or
+//! `ok`. `reset-before-body` really leaves the body unread only when the
+//! script comes from the header (a provider's `extra_headers` can set it);
+//! otherwise the simulator had to read the body to learn the model.
+//!
+//! # Script grammar
+//!
+//! ```text
+//! script = step *( ";" step )          ; whitespace around steps is ignored
+//! step   = "ok"                        ; no-op, the default
+//!        | "delay=" N ["ms" | "s"]     ; wait N (ms by default), then go on
+//!        | "hold=" TAG                 ; wait until TAG is released (stays released until reset)
+//!        | "hang"                      ; never answer
+//!        | "status=" CODE              ; answer with error status CODE (400-599)
+//!        | "retry_after=" VALUE        ; with status: send `Retry-After: VALUE`
+//!        | "reset-before-body"         ; close the connection without reading the body
+//!        | "reset-after-body"          ; read the body, close without answering
+//!        | "malformed-json"            ; 200 with a body (or stream event) that is not JSON
+//!        | "invent-key"                ; JSON answer with an extra, unasked top-level key
+//!        | "ignore-format"             ; prose even when JSON was asked for
+//!        | "stream-stall"              ; send half the answer, then go silent forever
+//!        | "stream-cut"                ; send half the answer, then drop the connection
+//!        | "stream-no-done"            ; end a stream cleanly but without its terminator
+//! ```
+//!
+//! TAG is letters, digits and `-_.:`. Waits (`delay`, `hold`, `hang`) run in
+//! the order written, before the ending (`status`, `reset-*`, or the normal
+//! reply). At most one ending and one stream fault. `stream-stall` and
+//! `stream-cut` on a non-streamed request stall or cut the JSON body halfway.
+//! A script that does not parse is answered with 400 and the reason.
+//!
+//! Answers are deterministic: `echo: <last user message>`, or a JSON object
+//! when JSON was asked for (`response_format` json_object/json_schema, or a
+//! system prompt mentioning JSON) — with exactly the schema's property keys
+//! when `response_format` carries a schema. Usage counts words.
+
+mod conn;
+mod handler;
+mod reply;
+mod script;
+mod state;
+
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::extract::{Path, State as Extract};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub use conn::serve;
+pub use handler::SCRIPT_HEADER;
+pub use script::ScriptError;
+pub use state::{CallCounts, RecordedRequest};
+
+use crate::config::Dialect;
+use conn::KillSwitch;
+use script::Script;
+use state::State;
+
+/// The simulator's shared state; clones share it.
+#[derive(Clone)]
+pub struct Simulator {
+    seed: u64,
+    state: Arc<State>,
+}
+
+impl Simulator {
+    /// All generated ids and invented keys derive from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Simulator { seed, state: Arc::new(State::new()) }
+    }
+
+    /// Binds `addr` (port 0 picks one) and serves in a background task
+    /// that stops when the handle is dropped.
+    pub async fn spawn(self, addr: SocketAddr) -> std::io::Result<SimHandle> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(serve(listener, self.clone()));
+        Ok(SimHandle { addr, sim: self, task })
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn calls(&self) -> CallCounts {
+        self.state.calls()
+    }
+
+    /// Resolves once `total` calls have arrived — a signal for tests that
+    /// must know a request reached the provider.
+    pub async fn wait_for_calls(&self, total: u64) {
+        self.state.wait_for_calls(total).await;
+    }
+
+    pub fn last_request(&self, idempotency_key: &str) -> Option<RecordedRequest> {
+        self.state.last_request(idempotency_key)
+    }
+
+    pub fn reset(&self) {
+        self.state.reset();
+    }
+
+    /// Releases `hold=TAG`, now and for later requests, until reset.
+    pub fn release(&self, tag: &str) {
+        self.state.release(tag);
+    }
+
+    /// The next `times` calls for `model` (any model when `None`) run `script`.
+    pub fn queue(&self, model: Option<&str>, script: &str, times: u32) -> Result<(), ScriptError> {
+        self.state.queue(model.map(str::to_owned), script.parse()?, times);
+        Ok(())
+    }
+}
+
+/// A running simulator. Derefs to [`Simulator`] for counts and control.
+pub struct SimHandle {
+    addr: SocketAddr,
+    sim: Simulator,
+    task: JoinHandle<()>,
+}
+
+impl SimHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base_url of an OpenAI-dialect provider pointing here.
+    pub fn base_url_openai(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The base_url of an Anthropic-dialect provider pointing here.
+    pub fn base_url_anthropic(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Deref for SimHandle {
+    type Target = Simulator;
+
+    fn deref(&self) -> &Simulator {
+        &self.sim
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn router(sim: Simulator) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat::<true>))
+        .route("/v1/messages", post(chat::<false>))
+        .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
+        .route("/sim/requests/{key}", get(recorded))
+        .route(
+            "/sim/reset",
+            post(|Extract(sim): Extract<Simulator>| async move {
+                sim.reset();
+                StatusCode::NO_CONTENT
+            }),
+        )
+        .route("/sim/release/{tag}", post(release))
+        .route("/sim/scripts", post(queue))
+        .with_state(sim)
+}
+
+async fn chat<const OPENAI: bool>(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    request: axum::extract::Request,
+) -> Response {
+    let dialect = if OPENAI { Dialect::OpenAi } else { Dialect::Anthropic };
+    handler::handle(dialect, sim, kill, request).await
+}
+
+async fn recorded(Extract(sim): Extract<Simulator>, Path(key): Path<String>) -> Response {
+    match sim.last_request(&key) {
+        Some(request) => Json(request).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn release(Extract(sim): Extract<Simulator>, Path(tag): Path<String>) -> StatusCode {
+    sim.release(&tag);
+    StatusCode::NO_CONTENT
+}
+
+#[derive(Deserialize)]
+struct QueueBody {
+    model: Option<String>,
+    script: String,
+    #[serde(default = "one")]
+    times: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+async fn queue(Extract(sim): Extract<Simulator>, Json(body): Json<QueueBody>) -> Response {
+    match body.script.parse::<Script>() {
+        Ok(script) => {
+            sim.state.queue(body.model, script, body.times);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(err) => (StatusCode::BAD_REQUEST, err.to_string()).into_response(),
+    }
+}

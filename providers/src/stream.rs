@@ -1,0 +1,129 @@
+//! Turning a streamed body into chunks, with the idle and total deadlines
+//! and the rule that only a seen terminator makes a stream complete.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio::time::{Instant, timeout_at};
+
+use crate::anthropic;
+use crate::config::Timeouts;
+use crate::openai;
+use crate::outcome::Failure;
+use crate::sse::SseParser;
+use crate::transport::error_chain;
+use crate::types::{StreamChunk, Usage};
+
+/// The chunks of one streamed answer. It ends (`None`) only after the
+/// dialect's terminator; every other ending is an `Err`, after which the
+/// stream yields nothing more.
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<StreamChunk, Failure>> + Send>>;
+
+/// A decoded non-streamed answer, before the `expect_json` check.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    pub(crate) text: String,
+    pub(crate) usage: Option<Usage>,
+    pub(crate) finish_reason: Option<String>,
+    pub(crate) model: Option<String>,
+}
+
+/// What one SSE event means. Failures a dialect reports mid-stream are
+/// classified by what they prove, not by position: an undecodable event is
+/// `bad_output` (the bytes are the proof), and an explicit error event is
+/// `rejected` — the provider has answered and will send nothing more, so
+/// `unknown` would block the job waiting for an answer that cannot come.
+/// Only transport trouble after the headers (cut, stall, missing
+/// terminator) is `unknown`.
+pub(crate) enum Step {
+    Chunk(StreamChunk),
+    End,
+}
+
+pub(crate) enum Decoder {
+    OpenAi,
+    Anthropic(anthropic::StreamState),
+}
+
+impl Decoder {
+    fn decode(&mut self, data: Bytes) -> Result<Step, Failure> {
+        match self {
+            Decoder::OpenAi => openai::decode_event(data),
+            Decoder::Anthropic(state) => state.decode_event(data),
+        }
+    }
+}
+
+type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+struct Driver {
+    body: Body,
+    parser: SseParser,
+    decoder: Decoder,
+    idle: Duration,
+    total: Duration,
+    deadline: Instant,
+    finished: bool,
+}
+
+pub(crate) fn chunk_stream(
+    response: reqwest::Response,
+    decoder: Decoder,
+    timeouts: Timeouts,
+    deadline: Instant,
+) -> ChunkStream {
+    let driver = Driver {
+        body: Box::pin(response.bytes_stream()),
+        parser: SseParser::default(),
+        decoder,
+        idle: timeouts.stream_idle,
+        total: timeouts.total,
+        deadline,
+        finished: false,
+    };
+    Box::pin(futures_util::stream::unfold(driver, |mut driver| async move {
+        let item = driver.next().await?;
+        Some((item, driver))
+    }))
+}
+
+impl Driver {
+    async fn next(&mut self) -> Option<Result<StreamChunk, Failure>> {
+        if self.finished {
+            return None;
+        }
+        let result = self.advance().await;
+        if !matches!(result, Some(Ok(_))) {
+            self.finished = true;
+        }
+        result
+    }
+
+    async fn advance(&mut self) -> Option<Result<StreamChunk, Failure>> {
+        loop {
+            if let Some(event) = self.parser.next_event() {
+                return match self.decoder.decode(event.data) {
+                    Ok(Step::Chunk(chunk)) => Some(Ok(chunk)),
+                    Ok(Step::End) => None,
+                    Err(failure) => Some(Err(failure)),
+                };
+            }
+            let idle_until = Instant::now() + self.idle;
+            let reason = match timeout_at(idle_until.min(self.deadline), self.body.next()).await {
+                Ok(Some(Ok(piece))) => {
+                    self.parser.push(&piece);
+                    continue;
+                }
+                Ok(Some(Err(err))) => format!("stream broke off: {}", error_chain(&err)),
+                Ok(None) => "stream ended without its terminator".to_owned(),
+                Err(_) if idle_until < self.deadline => {
+                    format!("stream idle for {:?} (stream_idle timeout)", self.idle)
+                }
+                Err(_) => format!("stream not complete within {:?} (total timeout)", self.total),
+            };
+            return Some(Err(Failure::unknown(reason)));
+        }
+    }
+}

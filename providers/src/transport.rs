@@ -1,0 +1,212 @@
+//! The HTTP leg shared by both dialects: one place that sends, enforces the
+//! first-byte and total deadlines, and turns transport errors into outcome
+//! classes.
+
+use std::error::Error as _;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use tokio::time::{Instant, timeout_at};
+
+use crate::config::{ConfigError, ProviderConfig, Timeouts};
+use crate::outcome::Failure;
+use crate::retry_after;
+use crate::secret::Secret;
+use crate::types::CallContext;
+
+/// Carries the job id downstream, so a provider that deduplicates can (R10).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// Carries the attempt number downstream, for the provider's logs and ours.
+pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
+
+/// Builds a provider's HTTP client. This is the one place that installs the
+/// rustls crypto provider; the connect timeout lives here because only the
+/// connector knows when connecting ends, and reqwest reports its expiry as a
+/// connect error, which is what makes it `not_sent`.
+pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, ConfigError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(connect)
+        // Retries and redirects are new attempts: the gateway decides them.
+        .retry(reqwest::retry::never())
+        .redirect(reqwest::redirect::Policy::none())
+        // Drop idle connections before common server keep-alive limits
+        // (uvicorn, so vLLM: 5 s). Reusing one the server is closing fails
+        // after the request was written: a false `unknown` that blocks a job.
+        .pool_idle_timeout(Duration::from_secs(4))
+        // Providers are called directly; an ambient HTTP_PROXY must not
+        // silently reroute (or break) provider traffic.
+        .no_proxy()
+        .build()
+        .map_err(|err| ConfigError::Client(error_chain(&err)))
+}
+
+/// A configured provider URL with its headers and limits.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) name: String,
+    pub(crate) model: String,
+    pub(crate) timeouts: Timeouts,
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    pub(crate) redactor: Redactor,
+}
+
+impl Endpoint {
+    /// `auth` builds the dialect's auth headers from the key; they are marked
+    /// sensitive so even a `Debug` of the header map does not show them.
+    pub(crate) fn new(
+        config: ProviderConfig,
+        path: &str,
+        auth: impl Fn(&str) -> Vec<(&'static str, String)>,
+        fixed: &[(&'static str, &'static str)],
+    ) -> Result<Self, ConfigError> {
+        let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
+        let url = reqwest::Url::parse(&url)
+            .map_err(|err| ConfigError::BaseUrl { url: config.base_url.clone(), reason: err.to_string() })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            let reason = "the scheme must be http or https".to_owned();
+            return Err(ConfigError::BaseUrl { url: config.base_url, reason });
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.extra_headers {
+            insert(&mut headers, name, value)?;
+        }
+        for (name, value) in fixed {
+            insert(&mut headers, name, value)?;
+        }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(key) = &config.api_key {
+            for (name, value) in auth(key.expose()) {
+                let mut value = HeaderValue::from_str(&value).map_err(|_| ConfigError::ApiKey)?;
+                value.set_sensitive(true);
+                headers.insert(name, value);
+            }
+        }
+        Ok(Endpoint {
+            client: http_client(config.timeouts.connect)?,
+            name: config.name,
+            model: config.model,
+            timeouts: config.timeouts,
+            url,
+            headers,
+            redactor: Redactor(config.api_key),
+        })
+    }
+
+    /// The call's overall deadline, from its start.
+    pub(crate) fn deadline(&self, start: Instant) -> Instant {
+        start + self.timeouts.total
+    }
+
+    /// Sends `body` and waits for the response headers. A 2xx comes back as
+    /// the response; an error status becomes `Rejected`.
+    pub(crate) async fn send(
+        &self,
+        body: &serde_json::Value,
+        ctx: &CallContext,
+        start: Instant,
+    ) -> Result<reqwest::Response, Failure> {
+        let payload = serde_json::to_vec(body)
+            .map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
+        let request = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(IDEMPOTENCY_KEY_HEADER, ctx.job_id.to_string())
+            .header(ATTEMPT_HEADER, ctx.attempt.to_string())
+            .body(payload);
+        let deadline = self.deadline(start);
+        let first_byte = deadline.min(start + self.timeouts.first_byte);
+        let response = match timeout_at(first_byte, request.send()).await {
+            Err(_) => {
+                let (which, limit) = if first_byte < deadline {
+                    ("first_byte", self.timeouts.first_byte)
+                } else {
+                    ("total", self.timeouts.total)
+                };
+                // Conservative: the timer also runs while connecting, and an
+                // expiry there would strictly be not_sent; we cannot tell.
+                return Err(Failure::unknown(format!(
+                    "no response headers within {limit:?} ({which} timeout)"
+                )));
+            }
+            Ok(Err(err)) => return Err(classify(&err)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| retry_after::parse(value, SystemTime::now()));
+        // The status alone is the proof; a body we cannot read stays empty.
+        let body = read_body(response, deadline, self.timeouts.total).await.unwrap_or_default();
+        Err(Failure::Rejected {
+            status: status.as_u16(),
+            retry_after,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+}
+
+/// Scrubs a provider's key out of failures before anyone sees them; cloned
+/// into streams, whose failures surface after the call returned.
+#[derive(Debug, Clone)]
+pub(crate) struct Redactor(Option<Secret>);
+
+impl Redactor {
+    pub(crate) fn redact(&self, failure: Failure) -> Failure {
+        match &self.0 {
+            Some(secret) => failure.redact(secret.expose()),
+            None => failure,
+        }
+    }
+}
+
+/// Reads a whole body before `deadline`. Any failure is `unknown`: the
+/// headers said the provider took the request.
+pub(crate) async fn read_body(
+    response: reqwest::Response,
+    deadline: Instant,
+    total: Duration,
+) -> Result<Bytes, Failure> {
+    match timeout_at(deadline, response.bytes()).await {
+        Err(_) => Err(Failure::unknown(format!("body not complete within {total:?} (total timeout)"))),
+        Ok(Err(err)) => Err(Failure::unknown(format!("body broke off: {}", error_chain(&err)))),
+        Ok(Ok(body)) => Ok(body),
+    }
+}
+
+/// Connect errors (DNS, refused, connect timeout, TLS handshake) happen
+/// before a byte of the request is written: `not_sent`. Everything after the
+/// connection exists may have reached the provider: `unknown`.
+pub(crate) fn classify(err: &reqwest::Error) -> Failure {
+    let reason = error_chain(err);
+    if err.is_connect() || err.is_builder() { Failure::NotSent { reason } } else { Failure::unknown(reason) }
+}
+
+/// The error and its sources on one line. reqwest errors name the URL, never
+/// the headers, so this cannot contain the key.
+pub(crate) fn error_chain(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let _ = write!(text, ": {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result<(), ConfigError> {
+    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| ConfigError::Header(name.to_owned()))?;
+    let value = HeaderValue::from_str(value).map_err(|_| ConfigError::Header(name.to_owned()))?;
+    headers.insert(header, value);
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Wire and normalised types, independent of any client crate.
+//!
+//! Requests keep every field they do not understand in `extra`, so a route's
+//! `top_k`, `response_format` or `chat_template_kwargs` reaches the provider
+//! unchanged; responses keep the exact body in `raw`, so unknown response
+//! fields survive for audit and byte-identical replay.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+/// A chat request in the OpenAI shape, which both dialects are built from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Ignored on the way out: the provider's configured model wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Ignored on the way out: `chat` and `chat_stream` set it themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ChatRequest {
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest { messages, ..ChatRequest::default() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: Content,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    pub fn new(role: &str, text: impl Into<String>) -> Self {
+        Message { role: role.to_owned(), content: Content::Text(text.into()), extra: Map::new() }
+    }
+
+    pub fn system(text: impl Into<String>) -> Self {
+        Message::new("system", text)
+    }
+
+    pub fn user(text: impl Into<String>) -> Self {
+        Message::new("user", text)
+    }
+
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Message::new("assistant", text)
+    }
+}
+
+/// Message content: a plain string, or OpenAI content parts passed through
+/// as they are (`{"type":"text","text":...}` is also Anthropic's text block).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+impl Content {
+    /// The text of the content; for parts, the `text` parts concatenated.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(text) => text.clone(),
+            Content::Parts(parts) => parts
+                .iter()
+                .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect(),
+        }
+    }
+}
+
+/// Token counts as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// A complete, usable answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub text: String,
+    /// `text` parsed as JSON, present when the call asked for `expect_json`.
+    pub json: Option<Value>,
+    pub usage: Option<Usage>,
+    /// Normalised to OpenAI's vocabulary (`stop`, `length`, `tool_calls`).
+    pub finish_reason: Option<String>,
+    /// The exact response body, for audit and byte-identical replay.
+    pub raw: Bytes,
+    /// The model the provider says answered.
+    pub model: Option<String>,
+}
+
+/// One event of a streamed answer. The terminator (`[DONE]`,
+/// `message_stop`) is not yielded: a stream that simply ends has seen it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamChunk {
+    /// New text; empty for events that carry none (role, ping, usage).
+    pub delta: String,
+    pub finish_reason: Option<String>,
+    /// Totals so far when the event carries them; the last one seen wins.
+    pub usage: Option<Usage>,
+    /// The exact SSE `data` payload of the event.
+    pub raw: Bytes,
+}
+
+/// Who is calling: the job identity travels downstream (SPEC R10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallContext {
+    /// Sent as `Idempotency-Key`, so a provider that deduplicates can.
+    pub job_id: Uuid,
+    /// Sent as `X-Intentgate-Attempt`.
+    pub attempt: u32,
+    /// Parse the answer as JSON; an answer that is not JSON is `bad_output`.
+    pub expect_json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_round_trip() -> Result<(), serde_json::Error> {
+        let body = serde_json::json!({
+            "model": "m", "max_tokens": 5, "top_k": 3, "temperature": 0.25,
+            "chat_template_kwargs": {"enable_thinking": false},
+            "messages": [
+                {"role": "user", "content": "hi", "name": "ann"},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+            ]
+        });
+        let req: ChatRequest = serde_json::from_value(body.clone())?;
+        assert_eq!(req.messages[1].content.text(), "ab");
+        assert_eq!(serde_json::to_value(&req)?, body);
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! Shared helpers: a simulator on a loopback port and providers aimed at it.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use intentgate_providers::sim::{SimHandle, Simulator};
+use intentgate_providers::{
+    CallContext, ChatRequest, Dialect, Failure, Message, Provider, ProviderConfig, StreamChunk, Timeouts,
+};
+use uuid::Uuid;
+
+pub const DIALECTS: [Dialect; 2] = [Dialect::OpenAi, Dialect::Anthropic];
+
+pub async fn sim() -> SimHandle {
+    Simulator::new(42).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap()
+}
+
+/// Timeouts generous enough that a loaded CI box never trips them by accident.
+pub fn relaxed() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(10),
+        total: Duration::from_secs(20),
+        stream_idle: Duration::from_secs(10),
+    }
+}
+
+/// Timeouts for tests whose point is that one of them expires.
+pub fn short() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_millis(50),
+        first_byte: Duration::from_millis(60),
+        total: Duration::from_millis(200),
+        stream_idle: Duration::from_millis(60),
+    }
+}
+
+/// A plain client for the simulator's admin routes.
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+pub fn base_url(sim: &SimHandle, dialect: Dialect) -> String {
+    match dialect {
+        Dialect::OpenAi => sim.base_url_openai(),
+        Dialect::Anthropic => sim.base_url_anthropic(),
+    }
+}
+
+pub fn config(sim: &SimHandle, dialect: Dialect, model: &str) -> ProviderConfig {
+    let mut config = ProviderConfig::new(&format!("sim-{dialect}"), dialect, &base_url(sim, dialect), model);
+    config.timeouts = relaxed();
+    config
+}
+
+pub fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
+    Provider::new(config(sim, dialect, model)).unwrap()
+}
+
+pub fn ctx() -> CallContext {
+    CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false }
+}
+
+pub fn hello() -> ChatRequest {
+    ChatRequest::new(vec![Message::system("be brief"), Message::user("hello there")])
+}
+
+/// Drains a stream: the chunks, and the failure that ended it, if any.
+pub async fn drain(
+    provider: &Provider,
+    req: &ChatRequest,
+    ctx: &CallContext,
+) -> Result<(Vec<StreamChunk>, Option<Failure>), Failure> {
+    let mut stream = provider.chat_stream(req, ctx).await?;
+    let mut chunks = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(chunk) => chunks.push(chunk),
+            Err(failure) => {
+                assert!(stream.next().await.is_none(), "a stream ends after its failure");
+                return Ok((chunks, Some(failure)));
+            }
+        }
+    }
+    Ok((chunks, None))
+}

@@ -1,0 +1,88 @@
+//! An API key given to a provider never shows up in logs (ours or our
+//! dependencies', at TRACE), in failures, or in Debug output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use intentgate_providers::{Dialect, Provider, ProviderConfig, Secret};
+
+const KEY: &str = "sk-SECRET-do-not-leak-7f3a";
+
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_key_never_leaks() {
+    let logs = Buffer::default();
+    let writer = logs.clone();
+    // Global, and bridging the `log` crate, so reqwest/hyper/rustls lines
+    // from every thread are captured too.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let sim = sim().await;
+    let mut seen = Vec::new();
+    for dialect in DIALECTS {
+        for (model, timeouts) in [
+            ("ok", relaxed()),
+            ("sim:status=401", relaxed()),
+            ("sim:hang", short()),
+            ("sim:reset-after-body", relaxed()),
+            ("sim:malformed-json", relaxed()),
+            ("sim:stream-cut", relaxed()),
+        ] {
+            let mut config = config(&sim, dialect, model);
+            config.api_key = Some(Secret::new(KEY));
+            config.timeouts = timeouts;
+            seen.push(format!("{config:?}"));
+            let provider = Provider::new(config).unwrap();
+            seen.push(format!("{provider:?}"));
+            let outcome = provider.chat(&hello(), &ctx()).await;
+            seen.push(format!("{outcome:?}"));
+            if let Err(failure) = outcome {
+                seen.push(failure.to_string());
+            }
+            match drain(&provider, &hello(), &ctx()).await {
+                Ok((chunks, failure)) => seen.push(format!("{chunks:?} {failure:?}")),
+                Err(failure) => seen.push(format!("{failure} {failure:?}")),
+            }
+        }
+    }
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let mut config = ProviderConfig::new("gone", Dialect::OpenAi, &format!("http://{refused}"), "m");
+    config.api_key = Some(Secret::new(KEY));
+    let failure = Provider::new(config).unwrap().chat(&hello(), &ctx()).await.unwrap_err();
+    seen.push(format!("{failure} {failure:?}"));
+
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("provider call failed"), "our own events are captured");
+    assert!(logs.contains("starting new connection"), "reqwest's `log` lines are captured");
+    assert!(!logs.contains(KEY), "the key leaked into the logs");
+    for text in &seen {
+        assert!(!text.contains(KEY), "the key leaked: {text}");
+    }
+    // The key did reach the provider, so the test is not vacuous.
+    let sent = sim.calls().by_key.keys().filter_map(|key| sim.last_request(key)).collect::<Vec<_>>();
+    assert!(sent.iter().any(|r| r.headers.get("x-api-key").map(String::as_str) == Some(KEY)));
+    assert!(sent.iter().any(|r| r.headers.get("authorization") == Some(&format!("Bearer {KEY}"))));
+}

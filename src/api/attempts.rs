@@ -1,0 +1,192 @@
+//! Attempts by hand, settling unknown attempts, and cancelling jobs (R4, R5).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::jobs::{job_response, visible_job};
+use super::view::AttemptView;
+use super::{AppState, Caller, Problem};
+use crate::engine::{ManualStartError, Resolution, ResolveError};
+use crate::jobs::{JobStatus, StartBlocked};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartAttempt {
+    /// A provider of the route's chain; default: the chain's next one.
+    provider: Option<String>,
+}
+
+/// `POST /v1/jobs/{id}/attempts`: 202 with the job once the attempt row is
+/// committed; 409 while another attempt is `starting` or `unknown`.
+pub async fn start(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Option<Json<StartAttempt>>,
+) -> Result<Response, Problem> {
+    let job = visible_job(&state, &caller, &id).await?;
+    let provider = body.and_then(|Json(body)| body.provider);
+    match state.engine.start_attempt_by_hand(&job, provider).await {
+        Ok(_) => {
+            let job = visible_job(&state, &caller, &id).await?;
+            let attempts = state.store.attempts(job.id).await?;
+            Ok(job_response(StatusCode::ACCEPTED, &job, &attempts, false))
+        }
+        Err(err) => Err(start_refused(err, job.id)),
+    }
+}
+
+fn start_refused(err: ManualStartError, job_id: uuid::Uuid) -> Problem {
+    match err {
+        ManualStartError::Blocked(blocked) => blocked_problem(&blocked).with("job_id", job_id.to_string()),
+        ManualStartError::Driven => Problem::conflict(
+            "attempt-in-flight",
+            "Attempt in flight",
+            "another gateway instance is driving this job right now",
+        )
+        .with("job_id", job_id.to_string()),
+        ManualStartError::NotInChain(name) => Problem::unprocessable(
+            "provider-not-in-chain",
+            "Provider not in chain",
+            format!("provider `{name}` is not in this job's route chain"),
+        ),
+        ManualStartError::NotFound => Problem::not_found(format!("no job `{job_id}`")),
+        ManualStartError::Engine(err) => engine_problem(err),
+    }
+}
+
+/// The 409 for a refused attempt, naming the attempt that blocks it (R4).
+pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
+    match blocked {
+        StartBlocked::InFlight { attempt_id, number } => Problem::conflict(
+            "attempt-in-flight",
+            "Attempt in flight",
+            format!("attempt {number} is starting: its request may be in flight"),
+        )
+        .with("attempt_id", attempt_id.to_string())
+        .with("attempt", *number),
+        StartBlocked::OutcomeUnknown { attempt_id, number } => Problem::conflict(
+            "outcome-unknown",
+            "Outcome unknown",
+            format!(
+                "attempt {number}'s outcome is unknown: the provider may have done the work. \
+                 It must be settled (its late answer, or an operator's resolve) before another attempt starts"
+            ),
+        )
+        .with("attempt_id", attempt_id.to_string())
+        .with("attempt", *number),
+        StartBlocked::Completed { status } => Problem::conflict(
+            "job-completed",
+            "Job completed",
+            format!("the job is `{status}`; no attempt can change that"),
+        )
+        .with("job_status", status.as_str()),
+    }
+}
+
+pub fn engine_problem(err: crate::engine::EngineError) -> Problem {
+    match err {
+        crate::engine::EngineError::Store(err) => err.into(),
+        other => {
+            tracing::error!(error = %other, "engine error");
+            Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", other.to_string())
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resolve {
+    #[serde(rename = "as")]
+    resolution: String,
+    reason: String,
+}
+
+impl Resolve {
+    fn parse(self) -> Result<(Resolution, String), Problem> {
+        let resolution = self
+            .resolution
+            .parse()
+            .map_err(|msg: String| Problem::unprocessable("invalid-body", "Invalid resolution", msg))?;
+        if self.reason.trim().is_empty() {
+            return Err(Problem::unprocessable("invalid-body", "Invalid resolution", "give a `reason`"));
+        }
+        Ok((resolution, self.reason))
+    }
+}
+
+fn require_admin(caller: &Caller) -> Result<(), Problem> {
+    if caller.0.is_admin() {
+        Ok(())
+    } else {
+        Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Forbidden",
+            "settling attempts needs an admin key",
+        ))
+    }
+}
+
+/// `POST /v1/jobs/{id}/attempts/{n}/resolve` (admin): settles an `unknown`
+/// attempt as `abandoned` or `failed`; the job then goes on with its chain.
+pub async fn resolve(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, number)): Path<(String, i32)>,
+    Json(body): Json<Resolve>,
+) -> Result<Response, Problem> {
+    require_admin(&caller)?;
+    let (resolution, reason) = body.parse()?;
+    let job = visible_job(&state, &caller, &id).await?;
+    match state.engine.resolve(job.id, number, resolution, &reason, &caller.0.name).await {
+        Ok(attempt) => Ok(Json(AttemptView::new(&attempt)).into_response()),
+        Err(ResolveError::NotFound) => Err(Problem::not_found(format!("job `{id}` has no attempt {number}"))),
+        Err(err @ ResolveError::NotUnknown { .. }) => {
+            Err(Problem::conflict("attempt-not-unknown", "Attempt not unknown", err.to_string()))
+        }
+        Err(ResolveError::Engine(err)) => Err(engine_problem(err)),
+    }
+}
+
+/// `POST /v1/providers/{name}/resolve` (admin): an outage — settles every
+/// `unknown` attempt of one provider at once.
+pub async fn resolve_provider(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(provider): Path<String>,
+    Json(body): Json<Resolve>,
+) -> Result<Response, Problem> {
+    require_admin(&caller)?;
+    let (resolution, reason) = body.parse()?;
+    let settled = state
+        .engine
+        .resolve_provider(&provider, resolution, &reason, &caller.0.name)
+        .await
+        .map_err(engine_problem)?;
+    let views: Vec<_> =
+        settled.iter().map(|a| json!({"job_id": a.job_id, "attempt": AttemptView::new(a)})).collect();
+    Ok(Json(json!({"provider": provider, "resolved": views})).into_response())
+}
+
+/// `POST /v1/jobs/{id}/cancel`: the job will not complete; 409 if it
+/// already has.
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let job = visible_job(&state, &caller, &id).await?;
+    let Some(job) = state.engine.cancel(job.id).await? else {
+        return Err(Problem::not_found(format!("no job `{id}`")));
+    };
+    if job.status != JobStatus::Cancelled {
+        return Err(blocked_problem(&StartBlocked::Completed { status: job.status }));
+    }
+    let attempts = state.store.attempts(job.id).await?;
+    Ok(job_response(StatusCode::OK, &job, &attempts, false))
+}

@@ -1,0 +1,331 @@
+//! Driving one job through its route's chain while holding its lease.
+
+use std::time::Duration;
+
+use intentgate_providers::{CallContext, ChatResponse, Failure, Outcome};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::{Engine, EngineError, ProviderEntry, plan};
+use crate::config::RouteConfig;
+use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, now_ms};
+use crate::store::{CasOutcome, Lease, Settle, StartOutcome, StoreError};
+
+/// Where a driver begins.
+pub(super) enum First {
+    /// The next provider of the chain after the last attempt.
+    Plan,
+    /// This provider (a manual attempt).
+    Provider(String),
+    /// An attempt already started (and committed) by the caller.
+    Started(Attempt),
+}
+
+/// What the driver does after one attempt.
+enum Next {
+    /// The job is settled, or waits on an unknown attempt: stop driving.
+    Stop,
+    /// Proven failure: the next provider of the chain, at once.
+    FailOver,
+    /// A retryable rejection: the same provider again after a pause.
+    Retry { provider: String, after: Duration },
+}
+
+impl Engine {
+    /// Claims the job's lease and drives it; returns at once if another
+    /// driver holds the lease.
+    pub async fn drive(&self, job_id: Uuid, start_with: Option<String>) -> Result<(), EngineError> {
+        if !self.claim(job_id).await? {
+            tracing::debug!(%job_id, "another driver holds the lease");
+            return Ok(());
+        }
+        self.drive_claimed(job_id, start_with.map_or(First::Plan, First::Provider)).await
+    }
+
+    pub(super) async fn claim(&self, job_id: Uuid) -> Result<bool, StoreError> {
+        let lease = Lease { owner: self.instance(), expires_at_ms: self.lease_expiry() };
+        self.store().claim_lease(job_id, lease, now_ms()).await
+    }
+
+    /// Drives with the lease already held, renewing it, and releases it at the end.
+    pub(super) async fn drive_claimed(&self, job_id: Uuid, first: First) -> Result<(), EngineError> {
+        let renewer = self.spawn_lease_renewer(job_id);
+        let result = self.drive_chain(job_id, first).await;
+        renewer.abort();
+        if let Err(err) = self.store().release_lease(job_id, self.instance()).await {
+            tracing::warn!(%job_id, error = %err, "cannot release the lease; it will expire");
+        }
+        self.notify(job_id);
+        result
+    }
+
+    fn spawn_lease_renewer(&self, job_id: Uuid) -> JoinHandle<()> {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let period = engine.inner.lease_ttl / 3;
+            loop {
+                tokio::time::sleep(period).await;
+                let lease = Lease { owner: engine.instance(), expires_at_ms: engine.lease_expiry() };
+                match engine.store().renew_lease(job_id, lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(%job_id, "lease lost to another instance");
+                        return;
+                    }
+                    Err(err) => tracing::warn!(%job_id, error = %err, "cannot renew the lease"),
+                }
+            }
+        })
+    }
+
+    async fn drive_chain(&self, job_id: Uuid, first: First) -> Result<(), EngineError> {
+        let mut next = first;
+        let mut retries = 0u32;
+        loop {
+            let Some(job) = self.store().job(job_id).await? else { return Ok(()) };
+            if matches!(job.status, JobStatus::Succeeded | JobStatus::Cancelled) {
+                return Ok(());
+            }
+            let Some(route) = self.route(&job.route).cloned() else {
+                let error = json!({"reason": format!("route `{}` is no longer configured", job.route)});
+                self.fail_job(&job, &error.to_string()).await?;
+                return Ok(());
+            };
+            let attempt = match std::mem::replace(&mut next, First::Plan) {
+                First::Started(attempt) => attempt,
+                first => {
+                    let provider = match first {
+                        First::Provider(name) => name,
+                        _ => {
+                            let attempts = self.store().attempts(job_id).await?;
+                            match plan::next_provider(&route.chain, &attempts) {
+                                Some(name) => name.to_owned(),
+                                None => {
+                                    self.fail_exhausted(&job, &attempts).await?;
+                                    return Ok(());
+                                }
+                            }
+                        }
+                    };
+                    match self.store().start_attempt(job_id, &provider, now_ms()).await? {
+                        StartOutcome::Started(attempt) => attempt,
+                        StartOutcome::Blocked(blocked) => {
+                            tracing::debug!(%job_id, ?blocked, "no new attempt");
+                            return Ok(());
+                        }
+                    }
+                }
+            };
+            self.notify(job_id);
+            let _ = self.inner.events.send(super::EngineEvent::AttemptStarted {
+                job_id,
+                number: attempt.number,
+                provider: attempt.provider.clone(),
+            });
+            match self.run_attempt(&job, &route, attempt, retries).await? {
+                Next::Stop => return Ok(()),
+                Next::FailOver => retries = 0,
+                Next::Retry { provider, after } => {
+                    retries += 1;
+                    tokio::time::sleep(after).await;
+                    next = First::Provider(provider);
+                }
+            }
+        }
+    }
+
+    /// One attempt, whose row is already `starting`: call, classify, settle.
+    async fn run_attempt(
+        &self,
+        job: &Job,
+        route: &RouteConfig,
+        attempt: Attempt,
+        retries: u32,
+    ) -> Result<Next, EngineError> {
+        let Some(entry) = self.provider(&attempt.provider) else {
+            self.settle_failed(
+                &attempt,
+                "not_sent",
+                &format!("provider `{}` is not configured", attempt.provider),
+            )
+            .await?;
+            return Ok(Next::FailOver);
+        };
+        let request: JobRequest = serde_json::from_str(&job.request)
+            .map_err(|err| StoreError::Corrupt(format!("job {} request: {err}", job.id)))?;
+        let chat = super::to_chat_request(&request)
+            .map_err(|err| StoreError::Corrupt(format!("job {} request: {err}", job.id)))?;
+        let context = CallContext {
+            job_id: job.id,
+            attempt: u32::try_from(attempt.number).unwrap_or(u32::MAX),
+            expect_json: false,
+        };
+        let provider = entry.provider.clone();
+        let mut call: JoinHandle<Outcome> = tokio::spawn(async move { provider.chat(&chat, &context).await });
+        let attempt_timeout: Duration = route.attempt_timeout.into();
+        let joined = tokio::select! {
+            joined = &mut call => Some(joined),
+            () = tokio::time::sleep(attempt_timeout) => None,
+        };
+        match joined {
+            Some(Ok(Ok(response))) => {
+                self.deliver(&attempt, &response).await?;
+                Ok(Next::Stop)
+            }
+            Some(Ok(Err(failure))) if failure.may_fail_over() => {
+                self.settle_failed(&attempt, failure.class().as_str(), &failure.to_string()).await?;
+                Ok(self.after_failure(route, entry, &attempt, &failure, retries))
+            }
+            Some(Ok(Err(unknown))) => {
+                self.declare_unknown(job, &attempt, &unknown.to_string()).await?;
+                self.spawn_late_listener(attempt, None);
+                Ok(Next::Stop)
+            }
+            Some(Err(join)) => {
+                self.declare_unknown(job, &attempt, &format!("the provider call task failed: {join}"))
+                    .await?;
+                self.spawn_late_listener(attempt, None);
+                Ok(Next::Stop)
+            }
+            None => {
+                let reason =
+                    format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout);
+                self.declare_unknown(job, &attempt, &reason).await?;
+                self.spawn_late_listener(attempt, Some(call));
+                Ok(Next::Stop)
+            }
+        }
+    }
+
+    /// A 429 is retried on the same provider, backing off and honouring
+    /// `Retry-After`, up to the route's `retries`; anything else proven
+    /// fails over at once.
+    fn after_failure(
+        &self,
+        route: &RouteConfig,
+        entry: &ProviderEntry,
+        attempt: &Attempt,
+        failure: &Failure,
+        retries: u32,
+    ) -> Next {
+        let Failure::Rejected { status, retry_after, .. } = failure else { return Next::FailOver };
+        // Only "too many requests" is worth waiting for: a 5xx provider is
+        // better replaced by the next one at once.
+        let retryable = *status == 429;
+        if !retryable || retries >= route.retries {
+            return Next::FailOver;
+        }
+        let max_wait: Duration = route.max_retry_wait.into();
+        let backoff =
+            Duration::from(route.retry_backoff).saturating_mul(2u32.saturating_pow(retries)).min(max_wait);
+        let after = match retry_after {
+            Some(wait) if *wait > max_wait => return Next::FailOver,
+            Some(wait) => (*wait).max(backoff),
+            None => backoff,
+        };
+        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %entry.config.name, status, ?after, "retrying after rejection");
+        Next::Retry { provider: attempt.provider.clone(), after }
+    }
+
+    /// R6: an answer is offered to the job through the compare-and-swap.
+    pub(super) async fn deliver(
+        &self,
+        attempt: &Attempt,
+        response: &ChatResponse,
+    ) -> Result<CasOutcome, EngineError> {
+        let result = json!({
+            "provider": attempt.provider,
+            "model": response.model,
+            "text": response.text,
+            "json": response.json,
+            "usage": response.usage,
+            "finish_reason": response.finish_reason,
+        });
+        let raw = String::from_utf8_lossy(&response.raw);
+        let outcome = self.store().complete_job(attempt, &result.to_string(), &raw, now_ms()).await?;
+        match &outcome {
+            CasOutcome::Won => {
+                tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
+            }
+            CasOutcome::Superseded { winner } => {
+                tracing::warn!(
+                    job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
+                    winner = ?winner, "race lost: another attempt completed the job first; this result is kept on the attempt only"
+                );
+            }
+            CasOutcome::NotDeliverable => {
+                tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, "answer of an attempt already settled as failed; ignored");
+            }
+        }
+        self.notify(attempt.job_id);
+        match outcome {
+            CasOutcome::Won => self.emit_settled(attempt, AttemptState::Succeeded),
+            CasOutcome::Superseded { .. } => self.emit_settled(attempt, AttemptState::Superseded),
+            CasOutcome::NotDeliverable => {}
+        }
+        Ok(outcome)
+    }
+
+    async fn settle_failed(
+        &self,
+        attempt: &Attempt,
+        outcome: &str,
+        detail: &str,
+    ) -> Result<bool, EngineError> {
+        let settle = Settle {
+            from: AttemptState::Starting,
+            to: AttemptState::Failed,
+            outcome: Some(outcome),
+            detail: Some(detail),
+            response: None,
+            resolved_by: None,
+        };
+        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, outcome, detail, "attempt failed");
+        let settled = self.store().settle_attempt(attempt.id, settle, now_ms()).await?;
+        if settled {
+            self.emit_settled(attempt, AttemptState::Failed);
+        }
+        Ok(settled)
+    }
+
+    /// R5: the attempt may have done the work. It and its job become
+    /// `unknown`, and nothing else starts until it is settled.
+    async fn declare_unknown(&self, job: &Job, attempt: &Attempt, reason: &str) -> Result<(), EngineError> {
+        let settle = Settle {
+            from: AttemptState::Starting,
+            to: AttemptState::Unknown,
+            outcome: Some("unknown"),
+            detail: Some(reason),
+            response: None,
+            resolved_by: None,
+        };
+        tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %attempt.provider, reason, "attempt outcome unknown");
+        if self.store().settle_attempt(attempt.id, settle, now_ms()).await? {
+            self.store()
+                .set_job_status(job.id, JobStatus::Running, JobStatus::Unknown, None, now_ms())
+                .await?;
+            self.emit_settled(attempt, AttemptState::Unknown);
+        }
+        self.notify(job.id);
+        Ok(())
+    }
+
+    async fn fail_exhausted(&self, job: &Job, attempts: &[Attempt]) -> Result<(), EngineError> {
+        let reasons: Vec<_> = attempts
+            .iter()
+            .map(|a| json!({"attempt": a.number, "provider": a.provider, "state": a.state, "outcome": a.outcome, "detail": a.detail}))
+            .collect();
+        let error = json!({"reason": "every provider of the route's chain failed", "attempts": reasons});
+        self.fail_job(job, &error.to_string()).await
+    }
+
+    async fn fail_job(&self, job: &Job, error: &str) -> Result<(), EngineError> {
+        if job.status.can_become(JobStatus::Failed) {
+            self.store().set_job_status(job.id, job.status, JobStatus::Failed, Some(error), now_ms()).await?;
+            tracing::warn!(job_id = %job.id, error, "job failed");
+        }
+        self.notify(job.id);
+        Ok(())
+    }
+}

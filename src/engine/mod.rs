@@ -1,0 +1,170 @@
+//! The engine drives jobs: lease → next provider of the route's chain →
+//! attempt row `starting` → provider call → classify → settle by
+//! compare-and-swap, fail over, or stop at `unknown`.
+//!
+//! What passes through this seam: job ids in (from the API, the operator CLI
+//! and the recovery sweep); calls out to [`Store`] (every state change) and
+//! to [`Provider`]s (every upstream request). Nothing here speaks HTTP to
+//! clients, and no SQL is written here.
+//!
+//! One driver per job (R10): a driver holds the job's lease while it starts
+//! and awaits attempts, renewing it; another instance (or a second task in
+//! this one) that fails to claim the lease leaves the job alone. An `unknown`
+//! attempt is awaited after its driver stopped — by the late-answer listener
+//! in `late.rs` — and settles through the same compare-and-swap.
+
+mod driver;
+mod late;
+mod operator;
+mod plan;
+mod recovery;
+mod request;
+mod waiters;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use intentgate_providers::Provider;
+use uuid::Uuid;
+
+pub use operator::{ManualStartError, Resolution, ResolveError};
+pub use request::to_chat_request;
+pub use waiters::Waiters;
+
+use crate::config::{Config, ProviderConfig, RouteConfig};
+use crate::jobs::{Attempt, AttemptState, Job, now_ms};
+use crate::store::{Lease, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("provider `{name}`: {message}")]
+    Provider { name: String, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A cheap handle on the engine; clones share one state.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    providers: HashMap<String, ProviderEntry>,
+    routes: HashMap<String, RouteConfig>,
+    instance: String,
+    lease_ttl: Duration,
+    sweep_interval: Duration,
+    waiters: Waiters,
+    events: tokio::sync::broadcast::Sender<EngineEvent>,
+}
+
+/// What the engine did, for whoever listens (tests wait on these instead of
+/// sleeping; metrics count them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// An attempt reached `state` (anything but `starting`).
+    AttemptSettled { job_id: Uuid, number: i32, provider: String, state: AttemptState },
+    /// An attempt row was committed as `starting`.
+    AttemptStarted { job_id: Uuid, number: i32, provider: String },
+}
+
+/// A callable provider with the settings the engine needs beside it.
+struct ProviderEntry {
+    provider: Arc<Provider>,
+    config: ProviderConfig,
+}
+
+impl Engine {
+    pub fn new(config: &Config, store: Store) -> Result<Engine, EngineError> {
+        let mut providers = HashMap::new();
+        for provider in &config.providers {
+            let built = Provider::new(provider.to_provider_config()?).map_err(|err| {
+                EngineError::Provider { name: provider.name.clone(), message: err.to_string() }
+            })?;
+            providers.insert(
+                provider.name.clone(),
+                ProviderEntry { provider: Arc::new(built), config: provider.clone() },
+            );
+        }
+        let routes = config.routes.iter().map(|route| (route.name.clone(), route.clone())).collect();
+        let instance = config.engine.instance_id.clone().unwrap_or_else(|| format!("gw-{}", Uuid::now_v7()));
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                store,
+                providers,
+                routes,
+                instance,
+                lease_ttl: config.engine.lease_ttl.into(),
+                sweep_interval: config.engine.sweep_interval.into(),
+                waiters: Waiters::default(),
+                events: tokio::sync::broadcast::channel(4096).0,
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+
+    /// The lease a job is created with: this instance drives it, and if this
+    /// instance dies before it does, the recovery sweep of another will.
+    pub fn new_job_lease(&self) -> Lease<'_> {
+        Lease { owner: &self.inner.instance, expires_at_ms: self.lease_expiry() }
+    }
+
+    fn lease_expiry(&self) -> i64 {
+        now_ms() + i64::try_from(self.inner.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
+    }
+
+    /// Drives the job in the background, starting with the route's next
+    /// provider (or `start_with`).
+    pub fn spawn_drive(&self, job_id: Uuid, start_with: Option<String>) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(err) = engine.drive(job_id, start_with).await {
+                tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
+            }
+        });
+    }
+
+    /// Waits until the job is no longer `pending` or `running` (R4's
+    /// `Prefer: wait`), woken by the transition itself; `None` if the job
+    /// does not exist.
+    pub async fn wait_settled(&self, job_id: Uuid, timeout: Duration) -> Result<Option<Job>, StoreError> {
+        self.inner.waiters.wait_settled(&self.inner.store, job_id, timeout).await
+    }
+
+    /// Every event from now on. A receiver that falls more than 4096 events
+    /// behind loses the oldest.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<EngineEvent> {
+        self.inner.events.subscribe()
+    }
+
+    fn notify(&self, job_id: Uuid) {
+        self.inner.waiters.notify(job_id);
+    }
+
+    fn emit_settled(&self, attempt: &Attempt, state: AttemptState) {
+        let _ = self.inner.events.send(EngineEvent::AttemptSettled {
+            job_id: attempt.job_id,
+            number: attempt.number,
+            provider: attempt.provider.clone(),
+            state,
+        });
+    }
+
+    fn route(&self, name: &str) -> Option<&RouteConfig> {
+        self.inner.routes.get(name)
+    }
+
+    fn provider(&self, name: &str) -> Option<&ProviderEntry> {
+        self.inner.providers.get(name)
+    }
+}

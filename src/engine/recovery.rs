@@ -1,0 +1,95 @@
+//! The recovery sweep (R5, R10): at start-up and then periodically, this
+//! instance takes over jobs whose driver stopped renewing its lease (a
+//! crashed or killed gateway) and settles unknown attempts whose provider's
+//! `max_execution` has passed.
+//!
+//! A taken-over job's `starting` attempts become `unknown` — the dead
+//! process may have sent them — never `failed`, and they are never re-sent.
+//! A job with no open attempt simply goes on with its chain.
+
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::driver::First;
+use super::late::MAX_EXECUTION;
+use super::{Engine, EngineError};
+use crate::jobs::{AttemptState, JobStatus, now_ms};
+
+const BATCH: i64 = 100;
+
+impl Engine {
+    /// Runs [`Engine::sweep_once`] now and then every `sweep_interval`.
+    pub fn spawn_sweeper(&self) -> JoinHandle<()> {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(engine.inner.sweep_interval);
+            loop {
+                tick.tick().await;
+                if let Err(err) = engine.sweep_once().await {
+                    tracing::warn!(error = %err, "recovery sweep failed; retrying at the next tick");
+                }
+            }
+        })
+    }
+
+    /// One pass; returns how many jobs it took over.
+    pub async fn sweep_once(&self) -> Result<usize, EngineError> {
+        let mut taken = 0;
+        for job_id in self.store().expired_leases(now_ms(), BATCH).await? {
+            if self.take_over(job_id).await? {
+                taken += 1;
+            }
+        }
+        self.abandon_overdue().await?;
+        Ok(taken)
+    }
+
+    async fn take_over(&self, job_id: Uuid) -> Result<bool, EngineError> {
+        if !self.claim(job_id).await? {
+            return Ok(false);
+        }
+        let marked = self
+            .store()
+            .starting_to_unknown(
+                job_id,
+                "the gateway instance driving this attempt stopped; the request may have been sent",
+            )
+            .await?;
+        if marked > 0 {
+            tracing::warn!(%job_id, "took over a job with an in-flight attempt: outcome unknown");
+            self.store()
+                .set_job_status(job_id, JobStatus::Running, JobStatus::Unknown, None, now_ms())
+                .await?;
+            self.store().release_lease(job_id, self.instance()).await?;
+            self.notify(job_id);
+        } else {
+            tracing::info!(%job_id, "took over a job whose driver stopped; continuing its chain");
+            let engine = self.clone();
+            tokio::spawn(async move {
+                if let Err(err) = engine.drive_claimed(job_id, First::Plan).await {
+                    tracing::error!(%job_id, error = %err, "driving a recovered job failed");
+                }
+            });
+        }
+        Ok(true)
+    }
+
+    /// Unknown attempts older than their provider's `max_execution` are
+    /// abandoned — the backstop for attempts whose listener died with its
+    /// process.
+    async fn abandon_overdue(&self) -> Result<(), EngineError> {
+        for provider in self.store().providers_with_unknown_attempts().await? {
+            let Some(max) = self.provider(&provider).and_then(|entry| entry.config.max_execution) else {
+                continue;
+            };
+            let cutoff = now_ms() - i64::try_from(max.0.as_millis()).unwrap_or(i64::MAX);
+            for attempt in self.store().unknown_attempts_of(&provider, cutoff).await? {
+                let detail =
+                    "max_execution passed with no answer; the provider can no longer be working on it";
+                self.settle_open(&attempt, AttemptState::Abandoned, "unknown", detail, Some(MAX_EXECUTION))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,169 @@
+//! Job rows: insert-or-get, reads, status transitions, the result CAS and
+//! the driving lease.
+
+use uuid::Uuid;
+
+use super::rows::JobRow;
+use super::{Created, Store, StoreError, sql};
+use crate::jobs::{Job, JobStatus, NewJob};
+
+/// A lease held by one gateway instance on one job (R10).
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    pub owner: &'a str,
+    pub expires_at_ms: i64,
+}
+
+/// Filters of `intentgate jobs list`.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub status: Option<JobStatus>,
+    pub owner: Option<String>,
+    pub route: Option<String>,
+    pub limit: i64,
+}
+
+impl Store {
+    /// Inserts the job unless `(owner, idempotency_key)` exists, in which
+    /// case the existing job is returned (R2). `INSERT … ON CONFLICT DO
+    /// NOTHING RETURNING` then a read: the unique constraint decides, and a
+    /// racing duplicate waits on it rather than on our code.
+    pub async fn create_job(
+        &self,
+        new: &NewJob,
+        lease: Lease<'_>,
+        now_ms: i64,
+    ) -> Result<Created, StoreError> {
+        let inserted: Option<JobRow> = on_pool!(self, pool => {
+            sqlx::query_as(sql::INSERT_JOB)
+                .bind(new.id)
+                .bind(&new.owner)
+                .bind(new.idempotency_key.as_str())
+                .bind(new.fingerprint.as_str())
+                .bind(&new.route)
+                .bind(&new.request)
+                .bind(now_ms)
+                .bind(lease.owner)
+                .bind(lease.expires_at_ms)
+                .fetch_optional(pool)
+                .await
+        })?;
+        if let Some(row) = inserted {
+            return Ok(Created::New(row.try_into()?));
+        }
+        match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
+            Some(job) => Ok(Created::Existing(job)),
+            None => Err(StoreError::Corrupt(format!(
+                "insert of ({}, {}) conflicted but no row is there",
+                new.owner,
+                new.idempotency_key.as_str()
+            ))),
+        }
+    }
+
+    /// The job with this id, whoever owns it. Callers scope by owner.
+    pub async fn job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> = on_pool!(self, pool => {
+            sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(id).fetch_optional(pool).await
+        })?;
+        row.map(Job::try_from).transpose()
+    }
+
+    pub async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> = on_pool!(self, pool => {
+            sqlx::query_as(sql::SELECT_JOB_BY_KEY).bind(owner).bind(key).fetch_optional(pool).await
+        })?;
+        row.map(Job::try_from).transpose()
+    }
+
+    /// Number of job rows (of one owner, or all): used by tests and tools to
+    /// prove that nothing was stored.
+    pub async fn count_jobs(&self, owner: Option<&str>) -> Result<i64, StoreError> {
+        let count: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar(sql::COUNT_JOBS).bind(owner).fetch_one(pool).await
+        })?;
+        Ok(count)
+    }
+
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<JobRow> = on_pool!(self, pool => {
+            sqlx::query_as(sql::LIST_JOBS)
+                .bind(filter.status.map(JobStatus::as_str))
+                .bind(filter.owner.as_deref())
+                .bind(filter.route.as_deref())
+                .bind(filter.limit)
+                .fetch_all(pool)
+                .await
+        })?;
+        rows.into_iter().map(Job::try_from).collect()
+    }
+
+    /// Moves the job from `from` to `to` (a transition of
+    /// `JobStatus::can_become`); false when it was not in `from`.
+    pub async fn set_job_status(
+        &self,
+        id: Uuid,
+        from: JobStatus,
+        to: JobStatus,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        debug_assert!(from.can_become(to), "{from} → {to}");
+        let rows = on_pool!(self, pool => {
+            sqlx::query(sql::SET_JOB_STATUS)
+                .bind(id)
+                .bind(from.as_str())
+                .bind(to.as_str())
+                .bind(error)
+                .bind(now_ms)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        Ok(rows == 1)
+    }
+
+    /// Takes (or re-takes) the lease unless another live instance holds it.
+    pub async fn claim_lease(&self, id: Uuid, lease: Lease<'_>, now_ms: i64) -> Result<bool, StoreError> {
+        let rows = on_pool!(self, pool => {
+            sqlx::query(sql::CLAIM_LEASE)
+                .bind(id)
+                .bind(lease.owner)
+                .bind(lease.expires_at_ms)
+                .bind(now_ms)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        Ok(rows == 1)
+    }
+
+    /// Extends a lease we hold; false when we lost it.
+    pub async fn renew_lease(&self, id: Uuid, lease: Lease<'_>) -> Result<bool, StoreError> {
+        let rows = on_pool!(self, pool => {
+            sqlx::query(sql::RENEW_LEASE)
+                .bind(id)
+                .bind(lease.owner)
+                .bind(lease.expires_at_ms)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        Ok(rows == 1)
+    }
+
+    pub async fn release_lease(&self, id: Uuid, owner: &str) -> Result<(), StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query(sql::RELEASE_LEASE).bind(id).bind(owner).execute(pool).await.map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// Jobs still to be driven whose driver stopped renewing its lease.
+    pub async fn expired_leases(&self, now_ms: i64, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+        let ids: Vec<Uuid> = on_pool!(self, pool => {
+            sqlx::query_scalar(sql::EXPIRED_LEASES).bind(now_ms).bind(limit).fetch_all(pool).await
+        })?;
+        Ok(ids)
+    }
+}
