@@ -33,6 +33,7 @@ store_matrix!(
     cancel_stops_a_job,
     cancel_of_a_succeeded_job_is_a_conflict,
     outage_resolves_every_unknown_attempt_of_a_provider,
+    max_execution_abandons_an_unknown_attempt,
 );
 
 async fn create_id(gw: &TestGateway, key: &str, body: &Value) -> String {
@@ -350,4 +351,29 @@ async fn outage_resolves_every_unknown_attempt_of_a_provider(store: TestStore) {
         assert_eq!(job["attempts"][0]["state"], "failed");
         assert_eq!(job["result"]["provider"], "sim-fallback");
     }
+}
+
+/// Past the provider's `max_execution` with no answer, the provider can no
+/// longer be working: the unknown attempt is abandoned automatically and the
+/// chain goes on. (Without `max_execution`, only an operator settles it: see
+/// `timeout_is_unknown_and_blocks_until_resolved`.)
+async fn max_execution_abandons_an_unknown_attempt(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hang");
+        set_provider(doc, "sim-primary", "max_execution", "300ms");
+        set_route(doc, "chat", "attempt_timeout", "50ms");
+    })
+    .await;
+    let mut events = gw.events();
+    let id = create_id(&gw, "overdue", &chat_body("x")).await;
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Abandoned).await;
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"][0]["state"], "abandoned");
+    assert_eq!(job["attempts"][0]["resolved_by"], "max_execution");
+    assert_eq!(job["result"]["provider"], "sim-fallback");
+    let stored = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+    let waited = stored[0].finished_at_ms.unwrap() - stored[0].started_at_ms;
+    assert!(waited >= 300, "abandoned only after max_execution, after {waited} ms");
 }

@@ -202,6 +202,12 @@ pub struct ProviderConfig {
     /// sent. Past it, an unknown attempt may be settled as abandoned; unset
     /// means only an operator settles it.
     pub max_execution: Option<HumanDuration>,
+    /// The tokenizer the contract suites render prompts through:
+    /// `o200k_base`, `cl100k_base` (vocabularies carried by tiktoken-rs).
+    pub tokenizer: Option<String>,
+    /// The provider's context window in tokens; prompt plus `max_tokens`
+    /// must fit.
+    pub context_window: Option<u32>,
     /// Extra headers sent on every request to this provider.
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,

@@ -95,8 +95,8 @@ impl Engine {
             return Ok(false);
         }
         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, state = %to, detail, "unknown attempt settled");
-        self.emit_settled(attempt, to);
         self.resume(attempt.job_id).await?;
+        self.emit_settled(attempt, to);
         Ok(true)
     }
 

@@ -1,0 +1,208 @@
+//! The state machines are defined once (src/jobs/transitions.rs) and enforced
+//! by the database (the migrations' triggers). This proves the two agree, on
+//! both backends: for every (from, to) pair the database accepts the UPDATE
+//! exactly when `can_become` says it is legal. Also R4's database half: the
+//! partial unique index refuses a second open attempt even to SQL that
+//! bypasses the code.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Backend, TestStore};
+use intentgate::jobs::{AttemptState, JobStatus};
+use sqlx::AssertSqlSafe;
+
+store_matrix!(
+    attempt_transitions_match_the_domain,
+    job_transitions_match_the_domain,
+    one_open_attempt_per_job,
+    racing_drivers_start_one_attempt,
+);
+
+/// Raw SQL against the test database, bypassing the store's code.
+enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Raw {
+    async fn open(store: &TestStore) -> Raw {
+        // Migrate through the real store first.
+        let config = common::test_config(&store.url);
+        let real = intentgate::store::Store::connect(&config.store).await.unwrap();
+        real.migrate().await.unwrap();
+        match store.backend {
+            Backend::Sqlite => Raw::Sqlite(sqlx::SqlitePool::connect(&store.url).await.unwrap()),
+            Backend::Postgres => Raw::Postgres(sqlx::PgPool::connect(&store.url).await.unwrap()),
+        }
+    }
+
+    async fn exec(&self, sql: String) -> Result<u64, String> {
+        let result = match self {
+            Raw::Sqlite(pool) => {
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(pool).await.map(|r| r.rows_affected())
+            }
+            Raw::Postgres(pool) => {
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(pool).await.map(|r| r.rows_affected())
+            }
+        };
+        result.map_err(|e| e.to_string())
+    }
+
+    fn new_uuid(&self) -> &'static str {
+        match self {
+            Raw::Sqlite(_) => "randomblob(16)",
+            Raw::Postgres(_) => "gen_random_uuid()",
+        }
+    }
+
+    async fn insert_job(&self, key: &str, status: &str) {
+        let fingerprint = "0".repeat(64);
+        self.exec(format!(
+            "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, status, version, created_at, updated_at) \
+             VALUES ({}, 'tester', '{key}', '{fingerprint}', 'chat', '{{}}', '{status}', 0, 0, 0)",
+            self.new_uuid()
+        ))
+        .await
+        .unwrap();
+    }
+
+    async fn insert_attempt(&self, key: &str, number: i32, state: AttemptState) -> Result<u64, String> {
+        let finished = if state.is_open() { "NULL" } else { "1" };
+        self.exec(format!(
+            "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, finished_at) \
+             SELECT {}, id, {number}, 'p', '{state}', 0, 0, {finished} FROM jobs WHERE idempotency_key = '{key}'",
+            self.new_uuid()
+        ))
+        .await
+    }
+
+    async fn set_attempt(&self, key: &str, to: AttemptState) -> Result<u64, String> {
+        let finished = if to.is_open() { "NULL" } else { "2" };
+        self.exec(format!(
+            "UPDATE attempts SET state = '{to}', finished_at = {finished} \
+             WHERE job_id = (SELECT id FROM jobs WHERE idempotency_key = '{key}')"
+        ))
+        .await
+    }
+
+    /// Moves the job to `to`, filling in what the CHECKs demand of a
+    /// succeeded job, so only the transition trigger can object.
+    async fn set_job(&self, key: &str, to: JobStatus) -> Result<u64, String> {
+        let completion = if to == JobStatus::Succeeded {
+            format!(
+                ", result = '{{}}', version = version + 1, completed_by = \
+                 (SELECT a.id FROM attempts a JOIN jobs j ON a.job_id = j.id WHERE j.idempotency_key = '{key}')"
+            )
+        } else {
+            String::new()
+        };
+        self.exec(format!("UPDATE jobs SET status = '{to}'{completion} WHERE idempotency_key = '{key}'"))
+            .await
+    }
+}
+
+async fn attempt_transitions_match_the_domain(store: TestStore) {
+    let raw = Raw::open(&store).await;
+    for (i, from) in AttemptState::ALL.into_iter().enumerate() {
+        for (j, to) in AttemptState::ALL.into_iter().enumerate() {
+            if from == to {
+                continue;
+            }
+            let key = format!("a-{i}-{j}");
+            raw.insert_job(&key, "running").await;
+            raw.insert_attempt(&key, 1, from).await.unwrap();
+            let accepted = raw.set_attempt(&key, to).await;
+            assert_eq!(
+                accepted.is_ok(),
+                from.can_become(to),
+                "{from} → {to}: database said {accepted:?}, the domain says {}",
+                from.can_become(to)
+            );
+        }
+    }
+}
+
+async fn job_transitions_match_the_domain(store: TestStore) {
+    let raw = Raw::open(&store).await;
+    for (i, from) in JobStatus::ALL.into_iter().enumerate() {
+        for (j, to) in JobStatus::ALL.into_iter().enumerate() {
+            if from == to {
+                continue;
+            }
+            let key = format!("j-{i}-{j}");
+            // Every job has one finished attempt, the winner if it succeeds.
+            // A succeeded job is reached the legal way (its CHECKs need the
+            // winning attempt); every other state is inserted as is.
+            let start = if from == JobStatus::Succeeded { JobStatus::Running } else { from };
+            raw.insert_job(&key, start.as_str()).await;
+            raw.insert_attempt(&key, 1, AttemptState::Failed).await.unwrap();
+            if from == JobStatus::Succeeded {
+                raw.set_job(&key, JobStatus::Succeeded).await.unwrap();
+            }
+            let accepted = raw.set_job(&key, to).await;
+            assert_eq!(
+                accepted.is_ok(),
+                from.can_become(to),
+                "{from} → {to}: database said {accepted:?}, the domain says {}",
+                from.can_become(to)
+            );
+        }
+    }
+    // R1: the intent of a job cannot be rewritten.
+    raw.insert_job("immutable", "pending").await;
+    let rewrite =
+        raw.exec("UPDATE jobs SET request = '{\"x\":1}' WHERE idempotency_key = 'immutable'".into()).await;
+    assert!(rewrite.is_err(), "the request of a job is immutable");
+}
+
+/// R4 in the schema: at most one `starting`/`unknown` attempt per job.
+async fn one_open_attempt_per_job(store: TestStore) {
+    let raw = Raw::open(&store).await;
+    raw.insert_job("open", "running").await;
+    raw.insert_attempt("open", 1, AttemptState::Unknown).await.unwrap();
+    let second = raw.insert_attempt("open", 2, AttemptState::Starting).await;
+    assert!(second.is_err(), "a second open attempt must be refused by the index: {second:?}");
+    raw.insert_attempt("open", 2, AttemptState::Failed).await.expect("closed attempts are not limited");
+    let same_number = raw.insert_attempt("open", 2, AttemptState::Failed).await;
+    assert!(same_number.is_err(), "UNIQUE (job_id, number)");
+}
+
+/// R4 under concurrency: twenty drivers race to start an attempt of one job;
+/// exactly one succeeds, the others are refused (by the domain check or, when
+/// they raced past it, by the partial unique index).
+async fn racing_drivers_start_one_attempt(store: TestStore) {
+    use std::sync::Arc;
+
+    use intentgate::jobs::{IdempotencyKey, NewJob, now_ms};
+    use intentgate::store::{Lease, StartOutcome};
+
+    let config = common::test_config(&store.url);
+    let real = intentgate::store::Store::connect(&config.store).await.unwrap();
+    real.migrate().await.unwrap();
+    let new = NewJob::new("alice".into(), IdempotencyKey::parse("race").unwrap(), "chat".into(), "{}".into());
+    let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
+    let job = match real.create_job(&new, lease, now_ms()).await.unwrap() {
+        intentgate::store::Created::New(job) => job,
+        other => panic!("{other:?}"),
+    };
+    let barrier = Arc::new(tokio::sync::Barrier::new(20));
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let (real, barrier) = (real.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                real.start_attempt(job.id, &format!("p{i}"), now_ms()).await.unwrap()
+            })
+        })
+        .collect();
+    let mut started = 0;
+    for task in tasks {
+        if matches!(task.await.unwrap(), StartOutcome::Started(_)) {
+            started += 1;
+        }
+    }
+    assert_eq!(started, 1, "exactly one attempt started");
+    assert_eq!(real.attempts(job.id).await.unwrap().len(), 1);
+}
