@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
+use super::submit::{Submitted, submit};
 use super::view::JobView;
 use super::{AppState, Caller, Problem};
-use crate::jobs::{Job, JobRequest, JobStatus, NewJob, canonical_json, now_ms};
-use crate::store::Created;
+use crate::jobs::{Job, JobStatus};
 
 /// Header that marks a response as the replay of an earlier request.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -35,57 +35,19 @@ pub async fn create(
     let value: Value = serde_json::from_slice(&body).map_err(|err| {
         Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
     })?;
-    let create: JobRequest = serde_json::from_value(value.clone()).map_err(|err| {
-        Problem::unprocessable(
-            "invalid-body",
-            "Invalid job request",
-            format!("the body is not a job request: {err}"),
-        )
-    })?;
-    if create.input.messages.is_empty() {
-        return Err(Problem::unprocessable(
-            "invalid-body",
-            "Invalid job request",
-            "`input.messages` must hold at least one message",
-        ));
-    }
-    if state.config.route(&create.route).is_none() {
-        return Err(Problem::unprocessable(
-            "unknown-route",
-            "Unknown route",
-            format!("route `{}` is not configured; GET /v1/routes lists the routes", create.route),
-        ));
-    }
-    let canonical = canonical_json(&value).map_err(|err| {
-        Problem::bad_request(
-            "malformed-json",
-            "Malformed JSON",
-            format!("the body cannot be canonicalised: {err}"),
-        )
-    })?;
-    let new = NewJob::new(caller.0.owner.clone(), key, create.route, canonical);
-
     let wait = wait_preference(&headers);
-    match state.store.create_job(&new, state.engine.new_job_lease(), now_ms()).await? {
-        Created::New(job) => {
-            tracing::info!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
-            // The row is committed: only now may a provider be called.
-            state.engine.spawn_drive(job.id, None);
-            match wait {
-                None => Ok(job_response(StatusCode::CREATED, &job, &[], false)),
-                Some(wait) => respond_after_wait(&state, job, StatusCode::CREATED, false, wait).await,
-            }
+    let (job, fresh) = match submit(&state, &caller, key, value).await? {
+        Submitted::New(job) => (job, true),
+        Submitted::Existing(job) => (job, false),
+    };
+    if fresh {
+        state.engine.spawn_drive(job.id, None);
+        if wait.is_none() {
+            return Ok(job_response(StatusCode::CREATED, &job, &[], false));
         }
-        Created::Existing(job) if job.fingerprint == new.fingerprint => {
-            respond_after_wait(&state, job, StatusCode::OK, true, wait.unwrap_or_default()).await
-        }
-        Created::Existing(job) => Err(Problem::conflict(
-            "idempotency-key-reused",
-            "Idempotency-Key reused",
-            "this Idempotency-Key is already bound to a different request body; use a new key for a new intent",
-        )
-        .with("job_id", job.id.to_string())),
     }
+    let status = if fresh { StatusCode::CREATED } else { StatusCode::OK };
+    respond_after_wait(&state, job, status, !fresh, wait.unwrap_or_default()).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -186,7 +148,7 @@ pub fn job_response(
 }
 
 /// Reads the body up to `limit` bytes; more is 413 before anything is stored.
-async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
+pub async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
     axum::body::to_bytes(body, limit).await.map_err(|_| {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,

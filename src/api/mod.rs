@@ -12,9 +12,11 @@ mod auth;
 mod health;
 mod idempotency;
 mod jobs;
+mod openai;
 mod prefer;
 mod problem;
 mod routes;
+mod submit;
 mod view;
 
 use std::sync::Arc;
@@ -55,6 +57,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/cancel", post(attempts::cancel))
         .route("/v1/providers/{name}/resolve", post(attempts::resolve_provider))
         .route("/v1/routes", get(routes::list))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/models", get(openai::models))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)

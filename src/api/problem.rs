@@ -43,6 +43,13 @@ impl Problem {
         self
     }
 
+    /// Adds OpenAI's `error` member, so OpenAI SDKs show the detail in the
+    /// exception they raise.
+    pub fn with_openai_error(self) -> Self {
+        let error = serde_json::json!({"message": self.detail, "type": self.slug, "code": self.slug});
+        self.with("error", error)
+    }
+
     pub fn status(&self) -> StatusCode {
         self.status
     }

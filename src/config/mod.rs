@@ -30,6 +30,8 @@ pub struct Config {
     #[serde(default)]
     pub engine: EngineConfig,
     #[serde(default)]
+    pub openai: OpenAiConfig,
+    #[serde(default)]
     pub simulator: SimulatorConfig,
     #[serde(default)]
     pub principals: Vec<PrincipalConfig>,
@@ -122,6 +124,31 @@ fn default_lease_ttl() -> HumanDuration {
 
 fn default_sweep_interval() -> HumanDuration {
     HumanDuration::secs(5)
+}
+
+/// The OpenAI-compatible endpoint, `POST /v1/chat/completions`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiConfig {
+    /// Mint an `Idempotency-Key` when a request has none, instead of
+    /// answering 400. This gives up deduplication for such requests: every
+    /// one becomes a new job.
+    #[serde(default)]
+    pub mint_idempotency_keys: bool,
+    /// How long a request waits for its job (or a duplicate for the running
+    /// job) before answering 409 with `Retry-After`.
+    #[serde(default = "default_openai_wait")]
+    pub wait: HumanDuration,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        OpenAiConfig { mint_idempotency_keys: false, wait: default_openai_wait() }
+    }
+}
+
+fn default_openai_wait() -> HumanDuration {
+    HumanDuration::secs(60)
 }
 
 /// The provider simulator, started in-process so the default config needs no

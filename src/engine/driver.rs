@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::{Engine, EngineError, ProviderEntry, plan};
+use super::{Engine, EngineError, plan};
 use crate::config::RouteConfig;
 use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, now_ms};
 use crate::store::{CasOutcome, Lease, Settle, StartOutcome, StoreError};
@@ -23,7 +23,7 @@ pub(super) enum First {
 }
 
 /// What the driver does after one attempt.
-enum Next {
+pub(super) enum Next {
     /// The job is settled, or waits on an unknown attempt: stop driving.
     Stop,
     /// Proven failure: the next provider of the chain, at once.
@@ -161,6 +161,9 @@ impl Engine {
             attempt: u32::try_from(attempt.number).unwrap_or(u32::MAX),
             expect_json: false,
         };
+        if request.params.get("stream").and_then(serde_json::Value::as_bool) == Some(true) {
+            return self.run_stream_attempt(job, route, attempt, chat, context, retries).await;
+        }
         let provider = entry.provider.clone();
         let mut call: JoinHandle<Outcome> = tokio::spawn(async move { provider.chat(&chat, &context).await });
         let attempt_timeout: Duration = route.attempt_timeout.into();
@@ -170,29 +173,29 @@ impl Engine {
         };
         match joined {
             Some(Ok(Ok(response))) => {
-                self.deliver(&attempt, &response).await?;
+                self.deliver(&attempt, &response, false).await?;
                 Ok(Next::Stop)
             }
             Some(Ok(Err(failure))) if failure.may_fail_over() => {
                 self.settle_failed(&attempt, failure.class().as_str(), &failure.to_string()).await?;
-                Ok(self.after_failure(route, entry, &attempt, &failure, retries))
+                Ok(self.after_failure(route, &attempt, &failure, retries))
             }
             Some(Ok(Err(unknown))) => {
                 self.declare_unknown(job, &attempt, &unknown.to_string()).await?;
-                self.spawn_late_listener(attempt, None);
+                self.spawn_late_listener(attempt, None, false);
                 Ok(Next::Stop)
             }
             Some(Err(join)) => {
                 self.declare_unknown(job, &attempt, &format!("the provider call task failed: {join}"))
                     .await?;
-                self.spawn_late_listener(attempt, None);
+                self.spawn_late_listener(attempt, None, false);
                 Ok(Next::Stop)
             }
             None => {
                 let reason =
                     format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout);
                 self.declare_unknown(job, &attempt, &reason).await?;
-                self.spawn_late_listener(attempt, Some(call));
+                self.spawn_late_listener(attempt, Some(call), false);
                 Ok(Next::Stop)
             }
         }
@@ -201,10 +204,9 @@ impl Engine {
     /// A 429 is retried on the same provider, backing off and honouring
     /// `Retry-After`, up to the route's `retries`; anything else proven
     /// fails over at once.
-    fn after_failure(
+    pub(super) fn after_failure(
         &self,
         route: &RouteConfig,
-        entry: &ProviderEntry,
         attempt: &Attempt,
         failure: &Failure,
         retries: u32,
@@ -224,17 +226,23 @@ impl Engine {
             Some(wait) => (*wait).max(backoff),
             None => backoff,
         };
-        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %entry.config.name, status, ?after, "retrying after rejection");
+        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, status, ?after, "retrying after rejection");
         Next::Retry { provider: attempt.provider.clone(), after }
     }
 
     /// R6: an answer is offered to the job through the compare-and-swap.
+    /// For a streamed answer, `raw` is the JSON list of its chunks, stored
+    /// in the result so that a replay sends them again byte for byte.
     pub(super) async fn deliver(
         &self,
         attempt: &Attempt,
         response: &ChatResponse,
+        streamed: bool,
     ) -> Result<CasOutcome, EngineError> {
+        let chunks: Option<serde_json::Value> =
+            if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
         let result = json!({
+            "chunks": chunks,
             "provider": attempt.provider,
             "model": response.model,
             "text": response.text,
@@ -267,7 +275,7 @@ impl Engine {
         Ok(outcome)
     }
 
-    async fn settle_failed(
+    pub(super) async fn settle_failed(
         &self,
         attempt: &Attempt,
         outcome: &str,
@@ -291,7 +299,12 @@ impl Engine {
 
     /// R5: the attempt may have done the work. It and its job become
     /// `unknown`, and nothing else starts until it is settled.
-    async fn declare_unknown(&self, job: &Job, attempt: &Attempt, reason: &str) -> Result<(), EngineError> {
+    pub(super) async fn declare_unknown(
+        &self,
+        job: &Job,
+        attempt: &Attempt,
+        reason: &str,
+    ) -> Result<(), EngineError> {
         let settle = Settle {
             from: AttemptState::Starting,
             to: AttemptState::Unknown,
@@ -307,6 +320,12 @@ impl Engine {
                 .await?;
             self.emit_settled(attempt, AttemptState::Unknown);
         }
+        let event = super::StreamEvent::Failed {
+            attempt: attempt.number,
+            code: "outcome-unknown",
+            message: reason.to_owned(),
+        };
+        self.streams().publish(job.id, event);
         self.notify(job.id);
         Ok(())
     }
@@ -320,11 +339,18 @@ impl Engine {
         self.fail_job(job, &error.to_string()).await
     }
 
-    async fn fail_job(&self, job: &Job, error: &str) -> Result<(), EngineError> {
-        if job.status.can_become(JobStatus::Failed) {
-            self.store().set_job_status(job.id, job.status, JobStatus::Failed, Some(error), now_ms()).await?;
+    /// Fails the job from whatever state it is in now (the caller's copy
+    /// may predate its last transition).
+    pub(super) async fn fail_job(&self, job: &Job, error: &str) -> Result<(), EngineError> {
+        let status = self.store().job(job.id).await?.map_or(job.status, |current| current.status);
+        if status.can_become(JobStatus::Failed) {
+            self.store().set_job_status(job.id, status, JobStatus::Failed, Some(error), now_ms()).await?;
             tracing::warn!(job_id = %job.id, error, "job failed");
         }
+        self.streams().publish(
+            job.id,
+            super::StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error.to_owned() },
+        );
         self.notify(job.id);
         Ok(())
     }

@@ -21,7 +21,12 @@ use crate::store::Settle;
 pub const MAX_EXECUTION: &str = "max_execution";
 
 impl Engine {
-    pub(super) fn spawn_late_listener(&self, attempt: Attempt, call: Option<JoinHandle<Outcome>>) {
+    pub(super) fn spawn_late_listener(
+        &self,
+        attempt: Attempt,
+        call: Option<JoinHandle<Outcome>>,
+        streamed: bool,
+    ) {
         let engine = self.clone();
         tokio::spawn(async move {
             let max_execution: Option<Duration> = engine
@@ -39,7 +44,7 @@ impl Engine {
             };
             let settled = match answer {
                 Some(Ok(Ok(response))) => {
-                    if let Err(err) = engine.deliver(&attempt, &response).await {
+                    if let Err(err) = engine.deliver(&attempt, &response, streamed).await {
                         tracing::error!(job_id = %attempt.job_id, error = %err, "cannot record a late answer");
                     }
                     return;

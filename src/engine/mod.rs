@@ -19,6 +19,8 @@ mod operator;
 mod plan;
 mod recovery;
 mod request;
+mod stream_attempt;
+mod streams;
 mod waiters;
 
 use std::collections::HashMap;
@@ -30,6 +32,7 @@ use uuid::Uuid;
 
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
+pub use streams::{StreamEvent, StreamHub, Subscription};
 pub use waiters::Waiters;
 
 use crate::config::{Config, ProviderConfig, RouteConfig};
@@ -58,6 +61,7 @@ struct Inner {
     lease_ttl: Duration,
     sweep_interval: Duration,
     waiters: Waiters,
+    streams: StreamHub,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
 }
 
@@ -100,6 +104,7 @@ impl Engine {
                 lease_ttl: config.engine.lease_ttl.into(),
                 sweep_interval: config.engine.sweep_interval.into(),
                 waiters: Waiters::default(),
+                streams: StreamHub::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
             }),
         })
@@ -139,6 +144,11 @@ impl Engine {
     /// does not exist.
     pub async fn wait_settled(&self, job_id: Uuid, timeout: Duration) -> Result<Option<Job>, StoreError> {
         self.inner.waiters.wait_settled(&self.inner.store, job_id, timeout).await
+    }
+
+    /// The live stream of a streamed job (see [`StreamHub`]).
+    pub fn streams(&self) -> &StreamHub {
+        &self.inner.streams
     }
 
     /// Every event from now on. A receiver that falls more than 4096 events

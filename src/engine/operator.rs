@@ -173,6 +173,11 @@ impl Engine {
             if self.store().set_job_status(job_id, job.status, JobStatus::Cancelled, None, now_ms()).await? {
                 tracing::info!(%job_id, "job cancelled");
                 self.notify(job_id);
+                let message = "the job was cancelled".to_owned();
+                self.streams().publish(
+                    job_id,
+                    super::StreamEvent::Failed { attempt: 0, code: "job-cancelled", message },
+                );
                 return self.store().job(job_id).await;
             }
         }

@@ -1,0 +1,313 @@
+//! The OpenAI-compatible surface: `POST /v1/chat/completions` and
+//! `GET /v1/models`, a thin translation onto the jobs API — the same table,
+//! fingerprint, guard and engine — so an OpenAI SDK gets intentgate's
+//! guarantees by changing `base_url`.
+//!
+//! `model` names a route. The request becomes the job request
+//! `{"route": model, "input": {"messages"}, "params": <every other field>}`
+//! (with `"stream": true` kept in `params`, so a streamed and a plain request
+//! are different intents). A succeeded job is answered from its stored
+//! result, identically every time; a duplicate of a running job waits for it
+//! (streams attach live); the wait is bounded by `[openai] wait`.
+
+mod render;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
+use super::submit::{Submitted, insert, new_job};
+use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem};
+use crate::engine::{StreamEvent, Subscription};
+use crate::jobs::{IdempotencyKey, Job, JobStatus};
+use render::Completion;
+
+pub const JOB_ID_HEADER: &str = "x-intentgate-job-id";
+pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
+
+/// `GET /v1/models`: the routes, as OpenAI lists models.
+pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
+    let data: Vec<Value> = state
+        .config
+        .routes
+        .iter()
+        .map(|route| json!({"id": route.name, "object": "model", "created": 0, "owned_by": "intentgate"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let key = match idempotency_key(&headers) {
+        Ok(key) => key,
+        Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) && state.config.openai.mint_idempotency_keys => {
+            IdempotencyKey::parse(&format!("minted-{}", uuid::Uuid::now_v7())).map_err(|err| {
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", err.to_string())
+            })?
+        }
+        Err(problem) => return Err(problem),
+    };
+    let body = super::jobs::read_body(body, state.max_body_bytes).await?;
+    let (job_body, stream) = translate(&body)?;
+    let new = new_job(&state, &caller, key, job_body)?;
+    let wait: Duration = state.config.openai.wait.into();
+
+    if !stream {
+        let (job, replayed) = match insert(&state, &new).await? {
+            Submitted::New(job) => {
+                state.engine.spawn_drive(job.id, None);
+                (job, false)
+            }
+            Submitted::Existing(job) => (job, true),
+        };
+        let job = settle(&state, job, wait).await?;
+        return answer(&state, &job, replayed, false).await;
+    }
+
+    // Open the live stream under the new job's id before anything can
+    // publish to it; a duplicate attaches to the one already open.
+    let opened = state.engine.streams().open(new.id);
+    match insert(&state, &new).await? {
+        Submitted::New(job) => {
+            state.engine.spawn_drive(job.id, None);
+            match opened {
+                Some(subscription) => stream_live(&state, job, subscription, false, wait).await,
+                None => answer(&state, &settle(&state, job, wait).await?, false, true).await,
+            }
+        }
+        Submitted::Existing(job) => {
+            state.engine.streams().discard(new.id);
+            let live = if is_running(&job) { state.engine.streams().attach(job.id) } else { None };
+            match live {
+                Some(subscription) => stream_live(&state, job, subscription, true, wait).await,
+                None => answer(&state, &settle(&state, job, wait).await?, true, true).await,
+            }
+        }
+    }
+}
+
+/// OpenAI request → job request body, and whether a stream was asked for.
+fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
+    let value: Value = serde_json::from_slice(body).map_err(|err| {
+        Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
+    })?;
+    let Value::Object(mut fields) = value else {
+        return Err(invalid("the body must be a JSON object"));
+    };
+    let Some(Value::String(model)) = fields.remove("model") else {
+        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required"));
+    };
+    let Some(messages) = fields.remove("messages") else {
+        return Err(invalid("`messages` is required"));
+    };
+    let stream = match fields.get("stream") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {
+            fields.remove("stream");
+            false
+        }
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err(invalid("`stream` must be a boolean")),
+    };
+    let mut job = Map::new();
+    job.insert("route".into(), Value::String(model));
+    job.insert("input".into(), json!({"messages": messages}));
+    if !fields.is_empty() {
+        job.insert("params".into(), Value::Object(fields));
+    }
+    Ok((Value::Object(job), stream))
+}
+
+fn invalid(detail: &str) -> Problem {
+    Problem::unprocessable("invalid-body", "Invalid chat completion request", detail)
+}
+
+fn is_running(job: &Job) -> bool {
+    matches!(job.status, JobStatus::Pending | JobStatus::Running)
+}
+
+async fn settle(state: &AppState, job: Job, wait: Duration) -> Result<Job, Problem> {
+    if !is_running(&job) {
+        return Ok(job);
+    }
+    Ok(state.engine.wait_settled(job.id, wait).await?.unwrap_or(job))
+}
+
+/// The answer for a job as it is now: its completion (or stream replay), or
+/// the problem that says why there is none.
+async fn answer(state: &AppState, job: &Job, replayed: bool, stream: bool) -> Result<Response, Problem> {
+    let winner = match job.completed_by {
+        Some(id) => state.store.attempts(job.id).await?.into_iter().find(|a| a.id == id).map(|a| a.number),
+        None => None,
+    };
+    if job.status != JobStatus::Succeeded {
+        return Err(not_succeeded(state, job).await?);
+    }
+    let result: Value = job.result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+    let completion = Completion::of(job);
+    let (content_type, bytes) = if stream {
+        ("text/event-stream", render::replay_stream(&completion, &result))
+    } else {
+        ("application/json", render::completion_body(&completion, &result))
+    };
+    let mut response = (StatusCode::OK, bytes).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if replayed {
+        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    identify(headers, job, winner);
+    Ok(response)
+}
+
+/// Why a job has no completion to give (yet), as the SDKs should see it.
+async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> {
+    let job_id = job.id.to_string();
+    Ok(match job.status {
+        JobStatus::Unknown => {
+            let open = state.store.attempts(job.id).await?.into_iter().find(|a| a.state.is_open());
+            let mut problem = Problem::conflict(
+                "outcome-unknown",
+                "Outcome unknown",
+                "the provider may have done this work but no answer came back; the job is blocked until the \
+                 attempt is settled. Do not retry under a new key",
+            );
+            if let Some(attempt) = open {
+                problem = problem.with("attempt_id", attempt.id.to_string()).with("attempt", attempt.number);
+            }
+            problem
+        }
+        JobStatus::Failed => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream-failed",
+            "Every provider failed",
+            "every provider of the route's chain failed; the job's error lists each reason",
+        )
+        .header(HeaderName::from_static("x-should-retry"), "false")
+        .with("error_detail", job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok())),
+        JobStatus::Cancelled => {
+            Problem::conflict("job-completed", "Job cancelled", "the job was cancelled and will not complete")
+        }
+        JobStatus::Pending | JobStatus::Running | JobStatus::Succeeded => Problem::new(
+            StatusCode::CONFLICT,
+            "job-in-progress",
+            "Job in progress",
+            "the job for this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
+        )
+        .header(header::RETRY_AFTER, "1"),
+    }
+    .with("job_id", job_id)
+    .with_openai_error())
+}
+
+fn identify(headers: &mut HeaderMap, job: &Job, attempt: Option<i32>) {
+    if let Ok(value) = HeaderValue::from_str(&job.id.to_string()) {
+        headers.insert(JOB_ID_HEADER, value);
+    }
+    if let Some(number) = attempt
+        && let Ok(value) = HeaderValue::from_str(&number.to_string())
+    {
+        headers.insert(ATTEMPT_HEADER, value);
+    }
+}
+
+/// A stream that is still being produced: the response starts at its first
+/// chunk — until then a failure can still fail over, invisibly to the client.
+async fn stream_live(
+    state: &AppState,
+    job: Job,
+    subscription: Subscription,
+    replayed: bool,
+    wait: Duration,
+) -> Result<Response, Problem> {
+    let Subscription { backlog, live } = subscription;
+    let mut events = stream::iter(backlog.into_iter().map(Ok)).chain(receive(live)).boxed();
+    let first = match tokio::time::timeout(wait, events.next()).await {
+        Ok(Some(Ok(event))) => event,
+        Ok(Some(Err(problem))) => return Err(problem),
+        Ok(None) | Err(_) => {
+            let job = state.store.job(job.id).await?.unwrap_or(job);
+            return answer(state, &job, replayed, true).await;
+        }
+    };
+    let attempt = match &first {
+        StreamEvent::Chunk { attempt, .. } | StreamEvent::Done { attempt, .. } => *attempt,
+        StreamEvent::Failed { .. } => {
+            // Nothing was sent yet: answer as a plain request would.
+            let job = state.store.job(job.id).await?.unwrap_or(job);
+            return answer(state, &job, replayed, true).await;
+        }
+    };
+    let completion = Completion::of(&job);
+    let opening = render::role_event(&completion);
+    let body = stream::once(async move { Ok::<_, Infallible>(Bytes::from(opening)) }).chain(
+        stream::once(async move { Ok(first) }).chain(events).scan(false, move |ended, event| {
+            if *ended {
+                return futures_util::future::ready(None);
+            }
+            let bytes = match event {
+                Ok(StreamEvent::Chunk { delta, .. }) => render::content_event(&completion, &delta),
+                Ok(StreamEvent::Done { finish_reason, .. }) => {
+                    *ended = true;
+                    render::finish_events(&completion, finish_reason.as_deref())
+                }
+                Ok(StreamEvent::Failed { code, message, .. }) => {
+                    *ended = true;
+                    render::error_event(code, &message)
+                }
+                Err(problem) => {
+                    *ended = true;
+                    render::error_event(problem.slug(), "the stream reader fell behind")
+                }
+            };
+            futures_util::future::ready(Some(Ok::<_, Infallible>(Bytes::from(bytes))))
+        }),
+    );
+    let mut response = Response::new(Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if replayed {
+        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    identify(headers, &job, Some(attempt));
+    Ok(response)
+}
+
+/// Live events until the stream's final one.
+fn receive(
+    live: broadcast::Receiver<StreamEvent>,
+) -> impl futures_util::Stream<Item = Result<StreamEvent, Problem>> {
+    stream::unfold(Some(live), |state| async move {
+        let mut live = state?;
+        match live.recv().await {
+            Ok(event) => {
+                let last = event.is_final();
+                Some((Ok(event), if last { None } else { Some(live) }))
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => Some((
+                Err(Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "stream-lagged",
+                    "Stream lagged",
+                    "behind",
+                )),
+                None,
+            )),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    })
+}
