@@ -74,10 +74,31 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
     } else {
         None
     };
+    start_with_simulator(config, simulator).await
+}
+
+/// Starts the configured simulator unless its address is taken (by a
+/// running gateway's simulator, which then serves instead): `Ok(None)`.
+pub async fn start_simulator(config: &crate::config::SimulatorConfig) -> std::io::Result<Option<SimHandle>> {
+    match Simulator::new(config.seed).spawn(config.listen).await {
+        Ok(handle) => Ok(Some(handle)),
+        Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+async fn start_with_simulator(
+    config: Config,
+    simulator: Option<SimHandle>,
+) -> Result<RunningGateway, StartError> {
     let store = Store::connect(&config.store).await?;
     store.migrate().await?;
     let principals = Principals::from_config(&config)?;
     let engine = Engine::new(&config, store.clone())?;
+    if config.contracts.run_on_start {
+        run_contracts_on_start(&config, &store).await?;
+        engine.gate().reload(&store).await?;
+    }
     let addr = config.server.listen;
     let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
     let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
@@ -102,4 +123,23 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
     });
     tracing::info!(%addr, store = store.backend(), "intentgate listening");
     Ok(RunningGateway { addr, store, engine, simulator, shutdown, task })
+}
+
+/// `[contracts] run_on_start`: every suite against its route's providers,
+/// recorded like `intentgate contract run` does.
+async fn run_contracts_on_start(config: &Config, store: &Store) -> Result<(), StartError> {
+    let suites = crate::contracts::Suite::load_dir(&config.contracts.dir)
+        .map_err(|err| crate::engine::EngineError::Contracts(err.to_string()))?;
+    for (suite, provider) in crate::contracts::pairs(config, &suites, None, None) {
+        match crate::contracts::run_and_record(store, suite, provider, &mut |_| {}).await {
+            Ok(report) => tracing::info!(
+                route = %report.route, provider = %report.provider, passed = report.passed,
+                first_failure = report.failures().next().unwrap_or_default(), "contract run recorded"
+            ),
+            Err(err) => {
+                tracing::warn!(route = suite.route(), provider = %provider.name, error = %err, "contract run failed")
+            }
+        }
+    }
+    Ok(())
 }

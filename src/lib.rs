@@ -13,6 +13,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod contracts;
 pub mod engine;
 pub mod jobs;
 pub mod store;

@@ -54,6 +54,14 @@ fn start_refused(err: ManualStartError, job_id: uuid::Uuid) -> Problem {
             "Provider not in chain",
             format!("provider `{name}` is not in this job's route chain"),
         ),
+        ManualStartError::NoEligibleProvider(refused) => Problem::conflict(
+            "no-eligible-provider",
+            "No eligible provider",
+            format!(
+                "no provider of the route's chain has a passing, current contract record: {}",
+                refused.join("; ")
+            ),
+        ),
         ManualStartError::NotFound => Problem::not_found(format!("no job `{job_id}`")),
         ManualStartError::Engine(err) => engine_problem(err),
     }

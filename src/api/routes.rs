@@ -1,24 +1,43 @@
-//! `GET /v1/routes`: the configured routes and their chains.
+//! `GET /v1/routes`: each route's chain and, per provider, whether the
+//! contract gate lets it serve the route, and why (R9).
 
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::{AppState, Caller};
+use super::{AppState, Caller, Problem};
 
-pub async fn list(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
+pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, Problem> {
+    let gate = state.engine.gate();
+    gate.refresh(&state.store).await?;
     let routes: Vec<Value> = state
         .config
         .routes
         .iter()
         .map(|route| {
+            let chain: Vec<Value> = route
+                .chain
+                .iter()
+                .enumerate()
+                .map(|(index, provider)| {
+                    let verdict = gate.verdict(route, provider);
+                    json!({
+                        "provider": provider,
+                        "role": if index == 0 { "primary" } else { "fallback" },
+                        "contract_required": gate.check(route, provider, index).is_some(),
+                        "eligible": verdict.is_eligible(),
+                        "reason": verdict.reason(),
+                    })
+                })
+                .collect();
             json!({
                 "name": route.name,
-                "chain": route.chain,
+                "chain": chain,
                 "attempt_timeout": route.attempt_timeout.to_string(),
                 "retries": route.retries,
+                "contract_max_age": route.contract_max_age.to_string(),
             })
         })
         .collect();
-    Json(json!({"routes": routes}))
+    Ok(Json(json!({"routes": routes})))
 }

@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::jobs::{Attempt, AttemptState, Job, JobStatus};
+use crate::jobs::{Attempt, AttemptState, Job, JobStatus, rfc3339};
 
 #[derive(Debug, Serialize)]
 pub struct JobView<'a> {
@@ -79,10 +79,4 @@ impl<'a> AttemptView<'a> {
 /// writers never produce) is left out rather than failing the response.
 fn raw_json(text: Option<&str>) -> Option<&RawValue> {
     text.and_then(|t| serde_json::from_str(t).ok())
-}
-
-pub fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
 }

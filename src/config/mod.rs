@@ -32,6 +32,8 @@ pub struct Config {
     #[serde(default)]
     pub openai: OpenAiConfig,
     #[serde(default)]
+    pub contracts: ContractsConfig,
+    #[serde(default)]
     pub simulator: SimulatorConfig,
     #[serde(default)]
     pub principals: Vec<PrincipalConfig>,
@@ -124,6 +126,30 @@ fn default_lease_ttl() -> HumanDuration {
 
 fn default_sweep_interval() -> HumanDuration {
     HumanDuration::secs(5)
+}
+
+/// Provider contract suites (R9).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractsConfig {
+    /// Where the suites are: one `<route>.toml` per route.
+    #[serde(default = "default_contracts_dir")]
+    pub dir: std::path::PathBuf,
+    /// Run every suite against every provider of its route's chain when the
+    /// gateway starts, and record the results. Meant for the simulator
+    /// demo; platform teams run `intentgate contract run` instead.
+    #[serde(default)]
+    pub run_on_start: bool,
+}
+
+impl Default for ContractsConfig {
+    fn default() -> Self {
+        ContractsConfig { dir: default_contracts_dir(), run_on_start: false }
+    }
+}
+
+fn default_contracts_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from("contract-tests")
 }
 
 /// The OpenAI-compatible endpoint, `POST /v1/chat/completions`.
@@ -306,6 +332,24 @@ pub struct RouteConfig {
     /// a longer `Retry-After` fails over instead of waiting.
     #[serde(default = "default_max_retry_wait")]
     pub max_retry_wait: HumanDuration,
+    /// A contract record older than this no longer makes a provider eligible.
+    #[serde(default = "default_contract_max_age")]
+    pub contract_max_age: HumanDuration,
+    /// The primary needs a passing, current contract record too.
+    #[serde(default = "default_true")]
+    pub require_contract_for_primary: bool,
+    /// Fallbacks need a passing, current contract record (R9). Turning this
+    /// off gives up R9 for the route: it fails over to whatever comes next.
+    #[serde(default = "default_true")]
+    pub require_contract_for_fallback: bool,
+}
+
+fn default_contract_max_age() -> HumanDuration {
+    HumanDuration::secs(30 * 24 * 3600)
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_retries() -> u32 {

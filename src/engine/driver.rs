@@ -12,6 +12,9 @@ use crate::config::RouteConfig;
 use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, now_ms};
 use crate::store::{CasOutcome, Lease, Settle, StartOutcome, StoreError};
 
+/// The outcome recorded for an answer that breaks the route's contract.
+pub(super) const CONTRACT_VIOLATION: &str = "contract_violation";
+
 /// Where a driver begins.
 pub(super) enum First {
     /// The next provider of the chain after the last attempt.
@@ -99,10 +102,13 @@ impl Engine {
                         First::Provider(name) => name,
                         _ => {
                             let attempts = self.store().attempts(job_id).await?;
-                            match plan::next_provider(&route.chain, &attempts) {
-                                Some(name) => name.to_owned(),
-                                None => {
-                                    self.fail_exhausted(&job, &attempts).await?;
+                            match self
+                                .choose_provider(&route, plan::remaining(&route.chain, &attempts))
+                                .await?
+                            {
+                                Ok(name) => name,
+                                Err(refused) => {
+                                    self.fail_exhausted(&job, &attempts, &refused).await?;
                                     return Ok(());
                                 }
                             }
@@ -133,6 +139,33 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The first provider in `positions` of the chain that the gate lets
+    /// serve the route; `Err` with every refusal when none does. A refused
+    /// provider is skipped, loudly — never a silent fallback (R9).
+    pub(super) async fn choose_provider(
+        &self,
+        route: &RouteConfig,
+        positions: std::ops::Range<usize>,
+    ) -> Result<Result<String, Vec<String>>, EngineError> {
+        self.gate().refresh(self.store()).await?;
+        let mut refused = Vec::new();
+        for index in positions {
+            let name = &route.chain[index];
+            match self.gate().check(route, name, index) {
+                Some(verdict) if !verdict.is_eligible() => {
+                    tracing::warn!(route = %route.name, provider = %name, reason = verdict.reason(), "provider refused by the contract gate");
+                    let _ = self.inner.events.send(super::EngineEvent::ProviderRefused {
+                        route: route.name.clone(),
+                        provider: name.clone(),
+                    });
+                    refused.push(format!("{name}: {}", verdict.reason()));
+                }
+                _ => return Ok(Ok(name.clone())),
+            }
+        }
+        Ok(Err(refused))
     }
 
     /// One attempt, whose row is already `starting`: call, classify, settle.
@@ -173,6 +206,11 @@ impl Engine {
         };
         match joined {
             Some(Ok(Ok(response))) => {
+                if let Err(violations) = self.gate().check_output(&job.route, &response.text) {
+                    let detail = format!("the answer breaks the route's contract: {}", violations.join("; "));
+                    self.settle_failed(&attempt, CONTRACT_VIOLATION, &detail).await?;
+                    return Ok(Next::FailOver);
+                }
                 self.deliver(&attempt, &response, false).await?;
                 Ok(Next::Stop)
             }
@@ -330,12 +368,22 @@ impl Engine {
         Ok(())
     }
 
-    async fn fail_exhausted(&self, job: &Job, attempts: &[Attempt]) -> Result<(), EngineError> {
+    async fn fail_exhausted(
+        &self,
+        job: &Job,
+        attempts: &[Attempt],
+        refused: &[String],
+    ) -> Result<(), EngineError> {
         let reasons: Vec<_> = attempts
             .iter()
             .map(|a| json!({"attempt": a.number, "provider": a.provider, "state": a.state, "outcome": a.outcome, "detail": a.detail}))
             .collect();
-        let error = json!({"reason": "every provider of the route's chain failed", "attempts": reasons});
+        let reason = if refused.is_empty() {
+            "every provider of the route's chain failed"
+        } else {
+            "no provider left in the route's chain that failed over may go to (see `refused`)"
+        };
+        let error = json!({"reason": reason, "attempts": reasons, "refused": refused});
         self.fail_job(job, &error.to_string()).await
     }
 

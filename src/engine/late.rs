@@ -44,6 +44,26 @@ impl Engine {
             };
             let settled = match answer {
                 Some(Ok(Ok(response))) => {
+                    let route = engine.store().job(attempt.job_id).await.ok().flatten().map(|job| job.route);
+                    let verdict =
+                        route.map_or(Ok(()), |route| engine.gate().check_output(&route, &response.text));
+                    if let Err(violations) = verdict {
+                        let detail =
+                            format!("late answer breaks the route's contract: {}", violations.join("; "));
+                        let settled = engine
+                            .settle_open(
+                                &attempt,
+                                AttemptState::Failed,
+                                super::driver::CONTRACT_VIOLATION,
+                                &detail,
+                                None,
+                            )
+                            .await;
+                        if let Err(err) = settled {
+                            tracing::error!(job_id = %attempt.job_id, error = %err, "cannot settle a late answer");
+                        }
+                        return;
+                    }
                     if let Err(err) = engine.deliver(&attempt, &response, streamed).await {
                         tracing::error!(job_id = %attempt.job_id, error = %err, "cannot record a late answer");
                     }

@@ -14,6 +14,7 @@
 //! in `late.rs` — and settles through the same compare-and-swap.
 
 mod driver;
+mod gate;
 mod late;
 mod operator;
 mod plan;
@@ -30,6 +31,7 @@ use std::time::Duration;
 use intentgate_providers::Provider;
 use uuid::Uuid;
 
+pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
 pub use streams::{StreamEvent, StreamHub, Subscription};
@@ -43,6 +45,8 @@ use crate::store::{Lease, Store, StoreError};
 pub enum EngineError {
     #[error("provider `{name}`: {message}")]
     Provider { name: String, message: String },
+    #[error("contract suites: {0}")]
+    Contracts(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -62,6 +66,7 @@ struct Inner {
     sweep_interval: Duration,
     waiters: Waiters,
     streams: StreamHub,
+    gate: Gate,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
 }
 
@@ -71,6 +76,8 @@ struct Inner {
 pub enum EngineEvent {
     /// An attempt reached `state` (anything but `starting`).
     AttemptSettled { job_id: Uuid, number: i32, provider: String, state: AttemptState },
+    /// The contract gate refused a provider for a route (R9).
+    ProviderRefused { route: String, provider: String },
     /// An attempt row was committed as `starting`.
     AttemptStarted { job_id: Uuid, number: i32, provider: String },
 }
@@ -94,6 +101,7 @@ impl Engine {
             );
         }
         let routes = config.routes.iter().map(|route| (route.name.clone(), route.clone())).collect();
+        let gate = Gate::load(config).map_err(EngineError::Contracts)?;
         let instance = config.engine.instance_id.clone().unwrap_or_else(|| format!("gw-{}", Uuid::now_v7()));
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -105,6 +113,7 @@ impl Engine {
                 sweep_interval: config.engine.sweep_interval.into(),
                 waiters: Waiters::default(),
                 streams: StreamHub::default(),
+                gate,
                 events: tokio::sync::broadcast::channel(4096).0,
             }),
         })
@@ -144,6 +153,11 @@ impl Engine {
     /// does not exist.
     pub async fn wait_settled(&self, job_id: Uuid, timeout: Duration) -> Result<Option<Job>, StoreError> {
         self.inner.waiters.wait_settled(&self.inner.store, job_id, timeout).await
+    }
+
+    /// The failover gate: contract records and runtime shape checks.
+    pub fn gate(&self) -> &Gate {
+        &self.inner.gate
     }
 
     /// The live stream of a streamed job (see [`StreamHub`]).

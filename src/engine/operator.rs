@@ -48,6 +48,8 @@ pub enum ManualStartError {
     Driven,
     #[error("provider `{0}` is not in the route's chain")]
     NotInChain(String),
+    #[error("no provider of the chain is eligible: {}", .0.join("; "))]
+    NoEligibleProvider(Vec<String>),
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -91,10 +93,17 @@ impl Engine {
         let provider = match provider {
             Some(name) if route.chain.contains(&name) => name,
             Some(name) => return Err(ManualStartError::NotInChain(name)),
-            None => super::plan::next_provider(&route.chain, &attempts)
-                .or(route.chain.first().map(String::as_str))
-                .unwrap_or_default()
-                .to_owned(),
+            None => {
+                // The next provider of the chain, or a new pass from its start.
+                let mut positions = super::plan::remaining(&route.chain, &attempts);
+                if positions.is_empty() {
+                    positions = 0..route.chain.len();
+                }
+                match self.choose_provider(&route, positions).await? {
+                    Ok(name) => name,
+                    Err(refused) => return Err(ManualStartError::NoEligibleProvider(refused)),
+                }
+            }
         };
         if !self.claim(job.id).await? {
             return Err(ManualStartError::Driven);

@@ -1,17 +1,20 @@
-//! Which provider comes next: a pure function of the route's chain and the
+//! Which providers come next: a pure function of the route's chain and the
 //! attempts so far, so a driver that resumes a job (after a crash, or after
 //! an unknown attempt was settled) continues exactly where the last stopped.
 
 use crate::jobs::Attempt;
 
-/// The provider after the last attempt's provider in `chain`; the first when
-/// there is no attempt yet; `None` when the chain is exhausted.
-pub fn next_provider<'a>(chain: &'a [String], attempts: &[Attempt]) -> Option<&'a str> {
+/// The chain positions still to try, in order: those after the last
+/// attempt's provider (all of them when there is no attempt yet). Empty when
+/// the chain is exhausted or the last provider is no longer in it.
+pub fn remaining(chain: &[String], attempts: &[Attempt]) -> std::ops::Range<usize> {
     let Some(last) = attempts.last() else {
-        return chain.first().map(String::as_str);
+        return 0..chain.len();
     };
-    let position = chain.iter().position(|name| *name == last.provider)?;
-    chain.get(position + 1).map(String::as_str)
+    match chain.iter().position(|name| *name == last.provider) {
+        Some(position) => position + 1..chain.len(),
+        None => chain.len()..chain.len(),
+    }
 }
 
 #[cfg(test)]
@@ -39,12 +42,11 @@ mod tests {
     #[test]
     fn walks_the_chain_in_order_and_then_stops() {
         let chain = vec!["a".to_owned(), "b".to_owned()];
-        assert_eq!(next_provider(&chain, &[]), Some("a"));
-        assert_eq!(next_provider(&chain, &[attempt("a")]), Some("b"));
-        assert_eq!(next_provider(&chain, &[attempt("a"), attempt("a"), attempt("b")]), None);
-        assert_eq!(
-            next_provider(&chain, &[attempt("gone")]),
-            None,
+        assert_eq!(remaining(&chain, &[]), 0..2);
+        assert_eq!(remaining(&chain, &[attempt("a")]), 1..2);
+        assert!(remaining(&chain, &[attempt("a"), attempt("a"), attempt("b")]).is_empty());
+        assert!(
+            remaining(&chain, &[attempt("gone")]).is_empty(),
             "a provider no longer in the chain ends it"
         );
     }

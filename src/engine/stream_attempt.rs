@@ -58,6 +58,14 @@ impl Engine {
         };
         match streamed.outcome {
             Ok(response) => {
+                if let Err(violations) = self.gate().check_output(&job.route, &response.text) {
+                    let reason =
+                        format!("the streamed answer breaks the route's contract: {}", violations.join("; "));
+                    self.settle_failed(&attempt, super::driver::CONTRACT_VIOLATION, &reason).await?;
+                    let error = serde_json::json!({"reason": reason, "attempt": attempt.number});
+                    self.fail_job(job, &error.to_string()).await?;
+                    return Ok(Next::Stop);
+                }
                 self.deliver_stream(&attempt, &response).await?;
                 Ok(Next::Stop)
             }

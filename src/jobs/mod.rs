@@ -24,6 +24,13 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// Milliseconds since the epoch as RFC 3339, as the API and CLI print times.
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
 /// Unknown state name read from storage; the schema's CHECK makes this a bug.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown {kind} state `{value}`")]

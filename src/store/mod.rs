@@ -64,6 +64,7 @@ macro_rules! in_write_tx {
 }
 
 mod attempts;
+mod contracts;
 mod jobs;
 mod postgres;
 mod rows;
@@ -71,6 +72,7 @@ mod sql;
 mod sqlite;
 
 pub use attempts::{CasOutcome, Settle, StartOutcome};
+pub use contracts::{CaseRecord, ContractRecord};
 pub use jobs::{JobFilter, Lease};
 
 #[derive(Debug, thiserror::Error)]

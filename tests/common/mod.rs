@@ -178,6 +178,17 @@ pub fn test_config_doc(store_url: &str, sim_addr: Option<SocketAddr>) -> toml::T
     let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
     server.insert("listen".into(), "127.0.0.1:0".into());
     doc.remove("simulator");
+    // The contract gate is the subject of tests/contracts_gate.rs; elsewhere
+    // routes fail over freely, so each test shows one mechanism at a time.
+    let mut contracts = toml::Table::new();
+    let suites = Path::new(env!("CARGO_MANIFEST_DIR")).join("contract-tests");
+    contracts.insert("dir".into(), suites.to_str().unwrap().into());
+    doc.insert("contracts".into(), contracts.into());
+    for route in doc.get_mut("routes").unwrap().as_array_mut().unwrap() {
+        let route = route.as_table_mut().unwrap();
+        route.insert("require_contract_for_primary".into(), false.into());
+        route.insert("require_contract_for_fallback".into(), false.into());
+    }
     if let Some(addr) = sim_addr {
         for provider in doc.get_mut("providers").unwrap().as_array_mut().unwrap() {
             let provider = provider.as_table_mut().unwrap();

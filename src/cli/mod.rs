@@ -1,5 +1,7 @@
 //! The `intentgate` command line.
 
+mod contract;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,6 +50,9 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Provider contract suites (R9): run them, and see who may serve what.
+    #[command(subcommand)]
+    Contract(ContractCommand),
     /// Work with API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -57,6 +62,24 @@ pub enum Command {
 pub enum ConfigCommand {
     /// Validate the config file and exit non-zero with the reason if it is wrong.
     Check(ConfigArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ContractCommand {
+    /// Run the suites against providers and record the results; exits
+    /// non-zero when any (route, provider) pair fails.
+    Run {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only this route's suite.
+        #[arg(long)]
+        route: Option<String>,
+        /// Only this provider.
+        #[arg(long)]
+        provider: Option<String>,
+    },
+    /// Each (route, provider) pair, its latest record, and whether it may serve.
+    Status(ConfigArg),
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,6 +110,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             Err(err) => fail(err),
         },
         Command::Sim { listen, seed } => sim(listen, seed).await,
+        Command::Contract(command) => contract_command(command).await,
         Command::Keys(KeysCommand::Hash { key }) => {
             let key = match key {
                 Some(key) => key,
@@ -135,6 +159,37 @@ async fn sim(listen: std::net::SocketAddr, seed: u64) -> ExitCode {
         () = intentgate_providers::sim::serve(listener, intentgate_providers::sim::Simulator::new(seed)) => ExitCode::SUCCESS,
         () = shutdown_signal() => ExitCode::SUCCESS,
     }
+}
+
+async fn contract_command(command: ContractCommand) -> ExitCode {
+    let args = match &command {
+        ContractCommand::Run { config, .. } | ContractCommand::Status(config) => config,
+    };
+    let (config, store) = match open_store(args).await {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    match command {
+        ContractCommand::Run { route, provider, .. } => {
+            // The simulator's providers need the simulator; one already
+            // running (a gateway on this config) is used as it is.
+            let _simulator = if config.simulator.enabled {
+                crate::app::start_simulator(&config.simulator).await.ok().flatten()
+            } else {
+                None
+            };
+            contract::exit(contract::run(&config, &store, route.as_deref(), provider.as_deref()).await)
+        }
+        ContractCommand::Status(_) => contract::exit(contract::status(&config, &store).await.map(|()| true)),
+    }
+}
+
+/// Loads the config and opens (and migrates) its store, for the operator commands.
+async fn open_store(args: &ConfigArg) -> Result<(Config, Store), ExitCode> {
+    let config = Config::load(&args.config).map_err(fail)?;
+    let store = Store::connect(&config.store).await.map_err(fail)?;
+    store.migrate().await.map_err(fail)?;
+    Ok((config, store))
 }
 
 async fn migrate(args: &ConfigArg) -> ExitCode {

@@ -1,0 +1,45 @@
+//! Provider contract suites (SPEC R9): a provider may be failed over to only
+//! after a recorded run proved it keeps a route's contract.
+//!
+//! What passes through this seam:
+//! - **in**: suite files from `contract-tests/` ([`Suite::load_dir`]), a
+//!   built [`Provider`](intentgate_providers::Provider), and the provider's
+//!   declared `tokenizer` ([`Tokenizer::from_spec`]) and `context_window`
+//!   from its config;
+//! - **out**: a [`SuiteReport`] per (route, provider) — per case: passed,
+//!   reasons, duration, round trips made — keyed by
+//!   [`Suite::fingerprint`] and [`provider_fingerprint`], which the caller
+//!   records and compares to decide whether a record is current;
+//! - **reused at runtime**: [`ShapeChecker`], built once per route with a
+//!   schema, judges every attempt's answer the same way the suite did.
+//!
+//! No database, CLI or HTTP here: the store records reports, the CLI shows
+//! [`Progress`], the engine gates failover on records.
+
+mod eligibility;
+mod fingerprint;
+mod records;
+mod render;
+mod rules;
+mod runner;
+mod shape;
+mod suite;
+mod template;
+mod tokenizer;
+
+#[cfg(test)]
+mod testing;
+
+pub use eligibility::{Current, Eligibility, judge};
+pub use fingerprint::provider_fingerprint;
+pub use records::{RunError, fingerprint_of, pairs, run_and_record};
+pub use render::{RenderCheck, RenderIssue, RenderIssueKind, RenderedPrompt, check_case, check_suite};
+pub use rules::Rules;
+pub use runner::{CaseReport, Progress, SuiteReport, run_suite};
+pub use shape::{ShapeChecker, ShapeError};
+pub use suite::{Case, MAX_TEMPERATURE, Suite, SuiteError};
+pub use template::{Rendered, Template, TemplateSyntaxError};
+pub use tokenizer::{Tokenizer, TokenizerError};
+
+/// Where the shipped suites live, relative to the working directory.
+pub const DEFAULT_SUITE_DIR: &str = "contract-tests";

@@ -1,0 +1,450 @@
+//! A contract suite: one TOML file per route in `contract-tests/`.
+//!
+//! Everything that can be checked without a provider is checked when the
+//! file loads — unknown keys, template syntax, rule contradictions, the
+//! schema compiling — and every error names the file and the key, so a
+//! broken suite is found by `contract run` before it costs a provider call.
+//! What depends on a case's variables (an unresolved placeholder) is left to
+//! the rendering check, which names the case.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::rules::Rules;
+use super::template::Template;
+use crate::jobs::{canonical_json, sha256_hex};
+
+/// The highest temperature a suite may run at: the contract is about the
+/// structure a provider keeps, not about sampling noise.
+pub const MAX_TEMPERATURE: f64 = 0.2;
+const DEFAULT_REPEATS: u32 = 2;
+const DEFAULT_MAX_TOKENS: u32 = 256;
+/// Bumped when the fingerprint's input changes shape, so every record made
+/// under the old scheme goes stale instead of matching by accident.
+const FINGERPRINT_VERSION: u32 = 1;
+
+/// Why a suite cannot be used; always names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("{path}: cannot read: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {key}: {message}")]
+    Invalid { path: PathBuf, key: String, message: String },
+}
+
+/// One input the suite runs the route with.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub name: String,
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    route: String,
+    #[serde(default)]
+    description: String,
+    prompt: PromptFile,
+    schema: Option<String>,
+    #[serde(default)]
+    rules: Rules,
+    #[serde(default)]
+    temperature: f64,
+    #[serde(default = "default_repeats")]
+    repeats: u32,
+    #[serde(default = "default_max_tokens")]
+    max_tokens: u32,
+    #[serde(default)]
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptFile {
+    system: Option<String>,
+    user: String,
+}
+
+fn default_repeats() -> u32 {
+    DEFAULT_REPEATS
+}
+
+fn default_max_tokens() -> u32 {
+    DEFAULT_MAX_TOKENS
+}
+
+/// A loaded, validated suite.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    path: PathBuf,
+    route: String,
+    description: String,
+    system: Option<Template>,
+    user: Template,
+    schema_path: Option<String>,
+    schema: Option<Value>,
+    rules: Rules,
+    temperature: f64,
+    repeats: u32,
+    max_tokens: u32,
+    cases: Vec<Case>,
+    fingerprint: String,
+}
+
+impl Suite {
+    /// Reads and validates one suite file; its schema is read relative to
+    /// the file's directory.
+    pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SuiteError::Read { path: path.to_owned(), source })?;
+        Suite::from_toml(path, &text)
+    }
+
+    /// Every `*.toml` suite in `dir`, sorted by file name. Two suites for
+    /// the same route are an error: which one gates failover would be luck.
+    pub fn load_dir(dir: &Path) -> Result<Vec<Suite>, SuiteError> {
+        let read_err = |source| SuiteError::Read { path: dir.to_owned(), source };
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(read_err)? {
+            let path = entry.map_err(read_err)?.path();
+            if path.extension().is_some_and(|ext| ext == "toml") && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        let mut suites: Vec<Suite> = Vec::with_capacity(paths.len());
+        for path in paths {
+            let suite = Suite::load(&path)?;
+            if let Some(other) = suites.iter().find(|other| other.route == suite.route) {
+                return Err(invalid(
+                    &path,
+                    "route",
+                    format!("route `{}` already has a suite in {}", suite.route, other.path.display()),
+                ));
+            }
+            suites.push(suite);
+        }
+        Ok(suites)
+    }
+
+    /// Parses and validates `text` as if read from `path`.
+    pub fn from_toml(path: &Path, text: &str) -> Result<Suite, SuiteError> {
+        let file: SuiteFile = toml::from_str(text).map_err(|err| SuiteError::Parse {
+            path: path.to_owned(),
+            message: err.to_string().trim_end().to_owned(),
+        })?;
+        let system = match &file.prompt.system {
+            Some(source) => Some(parse_template(path, "prompt.system", source)?),
+            None => None,
+        };
+        let user = parse_template(path, "prompt.user", &file.prompt.user)?;
+        let schema = match &file.schema {
+            Some(relative) => Some(read_schema(path, relative)?),
+            None => None,
+        };
+        let suite = Suite {
+            path: path.to_owned(),
+            route: file.route,
+            description: file.description,
+            system,
+            user,
+            schema_path: file.schema,
+            schema,
+            rules: file.rules,
+            temperature: file.temperature,
+            repeats: file.repeats,
+            max_tokens: file.max_tokens,
+            cases: file.cases,
+            fingerprint: String::new(),
+        };
+        suite.validate()?;
+        let fingerprint = suite.compute_fingerprint()?;
+        Ok(Suite { fingerprint, ..suite })
+    }
+
+    fn validate(&self) -> Result<(), SuiteError> {
+        let fail = |key: &str, message: String| Err(invalid(&self.path, key, message));
+        if self.route.trim().is_empty() {
+            return fail("route", "is empty".into());
+        }
+        if !self.temperature.is_finite() || !(0.0..=MAX_TEMPERATURE).contains(&self.temperature) {
+            return fail("temperature", format!("{} is not within 0..={MAX_TEMPERATURE}", self.temperature));
+        }
+        if self.repeats == 0 {
+            return fail("repeats", "must be at least 1".into());
+        }
+        if self.max_tokens == 0 {
+            return fail("max_tokens", "must be at least 1".into());
+        }
+        if let Some((key, message)) = self.rules.inconsistencies(self.schema.is_some()).into_iter().next() {
+            return fail(&key, message);
+        }
+        if self.cases.is_empty() {
+            return fail("cases", "a suite needs at least one [[cases]]".into());
+        }
+        let used: BTreeSet<&str> = self.templates().flat_map(Template::placeholders).collect();
+        let mut names = BTreeSet::new();
+        for (index, case) in self.cases.iter().enumerate() {
+            let key = format!("cases[{index}]");
+            if case.name.trim().is_empty() {
+                return fail(&format!("{key}.name"), "is empty".into());
+            }
+            if !names.insert(case.name.as_str()) {
+                return fail(&format!("{key}.name"), format!("`{}` names another case too", case.name));
+            }
+            if let Some(unused) = case.vars.keys().find(|var| !used.contains(var.as_str())) {
+                return fail(
+                    &format!("{key}.vars.{unused}"),
+                    format!("case `{}` sets `{unused}`, which no template uses", case.name),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// SHA-256 over the canonical JSON of everything that decides what the
+    /// suite tests. TOML layout, comments, the description and the order
+    /// of rule keys do not count; the order of cases does.
+    fn compute_fingerprint(&self) -> Result<String, SuiteError> {
+        let fail = |err: serde_json::Error| invalid(&self.path, "fingerprint", err.to_string());
+        let cases: Vec<Value> =
+            self.cases.iter().map(|case| json!({"name": case.name, "vars": case.vars})).collect();
+        let input = json!({
+            "version": FINGERPRINT_VERSION,
+            "system": self.system.as_ref().map(Template::source),
+            "user": self.user.source(),
+            "schema": self.schema,
+            "rules": serde_json::to_value(&self.rules).map_err(fail)?,
+            "temperature": self.temperature,
+            "repeats": self.repeats,
+            "max_tokens": self.max_tokens,
+            "cases": cases,
+        });
+        Ok(sha256_hex(canonical_json(&input).map_err(fail)?.as_bytes()))
+    }
+
+    fn templates(&self) -> impl Iterator<Item = &Template> {
+        self.system.iter().chain(std::iter::once(&self.user))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    pub fn system(&self) -> Option<&Template> {
+        self.system.as_ref()
+    }
+
+    pub fn user(&self) -> &Template {
+        &self.user
+    }
+
+    /// The `schema` path as written in the suite (relative to it).
+    pub fn schema_path(&self) -> Option<&str> {
+        self.schema_path.as_deref()
+    }
+
+    pub fn schema(&self) -> Option<&Value> {
+        self.schema.as_ref()
+    }
+
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    pub fn temperature(&self) -> f64 {
+        self.temperature
+    }
+
+    pub fn repeats(&self) -> u32 {
+        self.repeats
+    }
+
+    pub fn max_tokens(&self) -> u32 {
+        self.max_tokens
+    }
+
+    pub fn cases(&self) -> &[Case] {
+        &self.cases
+    }
+
+    /// True when answers must be JSON objects: the suite has a schema or
+    /// rules about keys.
+    pub fn expects_json(&self) -> bool {
+        self.schema.is_some() || self.rules.constrains_keys()
+    }
+
+    /// SHA-256 hex of the suite's content; a record made under another
+    /// fingerprint is stale.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+fn invalid(path: &Path, key: &str, message: String) -> SuiteError {
+    SuiteError::Invalid { path: path.to_owned(), key: key.to_owned(), message }
+}
+
+fn parse_template(path: &Path, key: &str, source: &str) -> Result<Template, SuiteError> {
+    if source.trim().is_empty() {
+        return Err(invalid(path, key, "is empty".into()));
+    }
+    Template::parse(source).map_err(|err| invalid(path, key, err.to_string()))
+}
+
+/// Reads, parses and compiles the schema once here, so a bad schema is a
+/// load error rather than a failure of every case.
+fn read_schema(path: &Path, relative: &str) -> Result<Value, SuiteError> {
+    let file = path.parent().unwrap_or(Path::new(".")).join(relative);
+    let fail = |message: String| invalid(path, "schema", format!("{}: {message}", file.display()));
+    let text = std::fs::read_to_string(&file).map_err(|err| fail(format!("cannot read: {err}")))?;
+    let schema: Value = serde_json::from_str(&text).map_err(|err| fail(format!("not JSON: {err}")))?;
+    jsonschema::validator_for(&schema).map_err(|err| fail(format!("not a valid JSON Schema: {err}")))?;
+    Ok(schema)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contracts::testing::Scratch;
+
+    const SCHEMA: &str = r#"{"type": "object", "properties": {"a": {"type": "string"}}}"#;
+
+    const SUITE: &str = r#"
+        route = "r"
+        description = "d"
+        schema = "schemas/s.json"
+        [prompt]
+        system = "Answer in JSON."
+        user = "Text: {{text}}"
+        [rules]
+        allowed_keys = ["a", "b"]
+        required_keys = ["a"]
+        [[cases]]
+        name = "one"
+        vars = { text = "hello" }
+        [[cases]]
+        name = "two"
+        vars = { text = "{{x}}" }
+    "#;
+
+    fn error_key(result: Result<Suite, SuiteError>) -> String {
+        match result {
+            Err(SuiteError::Invalid { key, .. }) => key,
+            Err(other) => format!("other: {other}"),
+            Ok(_) => "ok".into(),
+        }
+    }
+
+    #[test]
+    fn loads_with_defaults() {
+        let scratch = Scratch::new(SCHEMA);
+        let suite = scratch.suite(SUITE).unwrap();
+        assert_eq!(suite.route(), "r");
+        assert_eq!((suite.temperature(), suite.repeats(), suite.max_tokens()), (0.0, 2, 256));
+        assert_eq!(suite.cases().len(), 2);
+        assert!(suite.expects_json());
+        assert_eq!(suite.fingerprint().len(), 64);
+    }
+
+    #[test]
+    fn fingerprint_ignores_layout_but_not_content() {
+        let scratch = Scratch::new(SCHEMA);
+        let base = scratch.suite(SUITE).unwrap().fingerprint().to_owned();
+        let relaid = SUITE
+            .replace("description = \"d\"", "description = \"other words\"  # a comment")
+            .replace("[\"a\", \"b\"]", "[ \"b\",\n \"a\" ]")
+            .replace("vars = { text = \"hello\" }", "[cases.vars]\ntext = 'hello'");
+        assert_eq!(scratch.suite(&relaid).unwrap().fingerprint(), base);
+        for (from, to) in [
+            ("\"hello\"", "\"hello!\""),
+            ("Text: {{text}}", "Input: {{text}}"),
+            ("Answer in JSON.", "Answer in JSON only."),
+            ("required_keys = [\"a\"]", "required_keys = [\"b\"]"),
+            ("route = \"r\"", "route = \"r\"\nrepeats = 3"),
+            ("route = \"r\"", "route = \"r\"\ntemperature = 0.1"),
+            ("route = \"r\"", "route = \"r\"\nmax_tokens = 100"),
+        ] {
+            let edited = SUITE.replace(from, to);
+            assert_ne!(edited, SUITE, "{from} not found");
+            assert_ne!(scratch.suite(&edited).unwrap().fingerprint(), base, "{from} -> {to}");
+        }
+        std::fs::write(scratch.0.join("schemas/s.json"), SCHEMA.replace("string", "number")).unwrap();
+        assert_ne!(scratch.suite(SUITE).unwrap().fingerprint(), base, "schema edit");
+        std::fs::write(scratch.0.join("schemas/s.json"), format!("\n  {SCHEMA}\n")).unwrap();
+        assert_eq!(scratch.suite(SUITE).unwrap().fingerprint(), base, "schema whitespace");
+    }
+
+    #[test]
+    fn invalid_suites_name_the_key() {
+        let scratch = Scratch::new(SCHEMA);
+        let cases = [
+            ("route = \"r\"", "route = \"r\"\ntemperature = 0.3", "temperature"),
+            ("route = \"r\"", "route = \"r\"\nrepeats = 0", "repeats"),
+            ("route = \"r\"", "route = \"r\"\nmax_tokens = 0", "max_tokens"),
+            ("route = \"r\"", "route = \" \"", "route"),
+            ("Text: {{text}}", "Text: {{text", "prompt.user"),
+            ("Answer in JSON.", "{{bad name}}", "prompt.system"),
+            ("name = \"two\"", "name = \"one\"", "cases[1].name"),
+            ("{ text = \"hello\" }", "{ text = \"hello\", txet = \"typo\" }", "cases[0].vars.txet"),
+            ("required_keys = [\"a\"]", "required_keys = [\"c\"]", "rules.required_keys.c"),
+            ("schema = \"schemas/s.json\"", "schema = \"schemas/missing.json\"", "schema"),
+        ];
+        for (from, to, key) in cases {
+            let edited = SUITE.replace(from, to);
+            assert_ne!(edited, SUITE, "{from} not found");
+            assert_eq!(error_key(scratch.suite(&edited)), key, "{to}");
+        }
+        let no_cases = SUITE.split("[[cases]]").next().unwrap();
+        assert_eq!(error_key(scratch.suite(no_cases)), "cases");
+        std::fs::write(scratch.0.join("schemas/s.json"), r#"{"type": 12}"#).unwrap();
+        assert_eq!(error_key(scratch.suite(SUITE)), "schema");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let scratch = Scratch::new(SCHEMA);
+        for (from, to) in [
+            ("route = \"r\"", "route = \"r\"\ntemprature = 0"),
+            ("user = ", "assistant = \"x\"\nuser = "),
+            ("name = \"one\"", "name = \"one\"\ninput = \"x\""),
+            ("[rules]", "[rules]\nforbidden_keys = []"),
+        ] {
+            let message = match scratch.suite(&SUITE.replace(from, to)) {
+                Err(SuiteError::Parse { path, message }) => {
+                    assert!(path.ends_with("s.toml"));
+                    message
+                }
+                other => panic!("{to}: {other:?}"),
+            };
+            assert!(message.contains("unknown field"), "{message}");
+        }
+    }
+
+    #[test]
+    fn load_dir_rejects_two_suites_for_one_route() {
+        let scratch = Scratch::new(SCHEMA);
+        std::fs::write(scratch.0.join("a.toml"), SUITE).unwrap();
+        assert_eq!(Suite::load_dir(&scratch.0).unwrap().len(), 1);
+        std::fs::write(scratch.0.join("b.toml"), SUITE).unwrap();
+        assert!(
+            matches!(Suite::load_dir(&scratch.0), Err(SuiteError::Invalid { key, .. }) if key == "route")
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! The failover gate (R9): a provider may serve a route only with a passing,
+//! current contract record for the route's suite — fallbacks always, the
+//! primary unless the route sets `require_contract_for_primary = false`.
+//! Also the runtime half: on a route whose suite has a schema, every answer
+//! passes the suite's shape checks before it may complete a job.
+//!
+//! Records are read from the store and cached for a moment, so the hot path
+//! costs a map lookup, not a query.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::Duration;
+
+use crate::config::{Config, RouteConfig};
+use crate::contracts::{Current, Eligibility, ShapeChecker, Suite, fingerprint_of, judge};
+use crate::jobs::now_ms;
+use crate::store::{ContractRecord, Store, StoreError};
+
+/// How long cached records are trusted before they are read again.
+const REFRESH: Duration = Duration::from_secs(2);
+
+struct RouteContract {
+    fingerprint: String,
+    checker: ShapeChecker,
+}
+
+type Records = HashMap<(String, String), ContractRecord>;
+
+pub struct Gate {
+    routes: HashMap<String, RouteContract>,
+    provider_fingerprints: HashMap<String, String>,
+    records: RwLock<(i64, Records)>,
+}
+
+impl Gate {
+    /// Loads the suites of `[contracts] dir`. A missing directory means no
+    /// suites: routes that require contracts then serve nothing, loudly.
+    pub fn load(config: &Config) -> Result<Gate, String> {
+        let suites = if config.contracts.dir.is_dir() {
+            Suite::load_dir(&config.contracts.dir).map_err(|err| err.to_string())?
+        } else {
+            tracing::warn!(dir = %config.contracts.dir.display(), "no contract suites directory");
+            Vec::new()
+        };
+        let mut routes = HashMap::new();
+        for suite in suites {
+            let checker = ShapeChecker::new(&suite).map_err(|err| err.to_string())?;
+            routes.insert(
+                suite.route().to_owned(),
+                RouteContract { fingerprint: suite.fingerprint().to_owned(), checker },
+            );
+        }
+        for route in &config.routes {
+            let needs = route.require_contract_for_primary || route.require_contract_for_fallback;
+            if needs && !routes.contains_key(&route.name) {
+                tracing::warn!(route = %route.name, "route requires contracts but has no suite: it will refuse its providers");
+            }
+        }
+        let provider_fingerprints =
+            config.providers.iter().map(|p| (p.name.clone(), fingerprint_of(p))).collect();
+        Ok(Gate { routes, provider_fingerprints, records: RwLock::new((i64::MIN, HashMap::new())) })
+    }
+
+    /// Re-reads the records if the cache is older than [`REFRESH`].
+    pub async fn refresh(&self, store: &Store) -> Result<(), StoreError> {
+        let loaded_at = self.records.read().map(|r| r.0).unwrap_or(i64::MIN);
+        if now_ms().saturating_sub(loaded_at) < i64::try_from(REFRESH.as_millis()).unwrap_or(0) {
+            return Ok(());
+        }
+        self.reload(store).await
+    }
+
+    /// Re-reads the records now (after a contract run in this process).
+    pub async fn reload(&self, store: &Store) -> Result<(), StoreError> {
+        let records: Records = store
+            .latest_contract_runs()
+            .await?
+            .into_iter()
+            .map(|record| ((record.route.clone(), record.provider.clone()), record))
+            .collect();
+        if let Ok(mut cache) = self.records.write() {
+            *cache = (now_ms(), records);
+        }
+        Ok(())
+    }
+
+    /// Whether `provider` may serve `route` at chain position `index`.
+    /// `None`: the route does not ask (the gate is off for that position).
+    pub fn check(&self, route: &RouteConfig, provider: &str, index: usize) -> Option<Eligibility> {
+        let required =
+            if index == 0 { route.require_contract_for_primary } else { route.require_contract_for_fallback };
+        required.then(|| self.verdict(route, provider))
+    }
+
+    /// The verdict whatever the route requires (for `GET /v1/routes`).
+    pub fn verdict(&self, route: &RouteConfig, provider: &str) -> Eligibility {
+        let contract = self.routes.get(&route.name);
+        let current = Current {
+            route: &route.name,
+            provider,
+            suite_fingerprint: contract.map(|c| c.fingerprint.as_str()),
+            provider_fingerprint: self.provider_fingerprints.get(provider).map_or("", String::as_str),
+            max_age: route.contract_max_age.into(),
+            now_ms: now_ms(),
+        };
+        let records = self.records.read();
+        let record = records.as_ref().ok().and_then(|r| r.1.get(&(route.name.clone(), provider.to_owned())));
+        judge(&current, record)
+    }
+
+    /// R9 at runtime: the suite's shape checks on a live answer of a route
+    /// with a schema. `Err` lists what is wrong.
+    pub fn check_output(&self, route: &str, text: &str) -> Result<(), Vec<String>> {
+        match self.routes.get(route) {
+            Some(contract) if contract.checker.expects_json() => contract.checker.check(text).map(drop),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Recorded contract runs (R9): what the failover gate consults.
+
+use uuid::Uuid;
+
+use super::{Store, StoreError};
+
+/// The latest run of one route's suite against one provider.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ContractRecord {
+    pub id: Uuid,
+    pub route: String,
+    pub provider: String,
+    pub suite_fingerprint: String,
+    pub provider_fingerprint: String,
+    pub passed: bool,
+    pub started_at: i64,
+    pub finished_at: i64,
+    /// The run's report as JSON.
+    pub report: String,
+}
+
+/// One case of a run, as recorded.
+#[derive(Debug, Clone)]
+pub struct CaseRecord<'a> {
+    pub case_name: &'a str,
+    pub passed: bool,
+    /// JSON list of reasons.
+    pub reasons: String,
+    pub duration_ms: i64,
+    pub round_trips: i32,
+}
+
+const INSERT_RUN: &str = "INSERT INTO contract_runs (id, route, provider, suite_fingerprint, provider_fingerprint, \
+     passed, started_at, finished_at, report) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+const INSERT_CASE: &str = "INSERT INTO contract_case_results (run_id, case_name, passed, reasons, duration_ms, \
+     round_trips) VALUES ($1, $2, $3, $4, $5, $6)";
+
+const LATEST_RUNS: &str = "SELECT id, route, provider, suite_fingerprint, provider_fingerprint, passed, started_at, \
+     finished_at, report FROM contract_runs r WHERE finished_at = (SELECT MAX(finished_at) FROM contract_runs \
+     WHERE route = r.route AND provider = r.provider) ORDER BY route, provider";
+
+impl Store {
+    /// Records one run and its cases in one transaction.
+    pub async fn record_contract_run(
+        &self,
+        run: &ContractRecord,
+        cases: &[CaseRecord<'_>],
+    ) -> Result<(), StoreError> {
+        in_write_tx!(self, tx => {
+            sqlx::query(INSERT_RUN)
+                .bind(run.id)
+                .bind(&run.route)
+                .bind(&run.provider)
+                .bind(&run.suite_fingerprint)
+                .bind(&run.provider_fingerprint)
+                .bind(run.passed)
+                .bind(run.started_at)
+                .bind(run.finished_at)
+                .bind(&run.report)
+                .execute(&mut *tx)
+                .await?;
+            for case in cases {
+                sqlx::query(INSERT_CASE)
+                    .bind(run.id)
+                    .bind(case.case_name)
+                    .bind(case.passed)
+                    .bind(&case.reasons)
+                    .bind(case.duration_ms)
+                    .bind(case.round_trips)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        });
+        Ok(())
+    }
+
+    /// The latest run of every (route, provider) pair ever run.
+    pub async fn latest_contract_runs(&self) -> Result<Vec<ContractRecord>, StoreError> {
+        let rows: Vec<ContractRecord> = on_pool!(self, pool => {
+            sqlx::query_as(LATEST_RUNS).fetch_all(pool).await
+        })?;
+        Ok(rows)
+    }
+}

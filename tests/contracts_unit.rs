@@ -1,0 +1,228 @@
+//! The contract suites end to end: the shipped suites load and render
+//! cleanly through both tokenizers, and running them over a real loopback
+//! simulator passes a provider that keeps the contract and fails the ones
+//! that invent keys or ignore the format — naming why.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use intentgate::contracts::{
+    Progress, ShapeChecker, Suite, SuiteReport, Tokenizer, check_suite, provider_fingerprint, run_suite,
+};
+use intentgate_providers::sim::{SimHandle, Simulator};
+use intentgate_providers::{Dialect, Provider, ProviderConfig};
+
+const SUITES: &str = "contract-tests";
+
+fn shipped() -> Vec<Suite> {
+    Suite::load_dir(Path::new(SUITES)).unwrap()
+}
+
+fn shipped_suite(route: &str) -> Suite {
+    shipped().into_iter().find(|suite| suite.route() == route).unwrap()
+}
+
+async fn sim() -> SimHandle {
+    Simulator::new(1).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap()
+}
+
+fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
+    let base_url = match dialect {
+        Dialect::OpenAi => sim.base_url_openai(),
+        Dialect::Anthropic => sim.base_url_anthropic(),
+    };
+    Provider::new(ProviderConfig::new(&format!("sim-{model}"), dialect, &base_url, model)).unwrap()
+}
+
+async fn run(
+    suite: &Suite,
+    provider: &Provider,
+    tokenizer: Option<&Tokenizer>,
+) -> (SuiteReport, Vec<Progress>) {
+    let checker = ShapeChecker::new(suite).unwrap();
+    let mut events = Vec::new();
+    let report =
+        run_suite(suite, &checker, provider, tokenizer, Some(128_000), &mut |event| events.push(event)).await;
+    (report, events)
+}
+
+fn o200k() -> Tokenizer {
+    Tokenizer::from_spec("o200k_base").unwrap()
+}
+
+#[test]
+fn the_shipped_suites_cover_the_default_routes() {
+    let suites = shipped();
+    let routes: Vec<&str> = suites.iter().map(Suite::route).collect();
+    assert_eq!(routes, ["chat", "extract"]);
+    let config = std::fs::read_to_string("config/gateway.toml").unwrap();
+    for suite in &suites {
+        assert!(
+            config.contains(&format!("name = \"{}\"", suite.route())),
+            "{} is a default route",
+            suite.route()
+        );
+        assert!(suite.cases().len() >= 5, "{} has {} cases", suite.route(), suite.cases().len());
+        assert!(suite.temperature() <= 0.2);
+        assert!(suite.repeats() >= 2);
+    }
+    assert!(shipped_suite("extract").expects_json());
+    assert!(!shipped_suite("chat").expects_json());
+}
+
+#[test]
+fn the_shipped_cases_expose_the_known_failure_modes() {
+    for suite in shipped() {
+        let inputs: Vec<&str> =
+            suite.cases().iter().flat_map(|case| case.vars.values()).map(String::as_str).collect();
+        let any = |test: &dyn Fn(&str) -> bool| inputs.iter().any(|input| test(input));
+        assert!(any(&|s| s.len() > 1500), "{}: a long input", suite.route());
+        assert!(any(&|s| s.chars().any(|c| c as u32 > 0x2E80)), "{}: a CJK input", suite.route());
+        assert!(any(&|s| s.contains("\": ") && s.contains('{')), "{}: an input with JSON", suite.route());
+        assert!(any(&|s| s.contains("{{")), "{}: an input with template braces", suite.route());
+        assert!(any(&|s| s.to_lowercase().contains("ignore")), "{}: a prompt injection", suite.route());
+    }
+}
+
+#[test]
+fn the_shipped_suites_render_cleanly_through_both_tokenizers() {
+    for spec in ["o200k_base", "cl100k_base"] {
+        let tokenizer = Tokenizer::from_spec(spec).unwrap();
+        for suite in shipped() {
+            let issues = check_suite(&suite, Some(&tokenizer), Some(8192));
+            assert!(issues.is_empty(), "{} through {spec}: {issues:?}", suite.route());
+            let tight = check_suite(&suite, Some(&tokenizer), Some(1024));
+            assert!(
+                tight.iter().any(|issue| issue.case == "long-thread" || issue.case == "long-message"),
+                "{}: the long case does not fit 1024 tokens through {spec}: {tight:?}",
+                suite.route()
+            );
+        }
+    }
+}
+
+#[test]
+fn fingerprints_are_stable_across_loads_and_distinct_per_suite() {
+    let first: Vec<String> = shipped().iter().map(|s| s.fingerprint().to_owned()).collect();
+    let second: Vec<String> = shipped().iter().map(|s| s.fingerprint().to_owned()).collect();
+    assert_eq!(first, second);
+    assert_ne!(first[0], first[1]);
+    let a = provider_fingerprint("openai", "http://127.0.0.1:9101/v1", "sim:ok", Some("o200k_base"));
+    let b = provider_fingerprint("openai", "http://127.0.0.1:9101/v1", "sim:invent-key", Some("o200k_base"));
+    assert_ne!(a, b);
+}
+
+#[tokio::test]
+async fn a_provider_that_keeps_the_contract_passes_both_dialects() {
+    let sim = sim().await;
+    for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+        let provider = provider(&sim, dialect, "sim:ok");
+        for suite in shipped() {
+            let (report, events) = run(&suite, &provider, Some(&o200k())).await;
+            let failures: Vec<String> = report.failures().collect();
+            assert!(report.passed, "{} over {dialect}: {failures:?}", suite.route());
+            assert_eq!(report.route, suite.route());
+            assert_eq!(report.suite_fingerprint, suite.fingerprint());
+            assert_eq!(report.cases.len(), suite.cases().len());
+            assert!(
+                report.cases.iter().all(|case| case.repeats == suite.repeats() && case.reasons.is_empty())
+            );
+            let round_trips =
+                events.iter().filter(|e| matches!(e, Progress::RoundTrip { ok: true, .. })).count();
+            assert_eq!(round_trips, suite.cases().len() * suite.repeats() as usize);
+            assert!(matches!(events.first(), Some(Progress::CaseStarted { index: 0, .. })));
+            assert!(matches!(events.last(), Some(Progress::CaseFinished { passed: true, .. })));
+        }
+    }
+    let expected: usize = shipped().iter().map(|s| s.cases().len() * s.repeats() as usize).sum();
+    assert_eq!(sim.calls().total, 2 * expected as u64);
+}
+
+#[tokio::test]
+async fn a_provider_that_invents_a_key_fails_naming_the_key() {
+    let sim = sim().await;
+    let provider = provider(&sim, Dialect::OpenAi, "sim:invent-key");
+    let suite = shipped_suite("extract");
+    let (report, _) = run(&suite, &provider, Some(&o200k())).await;
+    assert!(!report.passed);
+    for case in &report.cases {
+        assert!(!case.passed, "{}", case.case);
+        assert!(
+            case.reasons
+                .iter()
+                .any(|r| r.contains("top-level key `invented_") && r.contains("is not allowed")),
+            "{}: {:?}",
+            case.case,
+            case.reasons
+        );
+        assert!(case.reasons.iter().all(|r| r.starts_with("repeat ")), "{:?}", case.reasons);
+    }
+    // On the prose route its JSON wrapper breaks the contract too.
+    let (report, _) = run(&shipped_suite("chat"), &provider, Some(&o200k())).await;
+    assert!(!report.passed);
+    assert!(report.failures().all(|r| r.contains("a JSON object where prose was asked for")));
+}
+
+#[tokio::test]
+async fn a_provider_that_ignores_the_format_fails() {
+    let sim = sim().await;
+    let provider = provider(&sim, Dialect::Anthropic, "sim:ignore-format");
+    let (report, _) = run(&shipped_suite("extract"), &provider, Some(&o200k())).await;
+    assert!(!report.passed);
+    assert!(report.cases.iter().all(|case| !case.passed));
+    assert!(
+        report.failures().all(|r| r.contains("not JSON (")),
+        "{:?}",
+        report.failures().collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn no_tokenizer_fails_every_case_but_still_makes_the_round_trips() {
+    let sim = sim().await;
+    let provider = provider(&sim, Dialect::OpenAi, "sim:ok");
+    let suite = shipped_suite("extract");
+    let (report, _) = run(&suite, &provider, None).await;
+    assert!(!report.passed);
+    for case in &report.cases {
+        assert_eq!(case.repeats, suite.repeats());
+        assert_eq!(case.reasons.len(), 1, "{:?}", case.reasons);
+        assert!(case.reasons[0].starts_with("rendering: no_tokenizer:"), "{:?}", case.reasons);
+    }
+}
+
+#[tokio::test]
+async fn an_unresolved_placeholder_fails_its_case_without_a_call() {
+    let sim = sim().await;
+    let provider = provider(&sim, Dialect::OpenAi, "sim:ok");
+    let path = Path::new(SUITES).join("chat.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("user = \"{{text}}\"", "user = \"{{text}} {{shop}}\"");
+    let suite = Suite::from_toml(&path, &text).unwrap();
+    let (report, _) = run(&suite, &provider, Some(&o200k())).await;
+    assert!(!report.passed);
+    for case in &report.cases {
+        assert_eq!(case.repeats, 0);
+        assert_eq!(case.reasons.len(), 1);
+        assert!(case.reasons[0].contains("unresolved_placeholder: `{{shop}}`"), "{:?}", case.reasons);
+    }
+    assert_eq!(sim.calls().total, 0);
+}
+
+#[tokio::test]
+async fn an_unreachable_provider_fails_with_the_outcome_class() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let config = ProviderConfig::new("gone", Dialect::OpenAi, &format!("http://{addr}/v1"), "m");
+    let provider = Provider::new(config).unwrap();
+    let (report, _) = run(&shipped_suite("chat"), &provider, Some(&o200k())).await;
+    assert!(!report.passed);
+    assert!(
+        report.failures().all(|r| r.contains("not_sent (")),
+        "{:?}",
+        report.failures().collect::<Vec<_>>()
+    );
+}
