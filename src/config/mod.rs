@@ -80,6 +80,18 @@ pub struct StoreConfig {
     /// SQLite only: how long a writer waits for the file lock.
     #[serde(default = "default_busy_timeout")]
     pub busy_timeout: HumanDuration,
+    /// SQLite only: `normal` (WAL; a commit survives a process crash) or
+    /// `full` (also survives power loss, at an fsync per commit).
+    #[serde(default)]
+    pub sqlite_synchronous: SqliteSynchronous,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SqliteSynchronous {
+    #[default]
+    Normal,
+    Full,
 }
 
 fn default_max_connections() -> u32 {

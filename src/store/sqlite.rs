@@ -25,7 +25,10 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             // NORMAL in WAL mode survives a process crash; FULL also survives
             // power loss at the cost of an fsync per commit.
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(match config.sqlite_synchronous {
+                crate::config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+                crate::config::SqliteSynchronous::Full => SqliteSynchronous::Full,
+            })
             .busy_timeout(config.busy_timeout.into())
             .foreign_keys(true);
         if let Some(parent) = Path::new(options.get_filename()).parent()
