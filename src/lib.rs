@@ -17,3 +17,4 @@ pub mod contracts;
 pub mod engine;
 pub mod jobs;
 pub mod store;
+pub mod telemetry;

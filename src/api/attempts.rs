@@ -13,7 +13,8 @@ use super::{AppState, Caller, Problem};
 use crate::engine::{ManualStartError, Resolution, ResolveError};
 use crate::jobs::{JobStatus, StartBlocked};
 
-#[derive(Debug, Default, Deserialize)]
+/// Optional body of `POST /v1/jobs/{id}/attempts`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartAttempt {
     /// A provider of the route's chain; default: the chain's next one.
@@ -22,6 +23,34 @@ pub struct StartAttempt {
 
 /// `POST /v1/jobs/{id}/attempts`: 202 with the job once the attempt row is
 /// committed; 409 while another attempt is `starting` or `unknown`.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/attempts",
+    tag = "attempts",
+    operation_id = "start_attempt",
+    summary = "Start the job's next attempt by hand",
+    description = "Answers 202 with the job once the attempt row is committed. No attempt starts while \
+        another is `starting` or `unknown`: the 409 names the blocking attempt.",
+    security(("bearer" = [])),
+    params(("id" = uuid::Uuid, Path, description = "The job id")),
+    request_body(content = Option<StartAttempt>, description = "Optional: the provider to try"),
+    responses(
+        (status = 202, description = "The attempt is started; the job as it is now",
+            body = super::view::JobView),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 404, description = "`not-found`: no such job, or not the caller's",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`attempt-in-flight`, `outcome-unknown`, `job-completed`, \
+            `no-eligible-provider` (with `job_id`, `attempt_id`, `attempt` where they apply)",
+            body = Problem, content_type = "application/problem+json", headers(
+                ("x-should-retry" = String, description = "`false`"),
+        )),
+        (status = 422, description = "`provider-not-in-chain`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
@@ -106,11 +135,15 @@ pub fn engine_problem(err: crate::engine::EngineError) -> Problem {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// How an operator settles `unknown` attempts.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Resolve {
     #[serde(rename = "as")]
+    #[schema(value_type = super::openapi::ResolveAs)]
     resolution: String,
+    /// Why; recorded on the attempt. Must not be blank.
+    #[schema(min_length = 1)]
     reason: String,
 }
 
@@ -142,6 +175,36 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
 
 /// `POST /v1/jobs/{id}/attempts/{n}/resolve` (admin): settles an `unknown`
 /// attempt as `abandoned` or `failed`; the job then goes on with its chain.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/attempts/{number}/resolve",
+    tag = "attempts",
+    operation_id = "resolve_attempt",
+    summary = "Settle an unknown attempt (admin)",
+    description = "Settles an `unknown` attempt as `abandoned` (a late answer still counts) or `failed` \
+        (known not done); the job then goes on with its chain.",
+    security(("bearer" = [])),
+    params(
+        ("id" = uuid::Uuid, Path, description = "The job id"),
+        ("number" = i32, Path, minimum = 1, description = "The attempt number"),
+    ),
+    request_body(content = Resolve),
+    responses(
+        (status = 200, description = "The settled attempt", body = AttemptView),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 403, response = super::openapi::Forbidden),
+        (status = 404, description = "`not-found`: no such job or attempt",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`attempt-not-unknown`",
+            body = Problem, content_type = "application/problem+json", headers(
+                ("x-should-retry" = String, description = "`false`"),
+        )),
+        (status = 422, description = "`invalid-body`: not `abandoned`/`failed`, or no `reason`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn resolve(
     State(state): State<AppState>,
     caller: Caller,
@@ -163,6 +226,26 @@ pub async fn resolve(
 
 /// `POST /v1/providers/{name}/resolve` (admin): an outage — settles every
 /// `unknown` attempt of one provider at once.
+#[utoipa::path(
+    post,
+    path = "/v1/providers/{name}/resolve",
+    tag = "attempts",
+    operation_id = "resolve_provider",
+    summary = "Settle every unknown attempt of a provider (admin)",
+    description = "An outage: settles every `unknown` attempt of one provider at once.",
+    security(("bearer" = [])),
+    params(("name" = String, Path, description = "The provider name")),
+    request_body(content = Resolve),
+    responses(
+        (status = 200, description = "The attempts settled", body = super::openapi::ProviderResolved),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 403, response = super::openapi::Forbidden),
+        (status = 422, description = "`invalid-body`: not `abandoned`/`failed`, or no `reason`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn resolve_provider(
     State(state): State<AppState>,
     caller: Caller,
@@ -183,6 +266,29 @@ pub async fn resolve_provider(
 
 /// `POST /v1/jobs/{id}/cancel`: the job will not complete; 409 if it
 /// already has.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/cancel",
+    tag = "attempts",
+    operation_id = "cancel_job",
+    summary = "Cancel a job",
+    description = "The job will not complete; an attempt in flight cannot be recalled, but its answer \
+        will not complete the job.",
+    security(("bearer" = [])),
+    params(("id" = uuid::Uuid, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The cancelled job", body = super::view::JobView),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 404, description = "`not-found`: no such job, or not the caller's",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`job-completed`: it already succeeded (`job_status`)",
+            body = Problem, content_type = "application/problem+json", headers(
+                ("x-should-retry" = String, description = "`false`"),
+        )),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,

@@ -7,11 +7,33 @@ use serde_json::{Value, json};
 use super::{AppState, Problem};
 
 /// `GET /healthz`: the process is up and serving.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    operation_id = "healthz",
+    summary = "Liveness: the process is up",
+    description = "Needs no API key.",
+    responses((status = 200, description = "Up", body = super::openapi::Health))
+)]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// `GET /readyz`: the job store answers too.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    operation_id = "readyz",
+    summary = "Readiness: the job store answers too",
+    description = "Needs no API key.",
+    responses(
+        (status = 200, description = "Ready", body = super::openapi::Ready),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     state.store.ping().await?;
     Ok(Json(json!({"status": "ready", "store": state.store.backend()})))

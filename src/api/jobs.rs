@@ -24,6 +24,48 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// `POST /v1/jobs`: R2 and R3 in one place. Order matters: caller, key and
 /// body are all checked before anything is stored, so a refused request
 /// never uses up its key.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    operation_id = "create_job",
+    summary = "Create a job, or find the one this Idempotency-Key already names",
+    description = "The caller, the key and the body are all checked before anything is stored, so a \
+        refused request never uses up its key. The same key with the same body (compared in canonical \
+        form) answers the existing job.",
+    security(("bearer" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, min_length = 1,
+            description = "Names the intent: 1–255 visible ASCII characters, sent once; the RFC 8941 \
+                quoted form `\"abc\"` is accepted and means `abc`."),
+        ("Prefer" = Option<String>, Header, example = "wait=10",
+            description = "`wait=N` (RFC 7240): block up to N seconds (at most 60) for the job to settle."),
+    ),
+    request_body(content = crate::jobs::JobRequest, description = "The intent; unknown fields are refused."),
+    responses(
+        (status = 201, description = "A new job", body = JobView, headers(
+            ("Location" = String, description = "`/v1/jobs/{id}`"),
+            ("Preference-Applied" = String, description = "`wait=N` when `Prefer: wait` was honoured"),
+        )),
+        (status = 200, description = "The job this key and body created before", body = JobView, headers(
+            ("Idempotent-Replayed" = String, description = "`true`"),
+            ("Preference-Applied" = String, description = "`wait=N` when `Prefer: wait` was honoured"),
+        )),
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 409, description = "`idempotency-key-reused`: the key names another body (`job_id`)",
+            body = Problem, content_type = "application/problem+json", headers(
+                ("x-should-retry" = String, description = "`false`"),
+        )),
+        (status = 413, description = "`body-too-large`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid-body`, `unknown-route`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -41,13 +83,20 @@ pub async fn create(
         Submitted::Existing(job) => (job, false),
     };
     if fresh {
+        if wait.is_some() {
+            state.engine.track_provider_time(job.id);
+        }
         state.engine.spawn_drive(job.id, None);
         if wait.is_none() {
             return Ok(job_response(StatusCode::CREATED, &job, &[], false));
         }
     }
     let status = if fresh { StatusCode::CREATED } else { StatusCode::OK };
-    respond_after_wait(&state, job, status, !fresh, wait.unwrap_or_default()).await
+    let job_id = job.id;
+    let mut response = respond_after_wait(&state, job, status, !fresh, wait.unwrap_or_default()).await?;
+    let provider_time = state.engine.take_provider_time(job_id);
+    response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
@@ -57,6 +106,29 @@ pub struct ByKey {
 
 /// `GET /v1/jobs?idempotency_key=K`: find the job a key created, e.g. after
 /// a client lost the response to its POST.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    operation_id = "find_job_by_key",
+    summary = "The caller's job for an Idempotency-Key",
+    description = "Finds the job a key created, e.g. after a client lost the response to its POST.",
+    security(("bearer" = [])),
+    params(
+        ("idempotency_key" = String, Query, min_length = 1,
+            description = "The key, as sent in `Idempotency-Key`"),
+    ),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 400, description = "`missing-parameter`, `idempotency-key-invalid`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 404, description = "`not-found`: no job of the caller's has this key",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn find_by_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -83,6 +155,30 @@ pub async fn find_by_key(
 
 /// `GET /v1/jobs/{id}`. Another owner's job answers 404, not 403: ids of
 /// other owners' jobs are not confirmed to exist.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    operation_id = "get_job",
+    summary = "A job with its attempts",
+    description = "Another owner's job answers 404 (admins see every job).",
+    security(("bearer" = [])),
+    params(
+        ("id" = Uuid, Path, description = "The job id"),
+        ("Prefer" = Option<String>, Header, example = "wait=10",
+            description = "`wait=N` (RFC 7240): block up to N seconds (at most 60) for the job to settle."),
+    ),
+    responses(
+        (status = 200, description = "The job", body = JobView, headers(
+            ("Preference-Applied" = String, description = "`wait=N` when `Prefer: wait` was honoured"),
+        )),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 404, description = "`not-found`: no such job, or not the caller's",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,

@@ -12,7 +12,9 @@ mod auth;
 mod health;
 mod idempotency;
 mod jobs;
+mod metrics;
 mod openai;
+mod openapi;
 mod prefer;
 mod problem;
 mod routes;
@@ -27,6 +29,7 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
+use tracing::Instrument;
 
 pub use auth::Caller;
 pub use idempotency::IDEMPOTENCY_KEY;
@@ -59,12 +62,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/routes", get(routes::list))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/models", get(openai::models))
+        .route("/metrics", get(metrics::render))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(openapi::document))
+        .route_layer(middleware::from_fn(trace_request))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
-        .layer(middleware::from_fn(trace_request))
 }
 
 async fn not_found() -> Problem {
@@ -80,11 +85,22 @@ async fn method_not_allowed() -> Problem {
     )
 }
 
+/// One span per request; the gateway-overhead histogram (request time
+/// minus the provider time the handler reported).
 async fn trace_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    let path = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |matched| matched.as_str().to_owned());
+    let span = tracing::info_span!("request", %method, %path, status = tracing::field::Empty);
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
-    tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_ms = started.elapsed().as_secs_f64() * 1e3, "request");
+    let response = next.run(request).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let provider_time = response.extensions().get::<metrics::ProviderTime>().map(|t| t.0).unwrap_or_default();
+    ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path)
+        .record(elapsed.saturating_sub(provider_time).as_secs_f64());
+    span.record("status", response.status().as_u16());
+    span.in_scope(|| tracing::debug!(elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
     response
 }

@@ -7,6 +7,22 @@ use serde_json::{Value, json};
 
 use super::{AppState, Caller, Problem};
 
+#[utoipa::path(
+    get,
+    path = "/v1/routes",
+    tag = "operations",
+    operation_id = "list_routes",
+    summary = "The routes and their chains",
+    description = "Each route's chain and, per provider, whether the contract gate lets it serve the \
+        route, and why.",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The routes", body = super::openapi::RouteList),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, Problem> {
     let gate = state.engine.gate();
     gate.refresh(&state.store).await?;

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::{AppState, Caller, Problem};
 use crate::jobs::{IdempotencyKey, Job, JobRequest, NewJob, canonical_json, now_ms};
 use crate::store::Created;
+use crate::telemetry;
 
 pub enum Submitted {
     /// This request created the job; it is committed and not yet driven.
@@ -73,10 +74,17 @@ pub async fn insert(state: &AppState, new: &NewJob) -> Result<Submitted, Problem
     match state.store.create_job(new, state.engine.new_job_lease(), now_ms()).await? {
         Created::New(job) => {
             tracing::info!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
+            metrics::counter!(telemetry::JOBS, "result" => "created").increment(1);
             Ok(Submitted::New(job))
         }
-        Created::Existing(job) if job.fingerprint == new.fingerprint => Ok(Submitted::Existing(job)),
-        Created::Existing(job) => Err(reused(job.id)),
+        Created::Existing(job) if job.fingerprint == new.fingerprint => {
+            metrics::counter!(telemetry::JOBS, "result" => "replayed").increment(1);
+            Ok(Submitted::Existing(job))
+        }
+        Created::Existing(job) => {
+            metrics::counter!(telemetry::JOBS, "result" => "conflicted").increment(1);
+            Err(reused(job.id))
+        }
     }
 }
 

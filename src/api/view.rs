@@ -6,7 +6,9 @@ use uuid::Uuid;
 
 use crate::jobs::{Attempt, AttemptState, Job, JobStatus, rfc3339};
 
-#[derive(Debug, Serialize)]
+/// A job and its attempts, as `POST /v1/jobs`, `GET /v1/jobs/{id}` and the
+/// attempt calls answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobView<'a> {
     pub id: Uuid,
     pub owner: &'a str,
@@ -15,8 +17,13 @@ pub struct JobView<'a> {
     pub status: JobStatus,
     pub version: i64,
     /// The request as stored (canonical form), embedded without re-parsing.
+    #[schema(value_type = Option<crate::jobs::JobRequest>)]
     pub request: Option<&'a RawValue>,
+    /// The winning attempt's normalised answer, once the job succeeded.
+    #[schema(value_type = Option<Object>)]
     pub result: Option<&'a RawValue>,
+    /// Why the job failed: every attempt's reason.
+    #[schema(value_type = Option<Object>)]
     pub error: Option<&'a RawValue>,
     pub completed_by: Option<Uuid>,
     pub created_at: String,
@@ -24,7 +31,8 @@ pub struct JobView<'a> {
     pub attempts: Vec<AttemptView<'a>>,
 }
 
-#[derive(Debug, Serialize)]
+/// One attempt of a job, on one provider.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AttemptView<'a> {
     pub id: Uuid,
     pub number: i32,

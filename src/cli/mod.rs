@@ -1,6 +1,7 @@
 //! The `intentgate` command line.
 
 mod contract;
+mod jobs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +51,9 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Find, inspect and settle jobs in the configured database.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
     /// Provider contract suites (R9): run them, and see who may serve what.
     #[command(subcommand)]
     Contract(ContractCommand),
@@ -62,6 +66,56 @@ pub enum Command {
 pub enum ConfigCommand {
     /// Validate the config file and exit non-zero with the reason if it is wrong.
     Check(ConfigArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Jobs, newest first.
+    List {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// pending, running, succeeded, failed, unknown or cancelled.
+        #[arg(long, value_parser = jobs::parse_status)]
+        status: Option<crate::jobs::JobStatus>,
+        #[arg(long)]
+        owner: Option<String>,
+        #[arg(long)]
+        route: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// One job and its attempt timeline.
+    Show {
+        #[command(flatten)]
+        config: ConfigArg,
+        id: String,
+    },
+    /// Settle an unknown attempt as abandoned or failed (as the HTTP admin call does).
+    Resolve {
+        #[command(flatten)]
+        config: ConfigArg,
+        id: String,
+        /// The attempt number.
+        number: i32,
+        #[arg(long = "as", value_parser = parse_resolution)]
+        resolution: crate::engine::Resolution,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Settle every unknown attempt of one provider (an outage).
+    ResolveProvider {
+        #[command(flatten)]
+        config: ConfigArg,
+        provider: String,
+        #[arg(long = "as", value_parser = parse_resolution)]
+        resolution: crate::engine::Resolution,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+fn parse_resolution(value: &str) -> Result<crate::engine::Resolution, String> {
+    value.parse()
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +165,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         },
         Command::Sim { listen, seed } => sim(listen, seed).await,
         Command::Contract(command) => contract_command(command).await,
+        Command::Jobs(command) => jobs_command(command).await,
         Command::Keys(KeysCommand::Hash { key }) => {
             let key = match key {
                 Some(key) => key,
@@ -159,6 +214,31 @@ async fn sim(listen: std::net::SocketAddr, seed: u64) -> ExitCode {
         () = intentgate_providers::sim::serve(listener, intentgate_providers::sim::Simulator::new(seed)) => ExitCode::SUCCESS,
         () = shutdown_signal() => ExitCode::SUCCESS,
     }
+}
+
+async fn jobs_command(command: JobsCommand) -> ExitCode {
+    let args = match &command {
+        JobsCommand::List { config, .. }
+        | JobsCommand::Show { config, .. }
+        | JobsCommand::Resolve { config, .. }
+        | JobsCommand::ResolveProvider { config, .. } => config,
+    };
+    let (config, store) = match open_store(args).await {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    jobs::exit(match command {
+        JobsCommand::List { status, owner, route, limit, .. } => {
+            jobs::list(&store, crate::store::JobFilter { status, owner, route, limit }).await
+        }
+        JobsCommand::Show { id, .. } => jobs::show(&store, &id).await,
+        JobsCommand::Resolve { id, number, resolution, reason, .. } => {
+            jobs::resolve(&config, store, &id, number, resolution, &reason).await
+        }
+        JobsCommand::ResolveProvider { provider, resolution, reason, .. } => {
+            jobs::resolve_provider(&config, store, &provider, resolution, &reason).await
+        }
+    })
 }
 
 async fn contract_command(command: ContractCommand) -> ExitCode {

@@ -9,6 +9,8 @@ use uuid::Uuid;
 
 use super::{Engine, EngineError, plan};
 use crate::config::RouteConfig;
+use crate::telemetry;
+use tracing::Instrument;
 use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, now_ms};
 use crate::store::{CasOutcome, Lease, Settle, StartOutcome, StoreError};
 
@@ -106,7 +108,17 @@ impl Engine {
                                 .choose_provider(&route, plan::remaining(&route.chain, &attempts))
                                 .await?
                             {
-                                Ok(name) => name,
+                                Ok(name) => {
+                                    if let Some(last) = attempts.last().filter(|last| last.provider != name) {
+                                        metrics::counter!(
+                                            telemetry::FAILOVERS,
+                                            "from" => last.provider.clone(),
+                                            "to" => name.clone()
+                                        )
+                                        .increment(1);
+                                    }
+                                    name
+                                }
                                 Err(refused) => {
                                     self.fail_exhausted(&job, &attempts, &refused).await?;
                                     return Ok(());
@@ -129,7 +141,14 @@ impl Engine {
                 number: attempt.number,
                 provider: attempt.provider.clone(),
             });
-            match self.run_attempt(&job, &route, attempt, retries).await? {
+            let span = tracing::info_span!(
+                "attempt",
+                job_id = %job_id,
+                attempt = attempt.number,
+                provider = %attempt.provider,
+                outcome = tracing::field::Empty,
+            );
+            match self.run_attempt(&job, &route, attempt, retries).instrument(span).await? {
                 Next::Stop => return Ok(()),
                 Next::FailOver => retries = 0,
                 Next::Retry { provider, after } => {
@@ -139,6 +158,16 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Provider time of one call: its latency histogram (for calls that
+    /// ended) and the job's overhead accounting.
+    pub(super) fn record_call_time(&self, attempt: &Attempt, spent: Duration, ended: bool) {
+        if ended {
+            metrics::histogram!(telemetry::PROVIDER_LATENCY, "provider" => attempt.provider.clone())
+                .record(spent.as_secs_f64());
+        }
+        self.add_provider_time(attempt.job_id, spent);
     }
 
     /// The first provider in `positions` of the chain that the gate lets
@@ -160,6 +189,8 @@ impl Engine {
                         route: route.name.clone(),
                         provider: name.clone(),
                     });
+                    metrics::counter!(telemetry::FAILOVERS_REFUSED, "route" => route.name.clone(), "provider" => name.clone())
+                        .increment(1);
                     refused.push(format!("{name}: {}", verdict.reason()));
                 }
                 _ => return Ok(Ok(name.clone())),
@@ -198,12 +229,14 @@ impl Engine {
             return self.run_stream_attempt(job, route, attempt, chat, context, retries).await;
         }
         let provider = entry.provider.clone();
+        let call_started = std::time::Instant::now();
         let mut call: JoinHandle<Outcome> = tokio::spawn(async move { provider.chat(&chat, &context).await });
         let attempt_timeout: Duration = route.attempt_timeout.into();
         let joined = tokio::select! {
             joined = &mut call => Some(joined),
             () = tokio::time::sleep(attempt_timeout) => None,
         };
+        self.record_call_time(&attempt, call_started.elapsed(), joined.is_some());
         match joined {
             Some(Ok(Ok(response))) => {
                 if let Err(violations) = self.gate().check_output(&job.route, &response.text) {
@@ -290,11 +323,14 @@ impl Engine {
         });
         let raw = String::from_utf8_lossy(&response.raw);
         let outcome = self.store().complete_job(attempt, &result.to_string(), &raw, now_ms()).await?;
+        metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => "ok").increment(1);
+        tracing::Span::current().record("outcome", "ok");
         match &outcome {
             CasOutcome::Won => {
                 tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
             }
             CasOutcome::Superseded { winner } => {
+                metrics::counter!(telemetry::RACES_LOST).increment(1);
                 tracing::warn!(
                     job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
                     winner = ?winner, "race lost: another attempt completed the job first; this result is kept on the attempt only"
@@ -330,6 +366,9 @@ impl Engine {
         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, outcome, detail, "attempt failed");
         let settled = self.store().settle_attempt(attempt.id, settle, now_ms()).await?;
         if settled {
+            metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.to_owned())
+                .increment(1);
+            tracing::Span::current().record("outcome", outcome);
             self.emit_settled(attempt, AttemptState::Failed);
         }
         Ok(settled)
@@ -356,6 +395,9 @@ impl Engine {
             self.store()
                 .set_job_status(job.id, JobStatus::Running, JobStatus::Unknown, None, now_ms())
                 .await?;
+            metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => "unknown")
+                .increment(1);
+            tracing::Span::current().record("outcome", "unknown");
             self.emit_settled(attempt, AttemptState::Unknown);
         }
         let event = super::StreamEvent::Failed {

@@ -126,10 +126,14 @@ impl Engine {
     }
 
     /// The job's unknown attempt is settled: it may go on with its chain.
+    /// Driven here, or — from the operator CLI — left running without a
+    /// lease, which the next sweep of a serving instance takes over.
     pub(super) async fn resume(&self, job_id: uuid::Uuid) -> Result<(), super::EngineError> {
         self.store().set_job_status(job_id, JobStatus::Unknown, JobStatus::Running, None, now_ms()).await?;
         self.notify(job_id);
-        self.spawn_drive(job_id, None);
+        if self.inner.drives {
+            self.spawn_drive(job_id, None);
+        }
         Ok(())
     }
 }

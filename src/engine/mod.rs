@@ -62,11 +62,16 @@ struct Inner {
     providers: HashMap<String, ProviderEntry>,
     routes: HashMap<String, RouteConfig>,
     instance: String,
+    /// False for the operator CLI: a job it lets go on is driven by a
+    /// serving instance's sweep, not by a process about to exit.
+    drives: bool,
     lease_ttl: Duration,
     sweep_interval: Duration,
     waiters: Waiters,
     streams: StreamHub,
     gate: Gate,
+    /// Provider time spent on jobs whose request is measuring its overhead.
+    provider_time: std::sync::Mutex<HashMap<Uuid, Duration>>,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
 }
 
@@ -109,14 +114,26 @@ impl Engine {
                 providers,
                 routes,
                 instance,
+                drives: true,
                 lease_ttl: config.engine.lease_ttl.into(),
                 sweep_interval: config.engine.sweep_interval.into(),
                 waiters: Waiters::default(),
                 streams: StreamHub::default(),
                 gate,
+                provider_time: std::sync::Mutex::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
             }),
         })
+    }
+
+    /// An engine for the operator CLI: same rules, but it never drives a
+    /// job itself (see `resume`).
+    pub fn operator(config: &Config, store: Store) -> Result<Engine, EngineError> {
+        let mut engine = Engine::new(config, store)?;
+        if let Some(inner) = Arc::get_mut(&mut engine.inner) {
+            inner.drives = false;
+        }
+        Ok(engine)
     }
 
     pub fn store(&self) -> &Store {
@@ -169,6 +186,27 @@ impl Engine {
     /// behind loses the oldest.
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<EngineEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Starts adding up the provider time of `job_id`, for a request that
+    /// reports its own overhead (request time minus provider time).
+    pub fn track_provider_time(&self, job_id: Uuid) {
+        if let Ok(mut map) = self.inner.provider_time.lock() {
+            map.insert(job_id, Duration::ZERO);
+        }
+    }
+
+    /// The provider time added up since `track_provider_time`, and stops.
+    pub fn take_provider_time(&self, job_id: Uuid) -> Duration {
+        self.inner.provider_time.lock().ok().and_then(|mut map| map.remove(&job_id)).unwrap_or_default()
+    }
+
+    fn add_provider_time(&self, job_id: Uuid, spent: Duration) {
+        if let Ok(mut map) = self.inner.provider_time.lock()
+            && let Some(total) = map.get_mut(&job_id)
+        {
+            *total += spent;
+        }
     }
 
     fn notify(&self, job_id: Uuid) {

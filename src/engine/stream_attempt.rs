@@ -38,6 +38,7 @@ impl Engine {
             return Ok(Next::FailOver);
         };
         let (first_chunk, first_chunk_seen) = oneshot::channel();
+        let call_started = std::time::Instant::now();
         let task = self.spawn_stream(entry.provider.clone(), chat, context, attempt.number, first_chunk);
         let attempt_timeout: Duration = route.attempt_timeout.into();
         let started = tokio::select! {
@@ -49,7 +50,9 @@ impl Engine {
                 return Ok(Next::Stop);
             }
         };
-        let streamed = match task.await {
+        let joined = task.await;
+        self.record_call_time(&attempt, call_started.elapsed(), true);
+        let streamed = match joined {
             Ok(streamed) => streamed,
             Err(join) => Streamed {
                 outcome: Err(Failure::Unknown { reason: format!("the stream task failed: {join}") }),

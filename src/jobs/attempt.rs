@@ -8,7 +8,7 @@ use super::UnknownState;
 /// `starting` is written before the provider request leaves, so a crash can
 /// never hide a call that was made. `unknown` is an attempt that may have done
 /// the work; it is never treated as failed (R5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptState {
     Starting,

@@ -8,7 +8,7 @@ use super::{Fingerprint, IdempotencyKey, UnknownState};
 /// `unknown` is not terminal for the job: it means the job is blocked on an
 /// attempt whose outcome is not known, and a late answer can still make it
 /// `succeeded`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     Pending,

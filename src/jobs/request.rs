@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 ///
 /// Unknown fields are refused: a typo such as `parmas` silently ignored
 /// would bind the idempotency key to an intent the caller did not mean.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobRequest {
     /// The configured route that serves it.
@@ -18,13 +18,13 @@ pub struct JobRequest {
     pub params: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobInput {
     pub messages: Vec<ChatMessage>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChatMessage {
     pub role: String,
     /// A string, or OpenAI-style content parts.

@@ -238,6 +238,14 @@ impl Store {
         Ok(names)
     }
 
+    /// `(provider, count)` of the attempts now `unknown`.
+    pub async fn unknown_attempts_by_provider(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows: Vec<(String, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(sql::UNKNOWN_BY_PROVIDER).fetch_all(pool).await
+        })?;
+        Ok(rows)
+    }
+
     pub async fn count_unknown_attempts(&self) -> Result<i64, StoreError> {
         let count: i64 = on_pool!(self, pool => {
             sqlx::query_scalar(sql::COUNT_UNKNOWN_ATTEMPTS).fetch_one(pool).await

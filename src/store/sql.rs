@@ -56,8 +56,11 @@ pub(super) const RENEW_LEASE: &str =
 pub(super) const RELEASE_LEASE: &str =
     "UPDATE jobs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2";
 
+/// Jobs to be driven that nobody drives: an expired lease (its driver died)
+/// or none at all (let go on by the operator CLI).
 pub(super) const EXPIRED_LEASES: &str = "SELECT id FROM jobs \
-     WHERE lease_expires_at < $1 AND status IN ('pending', 'running') ORDER BY lease_expires_at LIMIT $2";
+     WHERE (lease_expires_at IS NULL OR lease_expires_at < $1) AND status IN ('pending', 'running') \
+     ORDER BY lease_expires_at LIMIT $2";
 
 pub(super) const LIST_JOBS: &str = concat!(
     "SELECT ",
@@ -108,3 +111,6 @@ pub(super) const UNKNOWN_ATTEMPTS_OF_PROVIDER: &str = concat!(
 pub(super) const UNKNOWN_PROVIDERS: &str = "SELECT DISTINCT provider FROM attempts WHERE state = 'unknown'";
 
 pub(super) const COUNT_UNKNOWN_ATTEMPTS: &str = "SELECT COUNT(*) FROM attempts WHERE state = 'unknown'";
+
+pub(super) const UNKNOWN_BY_PROVIDER: &str =
+    "SELECT provider, COUNT(*) FROM attempts WHERE state = 'unknown' GROUP BY provider";

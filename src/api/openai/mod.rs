@@ -35,6 +35,18 @@ pub const JOB_ID_HEADER: &str = "x-intentgate-job-id";
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
 
 /// `GET /v1/models`: the routes, as OpenAI lists models.
+#[utoipa::path(
+    get,
+    path = "/v1/models",
+    tag = "openai",
+    operation_id = "list_models",
+    summary = "The routes, as OpenAI lists models",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One model per route", body = super::openapi::ModelList),
+        (status = 401, response = super::openapi::Unauthorized),
+    )
+)]
 pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
     let data: Vec<Value> = state
         .config
@@ -46,6 +58,61 @@ pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Valu
 }
 
 /// `POST /v1/chat/completions`.
+#[utoipa::path(
+    post,
+    path = "/v1/chat/completions",
+    tag = "openai",
+    operation_id = "create_chat_completion",
+    summary = "Create a chat completion (OpenAI-compatible), as one idempotent job",
+    description = "Creates or attaches to a job exactly as `POST /v1/jobs` does: the request becomes \
+        `{\"route\": model, \"input\": {\"messages\"}, \"params\": {every other field}}`. A completed \
+        job's response is replayed byte for byte. A duplicate of a running job waits for it (streams \
+        attach live) up to `[openai] wait`. With `stream: true` the answer is server-sent events in \
+        OpenAI's chunk format ending with `data: [DONE]`; a stream broken after its first byte ends \
+        with an in-band `{\"error\": {...}}` event and no `[DONE]`. Problems carry an OpenAI-style \
+        `error` member.",
+    security(("bearer" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, min_length = 1,
+            description = "Names the intent: 1–255 visible ASCII characters, sent once; the RFC 8941 \
+                quoted form `\"abc\"` is accepted. Optional only with `[openai] mint_idempotency_keys \
+                = true`, which gives each request without it a fresh key (and no deduplication)."),
+    ),
+    request_body(content = super::openapi::ChatCompletionRequest),
+    responses(
+        (status = 200, description = "The completion (or its stream)",
+            content(
+                (super::openapi::ChatCompletion = "application/json"),
+                (String = "text/event-stream"),
+            ),
+            headers(
+                ("Idempotent-Replayed" = String,
+                    description = "`true` when an earlier request's answer is replayed"),
+                ("x-intentgate-job-id" = String, description = "The job's id"),
+                ("x-intentgate-attempt" = String, description = "The number of the attempt that answered"),
+            )),
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = super::openapi::Unauthorized),
+        (status = 409, description = "`idempotency-key-reused`, `outcome-unknown` (do not retry under a new \
+            key), `job-completed` (cancelled), `job-in-progress` (retry after `Retry-After`); with `job_id`",
+            body = Problem, content_type = "application/problem+json", headers(
+                ("x-should-retry" = String, description = "`false`, except on `job-in-progress`"),
+                ("Retry-After" = String, description = "`1` (seconds), on `job-in-progress`"),
+        )),
+        (status = 413, description = "`body-too-large`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid-body`, `unknown-route`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "`internal`, `stream-lagged`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`upstream-failed`: every provider of the chain failed (`error_detail`)",
+            body = Problem, content_type = "application/problem+json", headers(
+                ("x-should-retry" = String, description = "`false`"),
+        )),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
 pub async fn chat_completions(
     State(state): State<AppState>,
     caller: Caller,
@@ -69,13 +136,17 @@ pub async fn chat_completions(
     if !stream {
         let (job, replayed) = match insert(&state, &new).await? {
             Submitted::New(job) => {
+                state.engine.track_provider_time(job.id);
                 state.engine.spawn_drive(job.id, None);
                 (job, false)
             }
             Submitted::Existing(job) => (job, true),
         };
         let job = settle(&state, job, wait).await?;
-        return answer(&state, &job, replayed, false).await;
+        let provider_time = state.engine.take_provider_time(job.id);
+        let mut response = answer(&state, &job, replayed, false).await?;
+        response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
+        return Ok(response);
     }
 
     // Open the live stream under the new job's id before anything can

@@ -1,0 +1,44 @@
+//! `GET /metrics`: Prometheus text format (see `crate::telemetry` for the
+//! metrics and what each means).
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use super::{AppState, Problem};
+use crate::telemetry;
+
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    operation_id = "metrics",
+    summary = "Prometheus metrics",
+    description = "The gateway's metrics in the Prometheus text exposition format; needs no API key.",
+    responses(
+        (status = 200, description = "Prometheus text format", body = String,
+            content_type = "text/plain; version=0.0.4; charset=utf-8"),
+        (status = 500, response = super::openapi::Internal),
+        (status = 503, response = super::openapi::StoreUnavailable),
+    )
+)]
+pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> {
+    // The unknown-attempts gauge is read from the store, so it is right
+    // whichever replica settled what.
+    let counts = state.store.unknown_attempts_by_provider().await?;
+    for provider in &state.config.providers {
+        let count = counts.iter().find(|(name, _)| *name == provider.name).map_or(0, |(_, count)| *count);
+        metrics::gauge!(telemetry::UNKNOWN_ATTEMPTS, "provider" => provider.name.clone()).set(count as f64);
+    }
+    let body = telemetry::handle().map(|handle| handle.render()).unwrap_or_default();
+    let mut response = body.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    Ok(response)
+}
+
+/// The provider time a handler's request spent waiting on, put in the
+/// response's extensions so the overhead histogram can subtract it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderTime(pub std::time::Duration);

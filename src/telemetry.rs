@@ -1,0 +1,63 @@
+//! Prometheus metrics: their names (one place), and the process-wide
+//! recorder behind `GET /metrics`.
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `intentgate_jobs_total` | counter | `result` = created, replayed, conflicted | job-creating requests by what the idempotency key decided |
+//! | `intentgate_attempts_total` | counter | `provider`, `outcome` | attempts by outcome class (`ok`, `not_sent`, `rejected`, `bad_output`, `unknown`, `contract_violation`) |
+//! | `intentgate_cas_races_lost_total` | counter | | answers that lost the compare-and-swap (superseded) |
+//! | `intentgate_attempts_unknown` | gauge | `provider` | attempts now `unknown` (read from the store at scrape) |
+//! | `intentgate_failovers_total` | counter | `from`, `to` | attempts started on another provider after a failure |
+//! | `intentgate_failovers_refused_total` | counter | `route`, `provider` | providers skipped for want of a passing, current contract |
+//! | `intentgate_provider_latency_seconds` | histogram | `provider` | provider call time, per attempt |
+//! | `intentgate_gateway_overhead_seconds` | histogram | `path` | request time minus the provider time spent in it |
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const JOBS: &str = "intentgate_jobs_total";
+pub const ATTEMPTS: &str = "intentgate_attempts_total";
+pub const RACES_LOST: &str = "intentgate_cas_races_lost_total";
+pub const UNKNOWN_ATTEMPTS: &str = "intentgate_attempts_unknown";
+pub const FAILOVERS: &str = "intentgate_failovers_total";
+pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
+pub const PROVIDER_LATENCY: &str = "intentgate_provider_latency_seconds";
+pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
+
+/// Buckets from 100 µs (gateway overhead) to 2 min (slow providers).
+const BUCKETS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process's recorder, installed on first use. `None` if another
+/// recorder was installed first (metrics then go there, not to `/metrics`).
+pub fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS);
+            match builder.and_then(PrometheusBuilder::install_recorder) {
+                Ok(handle) => {
+                    describe();
+                    Some(handle)
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot install the metrics recorder");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn describe() {
+    metrics::describe_counter!(JOBS, "Job-creating requests by what the idempotency key decided.");
+    metrics::describe_counter!(ATTEMPTS, "Attempts by provider and outcome class.");
+    metrics::describe_counter!(RACES_LOST, "Answers that lost the compare-and-swap and were superseded.");
+    metrics::describe_gauge!(UNKNOWN_ATTEMPTS, "Attempts whose outcome is unknown now.");
+    metrics::describe_counter!(FAILOVERS, "Attempts started on another provider after a failure.");
+    metrics::describe_counter!(FAILOVERS_REFUSED, "Providers skipped for want of a passing, current contract.");
+    metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
+    metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
+}

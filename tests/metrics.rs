@@ -1,0 +1,96 @@
+//! `GET /metrics` moves as the attempts scenarios run. The recorder is
+//! process-wide, so this binary holds one test that runs the scenarios one
+//! after another (on both stores) and asserts exact deltas.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_provider, set_route, wait_for_attempt};
+use intentgate::jobs::AttemptState;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// The value of the sample `name{labels…}` (0 when absent).
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| line.split(['{', ' ']).next() == Some(name))
+        .filter(|line| labels.iter().all(|(k, v)| line.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn scrape(gw: &TestGateway) -> String {
+    let response = gw.client.get(gw.url("/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    response.text().await.unwrap()
+}
+
+async fn create_id(gw: &TestGateway, key: &str) -> String {
+    let job: Value = gw.create(ALICE, key, &chat_body(key)).await.json().await.unwrap();
+    job["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_move_with_the_scenarios() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(store) = TestStore::new(backend).await else { continue };
+        jobs_and_failovers(&store).await;
+        race_and_unknown(&store).await;
+    }
+}
+
+async fn jobs_and_failovers(store: &TestStore) {
+    let gw = TestGateway::start_tweaked(store, |doc| set_provider(doc, "sim-primary", "model", "sim:status=503")).await;
+    let before = scrape(&gw).await;
+    let id = create_id(&gw, "m-1").await;
+    common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(gw.create(ALICE, "m-1", &chat_body("m-1")).await.status(), 200);
+    assert_eq!(gw.create(ALICE, "m-1", &chat_body("other")).await.status(), 409);
+    let after = scrape(&gw).await;
+    let delta = |name: &str, labels: &[(&str, &str)]| sample(&after, name, labels) - sample(&before, name, labels);
+    assert_eq!(delta("intentgate_jobs_total", &[("result", "created")]), 1.0);
+    assert_eq!(delta("intentgate_jobs_total", &[("result", "replayed")]), 1.0);
+    assert_eq!(delta("intentgate_jobs_total", &[("result", "conflicted")]), 1.0);
+    let rejected = [("provider", "sim-primary"), ("outcome", "rejected")];
+    assert_eq!(delta("intentgate_attempts_total", &rejected), 1.0);
+    assert_eq!(delta("intentgate_attempts_total", &[("provider", "sim-fallback"), ("outcome", "ok")]), 1.0);
+    assert_eq!(delta("intentgate_failovers_total", &[("from", "sim-primary"), ("to", "sim-fallback")]), 1.0);
+    assert!(delta("intentgate_provider_latency_seconds_count", &[("provider", "sim-fallback")]) >= 1.0);
+    assert!(delta("intentgate_gateway_overhead_seconds_count", &[("path", "/v1/jobs")]) >= 3.0, "{after}");
+}
+
+async fn race_and_unknown(store: &TestStore) {
+    let gw = TestGateway::start_tweaked(store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hold=late-a");
+        set_provider(doc, "sim-fallback", "model", "sim:hold=fast-b");
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+    })
+    .await;
+    let mut events = gw.events();
+    let before = scrape(&gw).await;
+    let unknown = |text: &str| sample(text, "intentgate_attempts_unknown", &[("provider", "sim-primary")]);
+    let races = |text: &str| sample(text, "intentgate_cas_races_lost_total", &[]);
+    assert_eq!(unknown(&before), 0.0);
+
+    let id = create_id(&gw, "m-race").await;
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    assert_eq!(unknown(&scrape(&gw).await), 1.0, "an unknown attempt raises the gauge");
+    let resolved = gw
+        .request(Method::POST, &format!("/v1/jobs/{id}/attempts/1/resolve"), ADMIN)
+        .json(&json!({"as": "abandoned", "reason": "test"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200);
+    assert_eq!(unknown(&scrape(&gw).await), 0.0, "a resolve lowers it");
+
+    gw.sim().wait_for_calls(2).await;
+    gw.sim().release("fast-b");
+    wait_for_attempt(&mut events, &id, 2, AttemptState::Succeeded).await;
+    gw.sim().release("late-a");
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+    assert_eq!(races(&scrape(&gw).await) - races(&before), 1.0, "a race increments the counter by exactly one");
+}

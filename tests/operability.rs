@@ -1,0 +1,139 @@
+//! The operator CLI against the configured database, and the logs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{ALICE, TestGateway, TestStore, chat_body, set_provider, set_route, wait_for_attempt};
+use intentgate::jobs::AttemptState;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+store_matrix!(cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once);
+
+const BIN: &str = env!("CARGO_BIN_EXE_intentgate");
+
+async fn cli(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = tokio::process::Command::new(BIN)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("INTENTGATE_DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once(store: TestStore) {
+    let mut config_doc = None;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hang");
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+        let mut engine = toml::Table::new();
+        engine.insert("sweep_interval".into(), "100ms".into());
+        doc.insert("engine".into(), engine.into());
+        config_doc = Some(doc.clone());
+    })
+    .await;
+    let path = std::env::temp_dir().join(format!("intentgate-cli-{}.toml", uuid::Uuid::now_v7()));
+    std::fs::write(&path, toml::to_string(&config_doc.unwrap()).unwrap()).unwrap();
+
+    let mut events = gw.events();
+    let job: Value = gw.create(ALICE, "cli-job", &chat_body("x")).await.json().await.unwrap();
+    let id = job["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+
+    let (ok, stdout, stderr) = cli(&path, &["jobs", "list", "--status", "unknown"]).await;
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains(&id), "{stdout}");
+
+    let (ok, stdout, stderr) =
+        cli(&path, &["jobs", "resolve", &id, "1", "--as", "abandoned", "--reason", "provider confirmed"]).await;
+    assert!(ok, "{stdout}{stderr}");
+    let now: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
+    assert_eq!(now["attempts"][0]["state"], "abandoned", "the API sees it at once: {now}");
+    assert!(now["attempts"][0]["resolved_by"].as_str().unwrap().starts_with("cli:"));
+
+    // The serving gateway's sweep takes the job on to the fallback.
+    let done = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["result"]["provider"], "sim-fallback");
+
+    let (ok, stdout, _) = cli(&path, &["jobs", "show", &id]).await;
+    assert!(ok);
+    assert!(stdout.contains("won: its answer is the job's result"), "{stdout}");
+    assert!(stdout.contains("resolved by cli:"), "{stdout}");
+    let (ok, _, stderr) = cli(&path, &["jobs", "resolve", &id, "1", "--as", "failed", "--reason", "again"]).await;
+    assert!(!ok, "resolving a settled attempt is refused");
+    assert!(stderr.contains("not `unknown`"), "{stderr}");
+    let _ = std::fs::remove_file(path);
+}
+
+/// A provider's API key and a caller's API key never reach the logs, even at
+/// TRACE level in JSON, while the spans carry the job identity.
+#[tokio::test]
+async fn logs_carry_job_spans_and_no_secrets() {
+    const PROVIDER_KEY: &str = "sk-live-provider-secret-0123456789";
+    let store = TestStore::new(common::Backend::Sqlite).await.unwrap();
+    let sim = intentgate_providers::sim::Simulator::new(9).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
+    set_provider(&mut doc, "sim-primary", "api_key_env", "INTENTGATE_TEST_PROVIDER_KEY");
+    let path = std::env::temp_dir().join(format!("intentgate-logs-{}.toml", uuid::Uuid::now_v7()));
+    std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["--log-format", "json", "serve", "--config", path.to_str().unwrap()])
+        .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("INTENTGATE_TEST_PROVIDER_KEY", PROVIDER_KEY)
+        .env("INTENTGATE_LOG", "trace")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = common::client();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut ready = false;
+    for _ in 0..200 {
+        if client.get(format!("{url}/healthz")).send().await.is_ok() {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await; // process start-up: no signal to wait on
+    }
+    assert!(ready, "the gateway did not come up");
+    let job: Value = client
+        .post(format!("{url}/v1/jobs"))
+        .bearer_auth(ALICE)
+        .header("idempotency-key", "logged")
+        .header("prefer", "wait=10")
+        .json(&chat_body("hello"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["status"], "succeeded");
+    let seen = sim.last_request(job["id"].as_str().unwrap()).unwrap();
+    assert!(seen.headers.iter().any(|(_, v)| v.contains(PROVIDER_KEY)), "the key did reach the provider");
+    child.start_kill().unwrap();
+    let mut logs = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut logs).await.unwrap();
+    assert!(!logs.contains(PROVIDER_KEY), "the provider key leaked into the logs");
+    assert!(!logs.contains(ALICE), "the caller's API key leaked into the logs");
+    let lines: Vec<Value> = logs.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(!lines.is_empty(), "JSON log lines");
+    let id = job["id"].as_str().unwrap();
+    assert!(
+        lines.iter().any(|l| l.to_string().contains(id) && l.to_string().contains("attempt")),
+        "a log line carries the job id and the attempt"
+    );
+    let _ = std::fs::remove_file(path);
+}
