@@ -26,8 +26,10 @@ pub const PROVIDER_LATENCY: &str = "intentgate_provider_latency_seconds";
 pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
 
 /// Buckets from 100 µs (gateway overhead) to 2 min (slow providers).
-const BUCKETS: &[f64] =
-    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0, 120.0,
+];
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -36,7 +38,8 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 pub fn handle() -> Option<&'static PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS);
+            let builder =
+                PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS);
             match builder.and_then(PrometheusBuilder::install_recorder) {
                 Ok(handle) => {
                     describe();
@@ -57,7 +60,10 @@ fn describe() {
     metrics::describe_counter!(RACES_LOST, "Answers that lost the compare-and-swap and were superseded.");
     metrics::describe_gauge!(UNKNOWN_ATTEMPTS, "Attempts whose outcome is unknown now.");
     metrics::describe_counter!(FAILOVERS, "Attempts started on another provider after a failure.");
-    metrics::describe_counter!(FAILOVERS_REFUSED, "Providers skipped for want of a passing, current contract.");
+    metrics::describe_counter!(
+        FAILOVERS_REFUSED,
+        "Providers skipped for want of a passing, current contract."
+    );
     metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
     metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
 }

@@ -101,29 +101,12 @@ fn keys_hash_prints_the_configured_hash() {
 async fn serve_creates_the_database_and_answers() {
     let dir = std::env::temp_dir().join(format!("intentgate-serve-{}", uuid::Uuid::now_v7()));
     let db = dir.join("nested/intentgate.db");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["serve"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("INTENTGATE_DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env_remove("INTENTGATE_CONFIG")
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    // Wait for the "listening" line rather than sleeping.
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    loop {
-        let line = lines.next_line().await.unwrap().expect("serve exited before listening");
-        if line.contains("intentgate listening") {
-            break;
-        }
-    }
+    let url = format!("sqlite://{}", db.display());
+    let common::Spawned { mut child, url: base, .. } =
+        common::spawn_binary(&["serve"], &[("INTENTGATE_DATABASE_URL", url.as_str())]).await;
     let client = common::client();
     let response = client
-        .post(format!("http://127.0.0.1:{port}/v1/jobs"))
+        .post(format!("{base}/v1/jobs"))
         .bearer_auth(common::ALICE)
         .header("idempotency-key", "cli-1")
         .json(&common::chat_body("hello"))

@@ -23,6 +23,7 @@ store_matrix!(
     bad_api_keys_get_401,
     find_job_by_idempotency_key,
     readiness_reports_the_store,
+    bad_input_to_admin_calls_is_a_problem_too,
 );
 
 /// R8a / R2: 50 concurrent POSTs with one key, released together.
@@ -236,4 +237,33 @@ async fn readiness_reports_the_store(store: TestStore) {
     assert_problem(gw.get(ALICE, "/v1/nothing-here").await, 404, "not-found").await;
     let wrong_method = gw.request(Method::DELETE, "/v1/jobs", ALICE).send().await.unwrap();
     assert_problem(wrong_method, 405, "method-not-allowed").await;
+}
+
+/// Extractor rejections are problem+json like everything else.
+async fn bad_input_to_admin_calls_is_a_problem_too(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let job: Value = gw.create(ALICE, "admin-input", &chat_body("x")).await.json().await.unwrap();
+    let id = job["id"].as_str().unwrap();
+    let resolve = |path: String| gw.request(Method::POST, &path, ADMIN);
+    let not_json = resolve(format!("/v1/jobs/{id}/attempts/1/resolve"))
+        .header("content-type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(not_json, 400, "malformed-json").await;
+    let no_type = resolve(format!("/v1/jobs/{id}/attempts/1/resolve")).body("{}").send().await.unwrap();
+    assert_problem(no_type, 400, "malformed-json").await;
+    let wrong_field =
+        resolve(format!("/v1/jobs/{id}/attempts/1/resolve")).json(&json!({"as": 1})).send().await.unwrap();
+    assert_problem(wrong_field, 422, "invalid-body").await;
+    let bad_number = resolve(format!("/v1/jobs/{id}/attempts/one/resolve"))
+        .json(&json!({"as": "failed", "reason": "r"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(bad_number, 404, "not-found").await;
+    let bad_start =
+        gw.request(Method::POST, &format!("/v1/jobs/{id}/attempts"), ALICE).body("[").send().await.unwrap();
+    assert_problem(bad_start, 422, "invalid-body").await;
 }

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_provider, set_route, wait_for_attempt};
+use common::{
+    ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_provider, set_route, wait_for_attempt,
+};
 use intentgate::jobs::AttemptState;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -43,14 +45,17 @@ async fn metrics_move_with_the_scenarios() {
 }
 
 async fn jobs_and_failovers(store: &TestStore) {
-    let gw = TestGateway::start_tweaked(store, |doc| set_provider(doc, "sim-primary", "model", "sim:status=503")).await;
+    let gw =
+        TestGateway::start_tweaked(store, |doc| set_provider(doc, "sim-primary", "model", "sim:status=503"))
+            .await;
     let before = scrape(&gw).await;
     let id = create_id(&gw, "m-1").await;
     common::settled_job(&gw, ALICE, &id).await;
     assert_eq!(gw.create(ALICE, "m-1", &chat_body("m-1")).await.status(), 200);
     assert_eq!(gw.create(ALICE, "m-1", &chat_body("other")).await.status(), 409);
     let after = scrape(&gw).await;
-    let delta = |name: &str, labels: &[(&str, &str)]| sample(&after, name, labels) - sample(&before, name, labels);
+    let delta =
+        |name: &str, labels: &[(&str, &str)]| sample(&after, name, labels) - sample(&before, name, labels);
     assert_eq!(delta("intentgate_jobs_total", &[("result", "created")]), 1.0);
     assert_eq!(delta("intentgate_jobs_total", &[("result", "replayed")]), 1.0);
     assert_eq!(delta("intentgate_jobs_total", &[("result", "conflicted")]), 1.0);
@@ -92,5 +97,9 @@ async fn race_and_unknown(store: &TestStore) {
     wait_for_attempt(&mut events, &id, 2, AttemptState::Succeeded).await;
     gw.sim().release("late-a");
     wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
-    assert_eq!(races(&scrape(&gw).await) - races(&before), 1.0, "a race increments the counter by exactly one");
+    assert_eq!(
+        races(&scrape(&gw).await) - races(&before),
+        1.0,
+        "a race increments the counter by exactly one"
+    );
 }

@@ -4,12 +4,9 @@
 
 mod common;
 
-use std::process::Stdio;
-
 use common::{ALICE, TestGateway, TestStore, chat_body, set_provider, set_route, wait_for_attempt};
 use intentgate::jobs::AttemptState;
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
 
 store_matrix!(cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once);
 
@@ -55,7 +52,8 @@ async fn cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once(store: Test
     assert!(stdout.contains(&id), "{stdout}");
 
     let (ok, stdout, stderr) =
-        cli(&path, &["jobs", "resolve", &id, "1", "--as", "abandoned", "--reason", "provider confirmed"]).await;
+        cli(&path, &["jobs", "resolve", &id, "1", "--as", "abandoned", "--reason", "provider confirmed"])
+            .await;
     assert!(ok, "{stdout}{stderr}");
     let now: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
     assert_eq!(now["attempts"][0]["state"], "abandoned", "the API sees it at once: {now}");
@@ -70,7 +68,8 @@ async fn cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once(store: Test
     assert!(ok);
     assert!(stdout.contains("won: its answer is the job's result"), "{stdout}");
     assert!(stdout.contains("resolved by cli:"), "{stdout}");
-    let (ok, _, stderr) = cli(&path, &["jobs", "resolve", &id, "1", "--as", "failed", "--reason", "again"]).await;
+    let (ok, _, stderr) =
+        cli(&path, &["jobs", "resolve", &id, "1", "--as", "failed", "--reason", "again"]).await;
     assert!(!ok, "resolving a settled attempt is refused");
     assert!(stderr.contains("not `unknown`"), "{stderr}");
     let _ = std::fs::remove_file(path);
@@ -82,32 +81,18 @@ async fn cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once(store: Test
 async fn logs_carry_job_spans_and_no_secrets() {
     const PROVIDER_KEY: &str = "sk-live-provider-secret-0123456789";
     let store = TestStore::new(common::Backend::Sqlite).await.unwrap();
-    let sim = intentgate_providers::sim::Simulator::new(9).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let sim =
+        intentgate_providers::sim::Simulator::new(9).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
     set_provider(&mut doc, "sim-primary", "api_key_env", "INTENTGATE_TEST_PROVIDER_KEY");
     let path = std::env::temp_dir().join(format!("intentgate-logs-{}.toml", uuid::Uuid::now_v7()));
     std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["--log-format", "json", "serve", "--config", path.to_str().unwrap()])
-        .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("INTENTGATE_TEST_PROVIDER_KEY", PROVIDER_KEY)
-        .env("INTENTGATE_LOG", "trace")
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let common::Spawned { mut child, url, logs } = common::spawn_binary(
+        &["--log-format", "json", "serve", "--config", path.to_str().unwrap()],
+        &[("INTENTGATE_TEST_PROVIDER_KEY", PROVIDER_KEY), ("INTENTGATE_LOG", "trace")],
+    )
+    .await;
     let client = common::client();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut ready = false;
-    for _ in 0..200 {
-        if client.get(format!("{url}/healthz")).send().await.is_ok() {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await; // process start-up: no signal to wait on
-    }
-    assert!(ready, "the gateway did not come up");
     let job: Value = client
         .post(format!("{url}/v1/jobs"))
         .bearer_auth(ALICE)
@@ -124,8 +109,8 @@ async fn logs_carry_job_spans_and_no_secrets() {
     let seen = sim.last_request(job["id"].as_str().unwrap()).unwrap();
     assert!(seen.headers.iter().any(|(_, v)| v.contains(PROVIDER_KEY)), "the key did reach the provider");
     child.start_kill().unwrap();
-    let mut logs = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut logs).await.unwrap();
+    child.wait().await.unwrap();
+    let logs = logs.lock().unwrap().clone();
     assert!(!logs.contains(PROVIDER_KEY), "the provider key leaked into the logs");
     assert!(!logs.contains(ALICE), "the caller's API key leaked into the logs");
     let lines: Vec<Value> = logs.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();

@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::Arc;
 
 use common::{ALICE, TestGateway, TestStore, chat_body, config_from_doc, set_provider, test_config_doc};
 use intentgate_providers::sim::Simulator;
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::Barrier;
 
 store_matrix!(two_gateways_one_job_one_call, killed_gateway_leaves_the_attempt_unknown);
@@ -75,7 +73,9 @@ async fn killed_gateway_leaves_the_attempt_unknown(store: TestStore) {
         path
     };
 
-    let (mut first, url) = spawn_gateway(&config_for("doomed")).await;
+    let doomed = config_for("doomed");
+    let common::Spawned { child: mut first, url, .. } =
+        common::spawn_binary(&["serve", "--config", doomed.to_str().unwrap()], &[]).await;
     let client = common::client();
     let created: Value = client
         .post(format!("{url}/v1/jobs"))
@@ -93,7 +93,9 @@ async fn killed_gateway_leaves_the_attempt_unknown(store: TestStore) {
     first.start_kill().unwrap(); // SIGKILL: no shutdown, no cleanup
     first.wait().await.unwrap();
 
-    let (mut second, url) = spawn_gateway(&config_for("survivor")).await;
+    let survivor = config_for("survivor");
+    let common::Spawned { child: mut second, url, .. } =
+        common::spawn_binary(&["serve", "--config", survivor.to_str().unwrap()], &[]).await;
     let job: Value = client
         .get(format!("{url}/v1/jobs/{id}"))
         .bearer_auth(ALICE)
@@ -110,27 +112,4 @@ async fn killed_gateway_leaves_the_attempt_unknown(store: TestStore) {
     assert_eq!(sim.calls().total, 1, "no second upstream call");
     second.start_kill().unwrap();
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Starts `intentgate serve` on a free port and waits for its "listening" line.
-async fn spawn_gateway(config: &std::path::Path) -> (tokio::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_intentgate"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env_remove("INTENTGATE_DATABASE_URL")
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    loop {
-        let line = lines.next_line().await.unwrap().expect("gateway exited before listening");
-        if line.contains("intentgate listening") {
-            break;
-        }
-    }
-    // Keep draining its log so the pipe never fills.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, format!("http://127.0.0.1:{port}"))
 }

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::extract::{JsonBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
 use super::{AppState, Caller, Problem};
@@ -55,10 +56,17 @@ pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    body: Option<Json<StartAttempt>>,
+    body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
-    let provider = body.and_then(|Json(body)| body.provider);
+    // The body is optional: empty means "the chain's next provider".
+    let provider = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let parsed: StartAttempt = serde_json::from_slice(&body)
+            .map_err(|err| Problem::unprocessable("invalid-body", "Invalid body", err.to_string()))?;
+        parsed.provider
+    };
     match state.engine.start_attempt_by_hand(&job, provider).await {
         Ok(_) => {
             let job = visible_job(&state, &caller, &id).await?;
@@ -208,8 +216,8 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
 pub async fn resolve(
     State(state): State<AppState>,
     caller: Caller,
-    Path((id, number)): Path<(String, i32)>,
-    Json(body): Json<Resolve>,
+    PathParams((id, number)): PathParams<(String, i32)>,
+    JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
     require_admin(&caller)?;
     let (resolution, reason) = body.parse()?;
@@ -250,7 +258,7 @@ pub async fn resolve_provider(
     State(state): State<AppState>,
     caller: Caller,
     Path(provider): Path<String>,
-    Json(body): Json<Resolve>,
+    JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
     require_admin(&caller)?;
     let (resolution, reason) = body.parse()?;

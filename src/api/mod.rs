@@ -9,6 +9,7 @@
 
 mod attempts;
 mod auth;
+mod extract;
 mod health;
 mod idempotency;
 mod jobs;

@@ -55,7 +55,10 @@ pub async fn show(store: &Store, id: &str) -> Result<(), String> {
                 attempt.state.to_string(),
                 attempt.outcome.clone().unwrap_or_default(),
                 rfc3339(attempt.started_at_ms),
-                attempt.finished_at_ms.map(|end| format!("{} ms", end - attempt.started_at_ms)).unwrap_or("open".into()),
+                attempt
+                    .finished_at_ms
+                    .map(|end| format!("{} ms", end - attempt.started_at_ms))
+                    .unwrap_or("open".into()),
                 note(&job.completed_by, attempt),
             ]
         })
@@ -89,8 +92,12 @@ pub async fn resolve(
 ) -> Result<(), String> {
     let id = Uuid::parse_str(id).map_err(|_| format!("`{id}` is not a job id"))?;
     let engine = Engine::operator(config, store).map_err(|e| e.to_string())?;
-    let attempt = engine.resolve(id, number, resolution, reason, &operator()).await.map_err(|e| e.to_string())?;
-    println!("attempt {} of job {id} is now {}; a serving gateway goes on with the job's chain", attempt.number, attempt.state);
+    let attempt =
+        engine.resolve(id, number, resolution, reason, &operator()).await.map_err(|e| e.to_string())?;
+    println!(
+        "attempt {} of job {id} is now {}; a serving gateway goes on with the job's chain",
+        attempt.number, attempt.state
+    );
     Ok(())
 }
 
@@ -102,8 +109,10 @@ pub async fn resolve_provider(
     reason: &str,
 ) -> Result<(), String> {
     let engine = Engine::operator(config, store).map_err(|e| e.to_string())?;
-    let settled =
-        engine.resolve_provider(provider, resolution, reason, &operator()).await.map_err(|e| e.to_string())?;
+    let settled = engine
+        .resolve_provider(provider, resolution, reason, &operator())
+        .await
+        .map_err(|e| e.to_string())?;
     for attempt in &settled {
         println!("job {} attempt {}: {}", attempt.job_id, attempt.number, attempt.state);
     }

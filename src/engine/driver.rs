@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use super::{Engine, EngineError, plan};
 use crate::config::RouteConfig;
-use crate::telemetry;
-use tracing::Instrument;
 use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, now_ms};
 use crate::store::{CasOutcome, Lease, Settle, StartOutcome, StoreError};
+use crate::telemetry;
+use tracing::Instrument;
 
 /// The outcome recorded for an answer that breaks the route's contract.
 pub(super) const CONTRACT_VIOLATION: &str = "contract_violation";
@@ -323,7 +323,8 @@ impl Engine {
         });
         let raw = String::from_utf8_lossy(&response.raw);
         let outcome = self.store().complete_job(attempt, &result.to_string(), &raw, now_ms()).await?;
-        metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => "ok").increment(1);
+        metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => "ok")
+            .increment(1);
         tracing::Span::current().record("outcome", "ok");
         match &outcome {
             CasOutcome::Won => {

@@ -366,3 +366,51 @@ pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Valu
     assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()), "detail in {body}");
     body
 }
+
+/// The `intentgate` binary, serving on a free loopback port.
+pub struct Spawned {
+    pub child: tokio::process::Child,
+    pub url: String,
+    /// Everything it logged so far (it keeps being collected).
+    pub logs: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// Starts `intentgate <args>` with `INTENTGATE_LISTEN` on a free port and
+/// `env`, and returns once it logged that it is listening (a signal, not a
+/// sleep). Its log is drained into `logs` so the pipe never fills.
+pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
+    use tokio::io::AsyncBufReadExt;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_intentgate"));
+    command
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env_remove("INTENTGATE_DATABASE_URL")
+        .env_remove("INTENTGATE_CONFIG")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    loop {
+        let line = lines.next_line().await.unwrap().expect("intentgate exited before listening");
+        logs.lock().unwrap().push_str(&line);
+        logs.lock().unwrap().push('\n');
+        if line.contains("intentgate listening") {
+            break;
+        }
+    }
+    let collected = logs.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut logs = collected.lock().unwrap();
+            logs.push_str(&line);
+            logs.push('\n');
+        }
+    });
+    Spawned { child, url: format!("http://127.0.0.1:{port}"), logs }
+}
