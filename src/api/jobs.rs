@@ -93,8 +93,10 @@ pub async fn create(
     }
     let status = if fresh { StatusCode::CREATED } else { StatusCode::OK };
     let job_id = job.id;
-    let mut response = respond_after_wait(&state, job, status, !fresh, wait.unwrap_or_default()).await?;
+    let answered = respond_after_wait(&state, job, status, !fresh, wait.unwrap_or_default()).await;
+    // Taken whatever the answer, so the engine's tally never outlives the request.
     let provider_time = state.engine.take_provider_time(job_id);
+    let mut response = answered?;
     response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
     Ok(response)
 }

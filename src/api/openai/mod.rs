@@ -142,8 +142,11 @@ pub async fn chat_completions(
             }
             Submitted::Existing(job) => (job, true),
         };
-        let job = settle(&state, job, wait).await?;
-        let provider_time = state.engine.take_provider_time(job.id);
+        let job_id = job.id;
+        let settled = settle(&state, job, wait).await;
+        // Taken whatever the outcome, so the engine's tally never outlives the request.
+        let provider_time = state.engine.take_provider_time(job_id);
+        let job = settled?;
         let mut response = answer(&state, &job, replayed, false).await?;
         response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
         return Ok(response);
@@ -152,7 +155,14 @@ pub async fn chat_completions(
     // Open the live stream under the new job's id before anything can
     // publish to it; a duplicate attaches to the one already open.
     let opened = state.engine.streams().open(new.id);
-    match insert(&state, &new).await? {
+    let inserted = match insert(&state, &new).await {
+        Ok(inserted) => inserted,
+        Err(problem) => {
+            state.engine.streams().discard(new.id);
+            return Err(problem);
+        }
+    };
+    match inserted {
         Submitted::New(job) => {
             state.engine.spawn_drive(job.id, None);
             match opened {
