@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::secret::Secret;
 
@@ -89,6 +90,12 @@ pub struct ProviderConfig {
     /// Sent on every request (e.g. `OpenAI-Organization`, or `x-sim-script`
     /// against the simulator). The identity and auth headers always win.
     pub extra_headers: Vec<(String, String)>,
+    /// Top-level fields merged into every request body, replacing the
+    /// caller's (`response_format`, `temperature`, vendor fields); `model`
+    /// and `stream` stay the adapter's.
+    pub request_overrides: Map<String, Value>,
+    /// A caller's higher (or missing) `temperature` is sent as this.
+    pub max_temperature: Option<f64>,
 }
 
 impl ProviderConfig {
@@ -101,6 +108,8 @@ impl ProviderConfig {
             api_key: None,
             timeouts: Timeouts::default(),
             extra_headers: Vec::new(),
+            request_overrides: Map::new(),
+            max_temperature: None,
         }
     }
 }
@@ -112,6 +121,8 @@ pub enum ConfigError {
     Dialect(String),
     #[error("base_url `{url}` is not an http(s) URL: {reason}")]
     BaseUrl { url: String, reason: String },
+    #[error("tokenizer path `{path}` must start with `/` or be an http(s) URL")]
+    TokenizerPath { path: String },
     #[error("header `{0}` has an invalid name or value")]
     Header(String),
     #[error("the API key is not a valid header value")]

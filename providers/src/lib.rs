@@ -14,11 +14,13 @@ mod anthropic;
 mod config;
 mod openai;
 mod outcome;
+mod overrides;
 mod provider;
 mod retry_after;
 mod secret;
 mod sse;
 mod stream;
+mod tokenize;
 mod transport;
 mod types;
 
@@ -29,5 +31,6 @@ pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_
 pub use provider::{Anthropic, OpenAi, Provider};
 pub use secret::Secret;
 pub use stream::ChunkStream;
+pub use tokenize::{DEFAULT_DETOKENIZE_PATH, DEFAULT_TOKENIZE_PATH, RemoteTokenizer, TokenizeError};
 pub use transport::{ATTEMPT_HEADER, IDEMPOTENCY_KEY_HEADER};
 pub use types::{CallContext, ChatRequest, ChatResponse, Content, Message, StreamChunk, Usage};

@@ -10,6 +10,7 @@ use crate::anthropic;
 use crate::config::{ConfigError, Dialect, ProviderConfig, Timeouts};
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
+use crate::overrides;
 use crate::stream::{ChunkStream, Decoded, Decoder, chunk_stream};
 use crate::transport::{Endpoint, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
@@ -163,12 +164,18 @@ impl Provider {
         Ok(chunk_stream(response, decoder, endpoint.timeouts, deadline))
     }
 
+    /// The dialect's body for `req`, then this provider's configured
+    /// temperature cap and request overrides, which win over the caller.
     fn body(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
         let model = self.model();
         let body = match self {
             Provider::OpenAi(_) => openai::request_body(req, model, stream),
             Provider::Anthropic(_) => anthropic::request_body(req, model, stream),
         };
-        body.map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })
+        let mut body =
+            body.map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
+        let endpoint = self.endpoint();
+        overrides::apply(&mut body, &endpoint.request_overrides, endpoint.max_temperature);
+        Ok(body)
     }
 }

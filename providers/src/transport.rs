@@ -53,6 +53,8 @@ pub(crate) struct Endpoint {
     url: reqwest::Url,
     headers: HeaderMap,
     pub(crate) redactor: Redactor,
+    pub(crate) request_overrides: serde_json::Map<String, serde_json::Value>,
+    pub(crate) max_temperature: Option<f64>,
 }
 
 impl Endpoint {
@@ -94,6 +96,8 @@ impl Endpoint {
             url,
             headers,
             redactor: Redactor(config.api_key),
+            request_overrides: config.request_overrides,
+            max_temperature: config.max_temperature,
         })
     }
 
@@ -204,7 +208,7 @@ pub(crate) fn error_chain(err: &reqwest::Error) -> String {
     text
 }
 
-fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result<(), ConfigError> {
+pub(crate) fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result<(), ConfigError> {
     let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| ConfigError::Header(name.to_owned()))?;
     let value = HeaderValue::from_str(value).map_err(|_| ConfigError::Header(name.to_owned()))?;
     headers.insert(header, value);

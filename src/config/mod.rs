@@ -268,15 +268,37 @@ pub struct ProviderConfig {
     /// means only an operator settles it.
     pub max_execution: Option<HumanDuration>,
     /// The tokenizer the contract suites render prompts through:
-    /// `o200k_base`, `cl100k_base` (vocabularies carried by tiktoken-rs).
+    /// `o200k_base`, `cl100k_base` (vocabularies carried by tiktoken-rs), or
+    /// `remote`: the provider's own tokenize/detokenize endpoints.
     pub tokenizer: Option<String>,
+    /// With `tokenizer = "remote"`: where the provider tokenizes, relative
+    /// to the origin of `base_url` (or an absolute URL). Default
+    /// llama-cpp-python's `/extras/tokenize`; vLLM and llama.cpp's server
+    /// use `/tokenize`.
+    pub tokenize_path: Option<String>,
+    /// With `tokenizer = "remote"`: default `/extras/detokenize`
+    /// (llama-cpp-python); vLLM and llama.cpp's server use `/detokenize`.
+    pub detokenize_path: Option<String>,
     /// The provider's context window in tokens; prompt plus `max_tokens`
     /// must fit.
     pub context_window: Option<u32>,
     /// Extra headers sent on every request to this provider.
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// Top-level fields merged into every request body sent to this
+    /// provider — gateway calls and contract runs alike — replacing the
+    /// caller's field of the same name whole: `request = { response_format =
+    /// { type = "json_object" }, temperature = 0 }`. Part of the provider's
+    /// contract fingerprint.
+    #[serde(default)]
+    pub request: serde_json::Map<String, serde_json::Value>,
+    /// The highest `temperature` this provider is sent: a caller's higher
+    /// one, or none, is sent as this. Part of the contract fingerprint.
+    pub max_temperature: Option<f64>,
 }
+
+/// `tokenizer = "remote"`: the provider's own tokenize/detokenize endpoints.
+pub const REMOTE_TOKENIZER: &str = "remote";
 
 impl ProviderConfig {
     /// The provider crate's view of this provider, with its API key read
@@ -304,7 +326,19 @@ impl ProviderConfig {
             config.api_key = Some(intentgate_providers::Secret::new(key));
         }
         config.extra_headers = self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        config.request_overrides = self.request.clone();
+        config.max_temperature = self.max_temperature;
         Ok(config)
+    }
+
+    /// The tokenize endpoint's path (meaningful with `tokenizer = "remote"`).
+    pub fn tokenize_path(&self) -> &str {
+        self.tokenize_path.as_deref().unwrap_or(intentgate_providers::DEFAULT_TOKENIZE_PATH)
+    }
+
+    /// The detokenize endpoint's path (meaningful with `tokenizer = "remote"`).
+    pub fn detokenize_path(&self) -> &str {
+        self.detokenize_path.as_deref().unwrap_or(intentgate_providers::DEFAULT_DETOKENIZE_PATH)
     }
 }
 

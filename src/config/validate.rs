@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use super::Config;
+use super::{Config, ProviderConfig, REMOTE_TOKENIZER};
 
 type Invalid = (String, String);
 
@@ -75,6 +75,46 @@ fn validate_providers(config: &Config) -> Result<(), Invalid> {
         }
         if provider.api_key_env.as_deref() == Some("") {
             return Err((key("api_key_env"), "must name an environment variable".into()));
+        }
+        validate_request_options(provider, &key)?;
+    }
+    Ok(())
+}
+
+/// `request`, `max_temperature` and the remote tokenizer's paths.
+fn validate_request_options(provider: &ProviderConfig, key: &dyn Fn(&str) -> String) -> Result<(), Invalid> {
+    for field in ["model", "stream", "messages"] {
+        if provider.request.contains_key(field) {
+            let why = match field {
+                "model" => "the provider's `model` is sent; set that instead",
+                "stream" => "the gateway decides whether a call streams",
+                _ => "the messages are the caller's",
+            };
+            return Err((format!("{}.{field}", key("request")), format!("cannot be overridden: {why}")));
+        }
+    }
+    if let Some(cap) = provider.max_temperature {
+        if !(0.0..=2.0).contains(&cap) {
+            return Err((key("max_temperature"), format!("{cap} is not between 0 and 2")));
+        }
+        let fixed = provider.request.get("temperature").and_then(serde_json::Value::as_f64);
+        if let Some(fixed) = fixed.filter(|&t| t > cap) {
+            return Err((
+                format!("{}.temperature", key("request")),
+                format!("{fixed} is above this provider's max_temperature {cap}"),
+            ));
+        }
+    }
+    let remote = provider.tokenizer.as_deref() == Some(REMOTE_TOKENIZER);
+    for (field, path) in
+        [("tokenize_path", &provider.tokenize_path), ("detokenize_path", &provider.detokenize_path)]
+    {
+        let Some(path) = path else { continue };
+        if !remote {
+            return Err((key(field), format!("is only used with tokenizer = \"{REMOTE_TOKENIZER}\"")));
+        }
+        if !(path.starts_with('/') || path.starts_with("http://") || path.starts_with("https://")) {
+            return Err((key(field), format!("`{path}` must start with `/` or be an http(s) URL")));
         }
     }
     Ok(())

@@ -58,7 +58,8 @@ pub fn judge(current: &Current<'_>, record: Option<&ContractRecord>) -> Eligibil
     }
     if record.provider_fingerprint != current.provider_fingerprint {
         return ineligible(format!(
-            "stale: the provider's dialect, base URL, model or tokenizer changed after the run of {when}"
+            "stale: the provider's dialect, base URL, model, tokenizer or request options changed \
+             after the run of {when}"
         ));
     }
     if !record.passed {
@@ -124,7 +125,10 @@ mod tests {
             (judge(&current(None, "p1"), Some(&record(true, 90_000))), "no contract suite"),
             (judge(&current(Some("s"), "p1"), None), "no recorded run"),
             (judge(&current(Some("s2"), "p1"), Some(&record(true, 90_000))), "the suite changed"),
-            (judge(&current(Some("s"), "p2"), Some(&record(true, 90_000))), "model or tokenizer changed"),
+            (
+                judge(&current(Some("s"), "p2"), Some(&record(true, 90_000))),
+                "tokenizer or request options changed",
+            ),
             (judge(&current(Some("s"), "p1"), Some(&record(false, 90_000))), "case `long`: top-level key"),
             (judge(&current(Some("s"), "p1"), Some(&record(true, 1_000))), "older than contract_max_age"),
         ];

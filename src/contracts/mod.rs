@@ -4,8 +4,9 @@
 //! What passes through this seam:
 //! - **in**: suite files from `contract-tests/` ([`Suite::load_dir`]), a
 //!   built [`Provider`](intentgate_providers::Provider), and the provider's
-//!   declared `tokenizer` ([`Tokenizer::from_spec`]) and `context_window`
-//!   from its config;
+//!   declared `tokenizer` ([`Tokenizer::from_spec`], or `remote`: its own
+//!   endpoints, [`intentgate_providers::RemoteTokenizer`]) and
+//!   `context_window` from its config;
 //! - **out**: a [`SuiteReport`] per (route, provider) — per case: passed,
 //!   reasons, duration, round trips made — keyed by
 //!   [`Suite::fingerprint`] and [`provider_fingerprint`], which the caller
@@ -31,11 +32,14 @@ mod tokenizer;
 mod testing;
 
 pub use eligibility::{Current, Eligibility, judge};
-pub use fingerprint::provider_fingerprint;
+pub use fingerprint::{provider_fingerprint, provider_fingerprint_with};
 pub use records::{RunError, fingerprint_of, pairs, run_and_record};
-pub use render::{RenderCheck, RenderIssue, RenderIssueKind, RenderedPrompt, check_case, check_suite};
+pub use render::{
+    RenderCheck, RenderIssue, RenderIssueKind, RenderedPrompt, TokenizerRef, check_case, check_case_through,
+    check_suite, check_suite_through,
+};
 pub use rules::Rules;
-pub use runner::{CaseReport, Progress, SuiteReport, run_suite};
+pub use runner::{CaseReport, Progress, SuiteReport, run_suite, run_suite_through};
 pub use shape::{ShapeChecker, ShapeError};
 pub use suite::{Case, MAX_TEMPERATURE, Suite, SuiteError};
 pub use template::{Rendered, Template, TemplateSyntaxError};

@@ -5,8 +5,13 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::{Progress, ShapeChecker, Suite, SuiteReport, Tokenizer, provider_fingerprint, run_suite};
-use crate::config::{Config, ProviderConfig};
+use intentgate_providers::RemoteTokenizer;
+
+use super::{
+    Progress, ShapeChecker, Suite, SuiteReport, Tokenizer, TokenizerRef, provider_fingerprint_with,
+    run_suite_through,
+};
+use crate::config::{Config, ProviderConfig, REMOTE_TOKENIZER};
 use crate::jobs::now_ms;
 use crate::store::{CaseRecord, ContractRecord, Store, StoreError};
 
@@ -30,7 +35,24 @@ pub fn fingerprint_of(provider: &ProviderConfig) -> String {
         crate::config::DialectConfig::Openai => "openai",
         crate::config::DialectConfig::Anthropic => "anthropic",
     };
-    provider_fingerprint(dialect, &provider.base_url, &provider.model, provider.tokenizer.as_deref())
+    let mut options = serde_json::Map::new();
+    if !provider.request.is_empty() {
+        options.insert("request".into(), serde_json::Value::Object(provider.request.clone()));
+    }
+    if let Some(cap) = provider.max_temperature {
+        options.insert("max_temperature".into(), cap.into());
+    }
+    if provider.tokenizer.as_deref() == Some(REMOTE_TOKENIZER) {
+        options.insert("tokenize_path".into(), provider.tokenize_path().into());
+        options.insert("detokenize_path".into(), provider.detokenize_path().into());
+    }
+    provider_fingerprint_with(
+        dialect,
+        &provider.base_url,
+        &provider.model,
+        provider.tokenizer.as_deref(),
+        &options,
+    )
 }
 
 /// Every (suite, provider) pair to run: each route's suite against each
@@ -69,23 +91,29 @@ pub async fn run_and_record(
     on_progress: &mut dyn FnMut(Progress),
 ) -> Result<SuiteReport, RunError> {
     let checker = ShapeChecker::new(suite)?;
-    let built = provider_config
-        .to_provider_config()
-        .map_err(|err| RunError::Provider(provider_config.name.clone(), err.to_string()))
-        .and_then(|config| {
-            intentgate_providers::Provider::new(config)
-                .map_err(|err| RunError::Provider(provider_config.name.clone(), err.to_string()))
-        })?;
-    let tokenizer = match provider_config.tokenizer.as_deref() {
-        Some(spec) => Some(
-            Tokenizer::from_spec(spec)
-                .map_err(|err| RunError::Provider(provider_config.name.clone(), err.to_string()))?,
-        ),
-        None => None,
+    let provider_error =
+        |err: &dyn std::fmt::Display| RunError::Provider(provider_config.name.clone(), err.to_string());
+    let settings = provider_config.to_provider_config().map_err(|err| provider_error(&err))?;
+    let (local, remote) = match provider_config.tokenizer.as_deref() {
+        Some(REMOTE_TOKENIZER) => {
+            let paths = (provider_config.tokenize_path(), provider_config.detokenize_path());
+            (
+                None,
+                Some(RemoteTokenizer::new(&settings, paths.0, paths.1).map_err(|err| provider_error(&err))?),
+            )
+        }
+        Some(spec) => (Some(Tokenizer::from_spec(spec).map_err(|err| provider_error(&err))?), None),
+        None => (None, None),
     };
+    let tokenizer = match (&local, &remote) {
+        (Some(local), _) => Some(TokenizerRef::Local(local)),
+        (_, Some(remote)) => Some(TokenizerRef::Remote(remote)),
+        _ => None,
+    };
+    let built = intentgate_providers::Provider::new(settings).map_err(|err| provider_error(&err))?;
     let started_at = now_ms();
     let report =
-        run_suite(suite, &checker, &built, tokenizer.as_ref(), provider_config.context_window, on_progress)
+        run_suite_through(suite, &checker, &built, tokenizer, provider_config.context_window, on_progress)
             .await;
     let record = ContractRecord {
         id: Uuid::now_v7(),

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, json};
 use uuid::Uuid;
 
-use super::render::{RenderedPrompt, check_case};
+use super::render::{RenderedPrompt, TokenizerRef, check_case_through};
 use super::shape::ShapeChecker;
 use super::suite::{Case, Suite};
 use super::tokenizer::Tokenizer;
@@ -83,6 +83,20 @@ pub async fn run_suite(
     context_window: Option<u32>,
     on_progress: &mut dyn FnMut(Progress),
 ) -> SuiteReport {
+    let tokenizer = tokenizer.map(TokenizerRef::Local);
+    run_suite_through(suite, checker, provider, tokenizer, context_window, on_progress).await
+}
+
+/// [`run_suite`] with the prompts checked through either kind of tokenizer:
+/// a local one, or the provider's own (`tokenizer = "remote"`).
+pub async fn run_suite_through(
+    suite: &Suite,
+    checker: &ShapeChecker,
+    provider: &Provider,
+    tokenizer: Option<TokenizerRef<'_>>,
+    context_window: Option<u32>,
+    on_progress: &mut dyn FnMut(Progress),
+) -> SuiteReport {
     let started = Instant::now();
     let total = suite.cases().len();
     let mut cases = Vec::with_capacity(total);
@@ -111,12 +125,12 @@ async fn run_case(
     case: &Case,
     checker: &ShapeChecker,
     provider: &Provider,
-    tokenizer: Option<&Tokenizer>,
+    tokenizer: Option<TokenizerRef<'_>>,
     context_window: Option<u32>,
     on_progress: &mut dyn FnMut(Progress),
 ) -> CaseReport {
     let started = Instant::now();
-    let rendering = check_case(suite, case, tokenizer, context_window);
+    let rendering = check_case_through(suite, case, tokenizer, context_window).await;
     let mut reasons: Vec<String> =
         rendering.issues.iter().map(|issue| format!("rendering: {}: {}", issue.kind, issue.detail)).collect();
     let mut made = 0;

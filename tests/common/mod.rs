@@ -152,16 +152,23 @@ pub fn pg_base_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
+/// Writes straight to the process's stderr: libtest captures `eprintln!` of
+/// passing tests, and a skip must be seen, not swallowed.
+pub fn loud(message: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(message.as_bytes());
+}
+
 fn pg_unreachable(url: &str, why: &str) -> Option<TestStore> {
     if std::env::var("INTENTGATE_REQUIRE_PG").is_ok_and(|v| v == "1") {
         panic!("PostgreSQL is required (INTENTGATE_REQUIRE_PG=1) but {url} is unreachable: {why}");
     }
-    eprintln!(
+    loud(&format!(
         "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
          !!! SKIPPED: PostgreSQL test — {url} is unreachable: {why}\n\
          !!! Start PostgreSQL or set INTENTGATE_TEST_PG_URL; CI sets INTENTGATE_REQUIRE_PG=1.\n\
          !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-    );
+    ));
     None
 }
 
