@@ -73,7 +73,7 @@ pub fn new_job(
 pub async fn insert(state: &AppState, new: &NewJob) -> Result<Submitted, Problem> {
     match state.store.create_job(new, state.engine.new_job_lease(), now_ms()).await? {
         Created::New(job) => {
-            tracing::info!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
+            tracing::debug!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
             metrics::counter!(telemetry::JOBS, "result" => "created").increment(1);
             Ok(Submitted::New(job))
         }

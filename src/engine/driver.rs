@@ -61,7 +61,6 @@ impl Engine {
         if let Err(err) = self.store().release_lease(job_id, self.instance()).await {
             tracing::warn!(%job_id, error = %err, "cannot release the lease; it will expire");
         }
-        self.notify(job_id);
         result
     }
 
@@ -135,7 +134,6 @@ impl Engine {
                     }
                 }
             };
-            self.notify(job_id);
             let _ = self.inner.events.send(super::EngineEvent::AttemptStarted {
                 job_id,
                 number: attempt.number,
@@ -328,7 +326,7 @@ impl Engine {
         tracing::Span::current().record("outcome", "ok");
         match &outcome {
             CasOutcome::Won => {
-                tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
+                tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
             }
             CasOutcome::Superseded { winner } => {
                 metrics::counter!(telemetry::RACES_LOST).increment(1);

@@ -165,6 +165,17 @@ impl Engine {
         });
     }
 
+    /// Drives a job this instance has just created: it was inserted already
+    /// leased to this instance, so no claim is needed.
+    pub fn spawn_drive_new(&self, job_id: Uuid) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(err) = engine.drive_claimed(job_id, driver::First::Plan).await {
+                tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
+            }
+        });
+    }
+
     /// Waits until the job is no longer `pending` or `running` (R4's
     /// `Prefer: wait`), woken by the transition itself; `None` if the job
     /// does not exist.

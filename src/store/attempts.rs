@@ -42,14 +42,14 @@ pub struct Settle<'a> {
 impl Store {
     /// Every attempt of a job, in the order they started.
     pub async fn attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        let rows: Vec<AttemptRow> = on_pool!(self, pool => {
+        let rows: Vec<AttemptRow> = on_reader!(self, pool => {
             sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(pool).await
         })?;
         rows.into_iter().map(Attempt::try_from).collect()
     }
 
     pub async fn attempt(&self, job_id: Uuid, number: i32) -> Result<Option<Attempt>, StoreError> {
-        let row: Option<AttemptRow> = on_pool!(self, pool => {
+        let row: Option<AttemptRow> = on_reader!(self, pool => {
             sqlx::query_as(sql::SELECT_ATTEMPT).bind(job_id).bind(number).fetch_optional(pool).await
         })?;
         row.map(Attempt::try_from).transpose()
@@ -220,7 +220,7 @@ impl Store {
         provider: &str,
         started_before_ms: i64,
     ) -> Result<Vec<Attempt>, StoreError> {
-        let rows: Vec<AttemptRow> = on_pool!(self, pool => {
+        let rows: Vec<AttemptRow> = on_reader!(self, pool => {
             sqlx::query_as(sql::UNKNOWN_ATTEMPTS_OF_PROVIDER)
                 .bind(provider)
                 .bind(started_before_ms)
@@ -232,22 +232,30 @@ impl Store {
 
     /// Providers with at least one `unknown` attempt.
     pub async fn providers_with_unknown_attempts(&self) -> Result<Vec<String>, StoreError> {
-        let names: Vec<String> = on_pool!(self, pool => {
+        let names: Vec<String> = on_reader!(self, pool => {
             sqlx::query_scalar(sql::UNKNOWN_PROVIDERS).fetch_all(pool).await
         })?;
         Ok(names)
     }
 
+    /// The number of the attempt with this id.
+    pub async fn attempt_number(&self, id: Uuid) -> Result<Option<i32>, StoreError> {
+        let number: Option<i32> = on_reader!(self, pool => {
+            sqlx::query_scalar("SELECT number FROM attempts WHERE id = $1").bind(id).fetch_optional(pool).await
+        })?;
+        Ok(number)
+    }
+
     /// `(provider, count)` of the attempts now `unknown`.
     pub async fn unknown_attempts_by_provider(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        let rows: Vec<(String, i64)> = on_pool!(self, pool => {
+        let rows: Vec<(String, i64)> = on_reader!(self, pool => {
             sqlx::query_as(sql::UNKNOWN_BY_PROVIDER).fetch_all(pool).await
         })?;
         Ok(rows)
     }
 
     pub async fn count_unknown_attempts(&self) -> Result<i64, StoreError> {
-        let count: i64 = on_pool!(self, pool => {
+        let count: i64 = on_reader!(self, pool => {
             sqlx::query_scalar(sql::COUNT_UNKNOWN_ATTEMPTS).fetch_one(pool).await
         })?;
         Ok(count)

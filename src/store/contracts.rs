@@ -77,7 +77,7 @@ impl Store {
 
     /// The latest run of every (route, provider) pair ever run.
     pub async fn latest_contract_runs(&self) -> Result<Vec<ContractRecord>, StoreError> {
-        let rows: Vec<ContractRecord> = on_pool!(self, pool => {
+        let rows: Vec<ContractRecord> = on_reader!(self, pool => {
             sqlx::query_as(LATEST_RUNS).fetch_all(pool).await
         })?;
         Ok(rows)

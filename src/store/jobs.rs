@@ -63,14 +63,14 @@ impl Store {
 
     /// The job with this id, whoever owns it. Callers scope by owner.
     pub async fn job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = on_pool!(self, pool => {
+        let row: Option<JobRow> = on_reader!(self, pool => {
             sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(id).fetch_optional(pool).await
         })?;
         row.map(Job::try_from).transpose()
     }
 
     pub async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = on_pool!(self, pool => {
+        let row: Option<JobRow> = on_reader!(self, pool => {
             sqlx::query_as(sql::SELECT_JOB_BY_KEY).bind(owner).bind(key).fetch_optional(pool).await
         })?;
         row.map(Job::try_from).transpose()
@@ -79,14 +79,14 @@ impl Store {
     /// Number of job rows (of one owner, or all): used by tests and tools to
     /// prove that nothing was stored.
     pub async fn count_jobs(&self, owner: Option<&str>) -> Result<i64, StoreError> {
-        let count: i64 = on_pool!(self, pool => {
+        let count: i64 = on_reader!(self, pool => {
             sqlx::query_scalar(sql::COUNT_JOBS).bind(owner).fetch_one(pool).await
         })?;
         Ok(count)
     }
 
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
-        let rows: Vec<JobRow> = on_pool!(self, pool => {
+        let rows: Vec<JobRow> = on_reader!(self, pool => {
             sqlx::query_as(sql::LIST_JOBS)
                 .bind(filter.status.map(JobStatus::as_str))
                 .bind(filter.owner.as_deref())
@@ -161,7 +161,7 @@ impl Store {
 
     /// Jobs still to be driven whose driver stopped renewing its lease.
     pub async fn expired_leases(&self, now_ms: i64, limit: i64) -> Result<Vec<Uuid>, StoreError> {
-        let ids: Vec<Uuid> = on_pool!(self, pool => {
+        let ids: Vec<Uuid> = on_reader!(self, pool => {
             sqlx::query_scalar(sql::EXPIRED_LEASES).bind(now_ms).bind(limit).fetch_all(pool).await
         })?;
         Ok(ids)

@@ -39,6 +39,23 @@ macro_rules! on_pool {
     };
 }
 
+/// Like [`on_pool!`], for statements that only read: on SQLite they run on
+/// the read-only connections, beside the single writer.
+macro_rules! on_reader {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match $store {
+            Store::Sqlite(store) => {
+                let $pool = &store.readers;
+                $body
+            }
+            Store::Postgres(store) => {
+                let $pool = &store.pool;
+                $body
+            }
+        }
+    };
+}
+
 /// Runs `$body` inside a write transaction, `$tx` bound to it, and commits.
 /// SQLite begins with `BEGIN IMMEDIATE` so the write lock is taken before
 /// the first read (no upgrade deadlock); PostgreSQL's default suffices
@@ -166,7 +183,7 @@ impl Store {
 
     /// Answers when the database answers (`/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(drop))?;
+        on_reader!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(drop))?;
         Ok(())
     }
 }

@@ -137,7 +137,7 @@ pub async fn chat_completions(
         let (job, replayed) = match insert(&state, &new).await? {
             Submitted::New(job) => {
                 state.engine.track_provider_time(job.id);
-                state.engine.spawn_drive(job.id, None);
+                state.engine.spawn_drive_new(job.id);
                 (job, false)
             }
             Submitted::Existing(job) => (job, true),
@@ -164,7 +164,7 @@ pub async fn chat_completions(
     };
     match inserted {
         Submitted::New(job) => {
-            state.engine.spawn_drive(job.id, None);
+            state.engine.spawn_drive_new(job.id);
             match opened {
                 Some(subscription) => stream_live(&state, job, subscription, false, wait).await,
                 None => answer(&state, &settle(&state, job, wait).await?, false, true).await,
@@ -231,7 +231,7 @@ async fn settle(state: &AppState, job: Job, wait: Duration) -> Result<Job, Probl
 /// the problem that says why there is none.
 async fn answer(state: &AppState, job: &Job, replayed: bool, stream: bool) -> Result<Response, Problem> {
     let winner = match job.completed_by {
-        Some(id) => state.store.attempts(job.id).await?.into_iter().find(|a| a.id == id).map(|a| a.number),
+        Some(id) => state.store.attempt_number(id).await?,
         None => None,
     };
     if job.status != JobStatus::Succeeded {
