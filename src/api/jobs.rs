@@ -86,7 +86,7 @@ pub async fn create(
         if wait.is_some() {
             state.engine.track_provider_time(job.id);
         }
-        state.engine.spawn_drive_new(job.id);
+        state.engine.spawn_drive_new(job.clone());
         if wait.is_none() {
             return Ok(job_response(StatusCode::CREATED, &job, &[], false));
         }

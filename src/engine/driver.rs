@@ -21,6 +21,9 @@ pub(super) const CONTRACT_VIOLATION: &str = "contract_violation";
 pub(super) enum First {
     /// The next provider of the chain after the last attempt.
     Plan,
+    /// A job this instance has just inserted (pending, no attempts): the
+    /// driver starts from it without reading it back.
+    New(Job),
     /// This provider (a manual attempt).
     Provider(String),
     /// An attempt already started (and committed) by the caller.
@@ -84,10 +87,21 @@ impl Engine {
     }
 
     async fn drive_chain(&self, job_id: Uuid, first: First) -> Result<(), EngineError> {
-        let mut next = first;
+        let (mut next, mut just_created) = match first {
+            First::New(job) => (First::Plan, Some(job)),
+            other => (other, None),
+        };
         let mut retries = 0u32;
         loop {
-            let Some(job) = self.store().job(job_id).await? else { return Ok(()) };
+            let fresh = just_created.take();
+            let is_fresh = fresh.is_some();
+            let job = match fresh {
+                Some(job) => job,
+                None => match self.store().job(job_id).await? {
+                    Some(job) => job,
+                    None => return Ok(()),
+                },
+            };
             if matches!(job.status, JobStatus::Succeeded | JobStatus::Cancelled) {
                 return Ok(());
             }
@@ -102,7 +116,8 @@ impl Engine {
                     let provider = match first {
                         First::Provider(name) => name,
                         _ => {
-                            let attempts = self.store().attempts(job_id).await?;
+                            let attempts =
+                                if is_fresh { Vec::new() } else { self.store().attempts(job_id).await? };
                             match self
                                 .choose_provider(&route, plan::remaining(&route.chain, &attempts))
                                 .await?

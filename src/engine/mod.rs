@@ -167,10 +167,11 @@ impl Engine {
 
     /// Drives a job this instance has just created: it was inserted already
     /// leased to this instance, so no claim is needed.
-    pub fn spawn_drive_new(&self, job_id: Uuid) {
+    pub fn spawn_drive_new(&self, job: Job) {
         let engine = self.clone();
+        let job_id = job.id;
         tokio::spawn(async move {
-            if let Err(err) = engine.drive_claimed(job_id, driver::First::Plan).await {
+            if let Err(err) = engine.drive_claimed(job_id, driver::First::New(job)).await {
                 tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
             }
         });

@@ -137,7 +137,7 @@ pub async fn chat_completions(
         let (job, replayed) = match insert(&state, &new).await? {
             Submitted::New(job) => {
                 state.engine.track_provider_time(job.id);
-                state.engine.spawn_drive_new(job.id);
+                state.engine.spawn_drive_new(job.clone());
                 (job, false)
             }
             Submitted::Existing(job) => (job, true),
@@ -164,7 +164,7 @@ pub async fn chat_completions(
     };
     match inserted {
         Submitted::New(job) => {
-            state.engine.spawn_drive_new(job.id);
+            state.engine.spawn_drive_new(job.clone());
             match opened {
                 Some(subscription) => stream_live(&state, job, subscription, false, wait).await,
                 None => answer(&state, &settle(&state, job, wait).await?, false, true).await,
