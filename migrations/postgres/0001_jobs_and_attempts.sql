@@ -40,8 +40,9 @@ CREATE TABLE attempts (
                  CHECK (state IN ('starting', 'succeeded', 'failed', 'unknown', 'abandoned', 'superseded')),
     -- R6: the job version this attempt read when it started.
     job_version  BIGINT  NOT NULL CHECK (job_version >= 0),
-    -- Outcome class reported by the provider adapter (not_sent, rejected, ...).
-    outcome      TEXT,
+    -- Outcome class reported by the provider adapter, or the contract's verdict.
+    outcome      TEXT CHECK (outcome IN ('ok', 'not_sent', 'rejected', 'bad_output', 'unknown',
+                                         'contract_violation')),
     detail       TEXT,
     response     TEXT,
     resolved_by  TEXT,

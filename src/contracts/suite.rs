@@ -26,16 +26,9 @@ const DEFAULT_MAX_TOKENS: u32 = 256;
 /// under the old scheme goes stale instead of matching by accident.
 const FINGERPRINT_VERSION: u32 = 1;
 
-/// Why a suite cannot be used; always names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum SuiteError {
-    #[error("{path}: cannot read: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("{path}: {key}: {message}")]
-    Invalid { path: PathBuf, key: String, message: String },
-}
+/// Why a suite cannot be used: the same shape as a config error — the
+/// file, the key, and what is wrong.
+pub type SuiteError = crate::config::ConfigError;
 
 /// One input the suite runs the route with.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
