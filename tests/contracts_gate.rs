@@ -17,6 +17,7 @@ store_matrix!(
     a_changed_provider_or_suite_makes_the_record_stale,
     runtime_violation_fails_over_to_the_next_valid_answer,
     primary_without_a_record_is_refused,
+    every_refusal_of_a_drive_is_in_the_error,
 );
 
 /// The gate on for both primary and fallbacks, as shipped.
@@ -189,4 +190,25 @@ async fn primary_without_a_record_is_refused(store: TestStore) {
     assert_eq!(job["status"], "failed", "{job}");
     assert!(job["error"]["refused"][0].as_str().unwrap().contains("no recorded run"), "{job}");
     assert_eq!(gw.sim().calls().total, 0, "never a silent call to an unproven provider");
+}
+
+/// A refusal early in the chain is still reported when a later provider is
+/// chosen and then fails too.
+async fn every_refusal_of_a_drive_is_in_the_error(store: TestStore) {
+    let (gw, config) = start(&store, |doc| {
+        let chain = vec!["sim-primary".into(), "sim-sloppy".into(), "sim-fallback".into()];
+        set_route(doc, "extract", "chain", toml::Value::Array(chain));
+    })
+    .await;
+    contract_run(&gw, &config).await;
+    // The primary and the fallback (both model `sim:ok`) answer 503 once each.
+    gw.sim().queue(Some("sim:ok"), "status=503", 2).unwrap();
+    let job = create(&gw, "all-refused", &extract_body("x")).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    let attempts: Vec<&str> =
+        job["attempts"].as_array().unwrap().iter().map(|a| a["provider"].as_str().unwrap()).collect();
+    assert_eq!(attempts, ["sim-primary", "sim-fallback"], "the sloppy provider was skipped");
+    let refused = job["error"]["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{job}");
+    assert!(refused[0].as_str().unwrap().starts_with("sim-sloppy:"), "{refused:?}");
 }

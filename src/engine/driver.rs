@@ -92,6 +92,9 @@ impl Engine {
             other => (other, None),
         };
         let mut retries = 0u32;
+        // Every provider the gate refused during this drive, for the job's
+        // error if the chain runs out (not only the last selection's).
+        let mut refused_so_far: Vec<String> = Vec::new();
         loop {
             let fresh = just_created.take();
             let is_fresh = fresh.is_some();
@@ -122,7 +125,8 @@ impl Engine {
                                 .choose_provider(&route, plan::remaining(&route.chain, &attempts))
                                 .await?
                             {
-                                Ok(name) => {
+                                Ok((name, refused)) => {
+                                    refused_so_far.extend(refused);
                                     if let Some(last) = attempts.last().filter(|last| last.provider != name) {
                                         metrics::counter!(
                                             telemetry::FAILOVERS,
@@ -134,7 +138,8 @@ impl Engine {
                                     name
                                 }
                                 Err(refused) => {
-                                    self.fail_exhausted(&job, &attempts, &refused).await?;
+                                    refused_so_far.extend(refused);
+                                    self.fail_exhausted(&job, &attempts, &refused_so_far).await?;
                                     return Ok(());
                                 }
                             }
@@ -184,13 +189,14 @@ impl Engine {
     }
 
     /// The first provider in `positions` of the chain that the gate lets
-    /// serve the route; `Err` with every refusal when none does. A refused
+    /// serve the route, with the refusals on the way to it; `Err` with every
+    /// refusal when none does. A refused
     /// provider is skipped, loudly — never a silent fallback (R9).
     pub(super) async fn choose_provider(
         &self,
         route: &RouteConfig,
         positions: std::ops::Range<usize>,
-    ) -> Result<Result<String, Vec<String>>, EngineError> {
+    ) -> Result<Result<(String, Vec<String>), Vec<String>>, EngineError> {
         self.gate().refresh(self.store()).await?;
         let mut refused = Vec::new();
         for index in positions {
@@ -206,7 +212,7 @@ impl Engine {
                         .increment(1);
                     refused.push(format!("{name}: {}", verdict.reason()));
                 }
-                _ => return Ok(Ok(name.clone())),
+                _ => return Ok(Ok((name.clone(), refused))),
             }
         }
         Ok(Err(refused))

@@ -100,7 +100,7 @@ impl Engine {
                     positions = 0..route.chain.len();
                 }
                 match self.choose_provider(&route, positions).await? {
-                    Ok(name) => name,
+                    Ok((name, _refused)) => name,
                     Err(refused) => return Err(ManualStartError::NoEligibleProvider(refused)),
                 }
             }
