@@ -34,6 +34,9 @@ pub(super) enum First {
 pub(super) enum Next {
     /// The job is settled, or waits on an unknown attempt: stop driving.
     Stop,
+    /// This attempt's answer won the compare-and-swap, which also released
+    /// the lease: stop driving, nothing left to release.
+    Completed,
     /// Proven failure: the next provider of the chain, at once.
     FailOver,
     /// A retryable rejection: the same provider again after a pause.
@@ -61,10 +64,12 @@ impl Engine {
         let renewer = self.spawn_lease_renewer(job_id);
         let result = self.drive_chain(job_id, first).await;
         renewer.abort();
-        if let Err(err) = self.store().release_lease(job_id, self.instance()).await {
+        if !matches!(result, Ok(Next::Completed))
+            && let Err(err) = self.store().release_lease(job_id, self.instance()).await
+        {
             tracing::warn!(%job_id, error = %err, "cannot release the lease; it will expire");
         }
-        result
+        result.map(drop)
     }
 
     fn spawn_lease_renewer(&self, job_id: Uuid) -> JoinHandle<()> {
@@ -86,7 +91,9 @@ impl Engine {
         })
     }
 
-    async fn drive_chain(&self, job_id: Uuid, first: First) -> Result<(), EngineError> {
+    /// Returns how the drive ended: `Next::Completed` when the job's result
+    /// is written (and its lease with it released), `Next::Stop` otherwise.
+    async fn drive_chain(&self, job_id: Uuid, first: First) -> Result<Next, EngineError> {
         let (mut next, mut just_created) = match first {
             First::New(job) => (First::Plan, Some(job)),
             other => (other, None),
@@ -102,16 +109,16 @@ impl Engine {
                 Some(job) => job,
                 None => match self.store().job(job_id).await? {
                     Some(job) => job,
-                    None => return Ok(()),
+                    None => return Ok(Next::Stop),
                 },
             };
             if matches!(job.status, JobStatus::Succeeded | JobStatus::Cancelled) {
-                return Ok(());
+                return Ok(Next::Stop);
             }
             let Some(route) = self.route(&job.route).cloned() else {
                 let error = json!({"reason": format!("route `{}` is no longer configured", job.route)});
                 self.fail_job(&job, &error.to_string()).await?;
-                return Ok(());
+                return Ok(Next::Stop);
             };
             let attempt = match std::mem::replace(&mut next, First::Plan) {
                 First::Started(attempt) => attempt,
@@ -140,7 +147,7 @@ impl Engine {
                                 Err(refused) => {
                                     refused_so_far.extend(refused);
                                     self.fail_exhausted(&job, &attempts, &refused_so_far).await?;
-                                    return Ok(());
+                                    return Ok(Next::Stop);
                                 }
                             }
                         }
@@ -149,7 +156,7 @@ impl Engine {
                         StartOutcome::Started(attempt) => attempt,
                         StartOutcome::Blocked(blocked) => {
                             tracing::debug!(%job_id, ?blocked, "no new attempt");
-                            return Ok(());
+                            return Ok(Next::Stop);
                         }
                     }
                 }
@@ -167,7 +174,7 @@ impl Engine {
                 outcome = tracing::field::Empty,
             );
             match self.run_attempt(&job, &route, attempt, retries).instrument(span).await? {
-                Next::Stop => return Ok(()),
+                done @ (Next::Stop | Next::Completed) => return Ok(done),
                 Next::FailOver => retries = 0,
                 Next::Retry { provider, after } => {
                     retries += 1;
@@ -263,8 +270,10 @@ impl Engine {
                     self.settle_failed(&attempt, CONTRACT_VIOLATION, &detail).await?;
                     return Ok(Next::FailOver);
                 }
-                self.deliver(&attempt, &response, false).await?;
-                Ok(Next::Stop)
+                match self.deliver(&attempt, &response, false).await? {
+                    CasOutcome::Won => Ok(Next::Completed),
+                    _ => Ok(Next::Stop),
+                }
             }
             Some(Ok(Err(failure))) if failure.may_fail_over() => {
                 self.settle_failed(&attempt, failure.class().as_str(), &failure.to_string()).await?;

@@ -41,9 +41,10 @@ pub(super) const SET_JOB_STATUS: &str = "UPDATE jobs SET status = $3, error = CO
      WHERE id = $1 AND status = $2";
 
 /// R6: the only statement that writes a job's result. Zero rows = another
-/// attempt already won (or the job was cancelled or failed meanwhile).
+/// attempt already won (or the job was cancelled or failed meanwhile). A
+/// completed job needs no driver: the lease goes with the same write.
 pub(super) const COMPLETE_JOB_CAS: &str = "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
-     version = version + 1, updated_at = $5 \
+     version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
      WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown')";
 
 /// R10: take the lease if it is free, expired, or already ours.
