@@ -3,9 +3,10 @@
 
 use uuid::Uuid;
 
-use super::rows::AttemptRow;
+use super::rows::{AttemptRow, JobRow};
+use super::sqlite_writer::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
-use crate::jobs::{Attempt, AttemptState, JobStatus, StartBlocked, may_start_attempt};
+use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
 
 /// What `start_attempt` did.
 #[derive(Debug, Clone)]
@@ -66,56 +67,85 @@ impl Store {
         provider: &str,
         now_ms: i64,
     ) -> Result<StartOutcome, StoreError> {
-        let outcome = in_write_tx!(self, tx => {
-            let Some(job) = sqlx::query_as::<_, super::rows::JobRow>(sql::SELECT_JOB_BY_ID)
-                .bind(job_id)
-                .fetch_optional(&mut *tx)
-                .await?
-            else {
-                return Err(StoreError::Corrupt(format!("attempt for missing job {job_id}")));
-            };
-            let job = crate::jobs::Job::try_from(job)?;
-            let attempts: Vec<Attempt> = sqlx::query_as::<_, AttemptRow>(sql::SELECT_ATTEMPTS)
-                .bind(job_id)
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(Attempt::try_from)
-                .collect::<Result<_, _>>()?;
-            if let Err(blocked) = may_start_attempt(job.status, &attempts) {
-                return Ok(StartOutcome::Blocked(blocked));
+        let attempt_id = Uuid::now_v7();
+        match self {
+            Store::Sqlite(store) => {
+                let provider = provider.to_owned();
+                store
+                    .writer
+                    .write(move |conn| {
+                        let job =
+                            fetch_optional(conn, sql::SELECT_JOB_BY_ID, &[&job_id], JobRow::from_sqlite)?;
+                        let attempts =
+                            fetch_all(conn, sql::SELECT_ATTEMPTS, &[&job_id], AttemptRow::from_sqlite)?;
+                        let plan = match plan_start(job_id, job, attempts)? {
+                            Ok(plan) => plan,
+                            Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
+                        };
+                        let inserted = fetch_optional(
+                            conn,
+                            sql::INSERT_ATTEMPT,
+                            &[&attempt_id, &job_id, &plan.number, &provider, &plan.job.version, &now_ms],
+                            AttemptRow::from_sqlite,
+                        );
+                        let row = match inserted {
+                            Ok(Some(row)) => row,
+                            Ok(None) => {
+                                return Err(StoreError::Corrupt("INSERT … RETURNING returned nothing".into()));
+                            }
+                            Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
+                            Err(err) => return Err(err),
+                        };
+                        if let Some((from, to)) = plan.job_transition() {
+                            execute(
+                                conn,
+                                sql::SET_JOB_STATUS,
+                                &[&job_id, &from, &to, &None::<String>, &now_ms],
+                            )?;
+                        }
+                        Ok(StartOutcome::Started(Attempt::try_from(row)?))
+                    })
+                    .await
             }
-            let number: i32 = attempts.last().map_or(1, |a| a.number + 1);
-            let inserted = sqlx::query_as::<_, AttemptRow>(sql::INSERT_ATTEMPT)
-                .bind(Uuid::now_v7())
-                .bind(job_id)
-                .bind(number)
-                .bind(provider)
-                .bind(job.version)
-                .bind(now_ms)
-                .fetch_one(&mut *tx)
-                .await;
-            let attempt = match inserted {
-                Ok(row) => Attempt::try_from(row)?,
-                Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                    // A racing driver inserted first; its attempt is open.
-                    return Ok(StartOutcome::Blocked(StartBlocked::InFlight { attempt_id: Uuid::nil(), number }));
-                }
-                Err(err) => return Err(err.into()),
-            };
-            if job.status != JobStatus::Running {
-                sqlx::query(sql::SET_JOB_STATUS)
+            Store::Postgres(store) => {
+                let mut tx = store.pool.begin().await?;
+                let job: Option<JobRow> =
+                    sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).fetch_optional(&mut *tx).await?;
+                let attempts: Vec<AttemptRow> =
+                    sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(&mut *tx).await?;
+                let plan = match plan_start(job_id, job, attempts)? {
+                    Ok(plan) => plan,
+                    Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
+                };
+                let inserted = sqlx::query_as::<_, AttemptRow>(sql::INSERT_ATTEMPT)
+                    .bind(attempt_id)
                     .bind(job_id)
-                    .bind(job.status.as_str())
-                    .bind(JobStatus::Running.as_str())
-                    .bind(None::<&str>)
+                    .bind(plan.number)
+                    .bind(provider)
+                    .bind(plan.job.version)
                     .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(StoreError::from);
+                let row = match inserted {
+                    Ok(row) => row,
+                    Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
+                    Err(err) => return Err(err),
+                };
+                if let Some((from, to)) = plan.job_transition() {
+                    sqlx::query(sql::SET_JOB_STATUS)
+                        .bind(job_id)
+                        .bind(from)
+                        .bind(to)
+                        .bind(None::<&str>)
+                        .bind(now_ms)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(StartOutcome::Started(Attempt::try_from(row)?))
             }
-            StartOutcome::Started(attempt)
-        });
-        Ok(outcome)
+        }
     }
 
     /// Moves one attempt along `settle.from → settle.to`; false when it was
@@ -128,21 +158,17 @@ impl Store {
     ) -> Result<bool, StoreError> {
         debug_assert!(settle.from.can_become(settle.to), "{} → {}", settle.from, settle.to);
         let finished_at = (!settle.to.is_open()).then_some(now_ms);
-        let rows = on_pool!(self, pool => {
-            sqlx::query(sql::SETTLE_ATTEMPT)
-                .bind(id)
-                .bind(settle.from.as_str())
-                .bind(settle.to.as_str())
-                .bind(settle.outcome)
-                .bind(settle.detail)
-                .bind(settle.response)
-                .bind(settle.resolved_by)
-                .bind(finished_at)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        Ok(rows == 1)
+        let args = vec![
+            id.into(),
+            settle.from.as_str().into(),
+            settle.to.as_str().into(),
+            settle.outcome.into(),
+            settle.detail.into(),
+            settle.response.into(),
+            settle.resolved_by.into(),
+            finished_at.into(),
+        ];
+        Ok(self.execute(sql::SETTLE_ATTEMPT, args).await? == 1)
     }
 
     /// R6/R7: the attempt's result becomes the job's result only through the
@@ -155,63 +181,93 @@ impl Store {
         raw_response: &str,
         now_ms: i64,
     ) -> Result<CasOutcome, StoreError> {
-        let outcome = in_write_tx!(self, tx => {
-            let state: Option<String> = sqlx::query_scalar(sql::LOCK_DELIVERABLE_ATTEMPT)
-                .bind(attempt.id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(state) = state else {
-                return Ok(CasOutcome::NotDeliverable);
-            };
-            let from: AttemptState = state.parse().map_err(|e| StoreError::Corrupt(format!("{e}")))?;
-            let won = sqlx::query(sql::COMPLETE_JOB_CAS)
-                .bind(attempt.job_id)
-                .bind(attempt.job_version)
-                .bind(result)
-                .bind(attempt.id)
-                .bind(now_ms)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                == 1;
-            let to = if won { AttemptState::Succeeded } else { AttemptState::Superseded };
-            sqlx::query(sql::SETTLE_ATTEMPT)
-                .bind(attempt.id)
-                .bind(from.as_str())
-                .bind(to.as_str())
-                .bind("ok")
-                .bind(None::<&str>)
-                .bind(raw_response)
-                .bind(None::<&str>)
-                .bind(now_ms)
-                .execute(&mut *tx)
-                .await?;
-            if won {
-                CasOutcome::Won
-            } else {
-                let winner: Option<Option<Uuid>> =
-                    sqlx::query_scalar("SELECT completed_by FROM jobs WHERE id = $1")
-                        .bind(attempt.job_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                CasOutcome::Superseded { winner: winner.flatten() }
+        let (attempt_id, job_id, job_version) = (attempt.id, attempt.job_id, attempt.job_version);
+        match self {
+            Store::Sqlite(store) => {
+                let (result, raw_response) = (result.to_owned(), raw_response.to_owned());
+                store
+                    .writer
+                    .write(move |conn| {
+                        let state =
+                            fetch_optional(conn, sql::LOCK_DELIVERABLE_ATTEMPT, &[&attempt_id], |row| {
+                                row.get::<_, String>(0)
+                            })?;
+                        let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
+                        let won = execute(
+                            conn,
+                            sql::COMPLETE_JOB_CAS,
+                            &[&job_id, &job_version, &result, &attempt_id, &now_ms],
+                        )? == 1;
+                        let to = settled_state(won);
+                        execute(
+                            conn,
+                            sql::SETTLE_ATTEMPT,
+                            &[
+                                &attempt_id,
+                                &state,
+                                &to,
+                                &"ok",
+                                &None::<String>,
+                                &raw_response,
+                                &None::<String>,
+                                &now_ms,
+                            ],
+                        )?;
+                        if won {
+                            return Ok(CasOutcome::Won);
+                        }
+                        let winner = fetch_optional(conn, sql::SELECT_WINNER, &[&job_id], |row| {
+                            row.get::<_, Option<Uuid>>(0)
+                        })?;
+                        Ok(CasOutcome::Superseded { winner: winner.flatten() })
+                    })
+                    .await
             }
-        });
-        Ok(outcome)
+            Store::Postgres(store) => {
+                let mut tx = store.pool.begin().await?;
+                let state: Option<String> = sqlx::query_scalar(sql::LOCK_DELIVERABLE_ATTEMPT)
+                    .bind(attempt_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
+                let won = sqlx::query(sql::COMPLETE_JOB_CAS)
+                    .bind(job_id)
+                    .bind(job_version)
+                    .bind(result)
+                    .bind(attempt_id)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                    == 1;
+                sqlx::query(sql::SETTLE_ATTEMPT)
+                    .bind(attempt_id)
+                    .bind(&state)
+                    .bind(settled_state(won))
+                    .bind("ok")
+                    .bind(None::<&str>)
+                    .bind(raw_response)
+                    .bind(None::<&str>)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                let outcome = if won {
+                    CasOutcome::Won
+                } else {
+                    let winner: Option<Option<Uuid>> =
+                        sqlx::query_scalar(sql::SELECT_WINNER).bind(job_id).fetch_optional(&mut *tx).await?;
+                    CasOutcome::Superseded { winner: winner.flatten() }
+                };
+                tx.commit().await?;
+                Ok(outcome)
+            }
+        }
     }
 
     /// Recovery: the `starting` attempts of a job whose driver died become
     /// `unknown`. Returns how many did.
     pub async fn starting_to_unknown(&self, job_id: Uuid, detail: &str) -> Result<u64, StoreError> {
-        let rows = on_pool!(self, pool => {
-            sqlx::query(sql::STARTING_TO_UNKNOWN)
-                .bind(job_id)
-                .bind(detail)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        Ok(rows)
+        self.execute(sql::STARTING_TO_UNKNOWN, vec![job_id.into(), detail.into()]).await
     }
 
     /// `unknown` attempts of one provider that started at or before `started_before_ms`.
@@ -260,4 +316,47 @@ impl Store {
         })?;
         Ok(count)
     }
+}
+
+/// What the domain allows, read inside `start_attempt`'s transaction.
+struct StartPlan {
+    job: Job,
+    number: i32,
+}
+
+/// R4 decided once for both backends: may this job start another attempt,
+/// and under which number?
+fn plan_start(
+    job_id: Uuid,
+    job: Option<JobRow>,
+    attempts: Vec<AttemptRow>,
+) -> Result<Result<StartPlan, StartBlocked>, StoreError> {
+    let Some(job) = job else {
+        return Err(StoreError::Corrupt(format!("attempt for missing job {job_id}")));
+    };
+    let job = Job::try_from(job)?;
+    let attempts: Vec<Attempt> = attempts.into_iter().map(Attempt::try_from).collect::<Result<_, _>>()?;
+    if let Err(blocked) = may_start_attempt(job.status, &attempts) {
+        return Ok(Err(blocked));
+    }
+    let number = attempts.last().map_or(1, |a| a.number + 1);
+    Ok(Ok(StartPlan { job, number }))
+}
+
+impl StartPlan {
+    /// A racing driver inserted first; its attempt is open.
+    fn raced(&self) -> StartOutcome {
+        StartOutcome::Blocked(StartBlocked::InFlight { attempt_id: Uuid::nil(), number: self.number })
+    }
+
+    /// The job's move to `running`, unless it is there already.
+    fn job_transition(&self) -> Option<(&'static str, &'static str)> {
+        (self.job.status != JobStatus::Running)
+            .then(|| (self.job.status.as_str(), JobStatus::Running.as_str()))
+    }
+}
+
+/// The state a delivered attempt settles in: its answer won, or came second.
+fn settled_state(won: bool) -> &'static str {
+    if won { AttemptState::Succeeded.as_str() } else { AttemptState::Superseded.as_str() }
 }

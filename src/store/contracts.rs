@@ -2,6 +2,7 @@
 
 use uuid::Uuid;
 
+use super::sqlite_writer::execute;
 use super::{Store, StoreError};
 
 /// The latest run of one route's suite against one provider.
@@ -47,32 +48,75 @@ impl Store {
         run: &ContractRecord,
         cases: &[CaseRecord<'_>],
     ) -> Result<(), StoreError> {
-        in_write_tx!(self, tx => {
-            sqlx::query(INSERT_RUN)
-                .bind(run.id)
-                .bind(&run.route)
-                .bind(&run.provider)
-                .bind(&run.suite_fingerprint)
-                .bind(&run.provider_fingerprint)
-                .bind(run.passed)
-                .bind(run.started_at)
-                .bind(run.finished_at)
-                .bind(&run.report)
-                .execute(&mut *tx)
-                .await?;
-            for case in cases {
-                sqlx::query(INSERT_CASE)
+        match self {
+            Store::Sqlite(store) => {
+                let run = run.clone();
+                let cases: Vec<OwnedCase> = cases.iter().map(OwnedCase::from).collect();
+                store
+                    .writer
+                    .write(move |conn| {
+                        execute(
+                            conn,
+                            INSERT_RUN,
+                            &[
+                                &run.id,
+                                &run.route,
+                                &run.provider,
+                                &run.suite_fingerprint,
+                                &run.provider_fingerprint,
+                                &run.passed,
+                                &run.started_at,
+                                &run.finished_at,
+                                &run.report,
+                            ],
+                        )?;
+                        for case in &cases {
+                            execute(
+                                conn,
+                                INSERT_CASE,
+                                &[
+                                    &run.id,
+                                    &case.case_name,
+                                    &case.passed,
+                                    &case.reasons,
+                                    &case.duration_ms,
+                                    &case.round_trips,
+                                ],
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await
+            }
+            Store::Postgres(store) => {
+                let mut tx = store.pool.begin().await?;
+                sqlx::query(INSERT_RUN)
                     .bind(run.id)
-                    .bind(case.case_name)
-                    .bind(case.passed)
-                    .bind(&case.reasons)
-                    .bind(case.duration_ms)
-                    .bind(case.round_trips)
+                    .bind(&run.route)
+                    .bind(&run.provider)
+                    .bind(&run.suite_fingerprint)
+                    .bind(&run.provider_fingerprint)
+                    .bind(run.passed)
+                    .bind(run.started_at)
+                    .bind(run.finished_at)
+                    .bind(&run.report)
                     .execute(&mut *tx)
                     .await?;
+                for case in cases {
+                    sqlx::query(INSERT_CASE)
+                        .bind(run.id)
+                        .bind(case.case_name)
+                        .bind(case.passed)
+                        .bind(&case.reasons)
+                        .bind(case.duration_ms)
+                        .bind(case.round_trips)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(())
             }
-        });
-        Ok(())
+        }
     }
 
     /// The latest run of every (route, provider) pair ever run.
@@ -81,5 +125,26 @@ impl Store {
             sqlx::query_as(LATEST_RUNS).fetch_all(pool).await
         })?;
         Ok(rows)
+    }
+}
+
+/// A [`CaseRecord`] the SQLite writer's thread can own.
+struct OwnedCase {
+    case_name: String,
+    passed: bool,
+    reasons: String,
+    duration_ms: i64,
+    round_trips: i32,
+}
+
+impl From<&CaseRecord<'_>> for OwnedCase {
+    fn from(case: &CaseRecord<'_>) -> Self {
+        OwnedCase {
+            case_name: case.case_name.to_owned(),
+            passed: case.passed,
+            reasons: case.reasons.clone(),
+            duration_ms: case.duration_ms,
+            round_trips: case.round_trips,
+        }
     }
 }

@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use super::rows::JobRow;
+use super::sqlite_writer::fetch_optional;
 use super::{Created, Store, StoreError, sql};
 use crate::jobs::{Job, JobStatus, NewJob};
 
@@ -34,30 +35,68 @@ impl Store {
         lease: Lease<'_>,
         now_ms: i64,
     ) -> Result<Created, StoreError> {
-        let inserted: Option<JobRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql::INSERT_JOB)
-                .bind(new.id)
-                .bind(&new.owner)
-                .bind(new.idempotency_key.as_str())
-                .bind(new.fingerprint.as_str())
-                .bind(&new.route)
-                .bind(&new.request)
-                .bind(now_ms)
-                .bind(lease.owner)
-                .bind(lease.expires_at_ms)
-                .fetch_optional(pool)
-                .await
-        })?;
-        if let Some(row) = inserted {
-            return Ok(Created::New(row.try_into()?));
-        }
-        match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
-            Some(job) => Ok(Created::Existing(job)),
-            None => Err(StoreError::Corrupt(format!(
-                "insert of ({}, {}) conflicted but no row is there",
-                new.owner,
-                new.idempotency_key.as_str()
-            ))),
+        match self {
+            Store::Sqlite(store) => {
+                // The conflict's read runs in the same op: one trip to the writer.
+                let new = new.clone();
+                let lease_owner = lease.owner.to_owned();
+                let expires_at = lease.expires_at_ms;
+                store
+                    .writer
+                    .write(move |conn| {
+                        let inserted = fetch_optional(
+                            conn,
+                            sql::INSERT_JOB,
+                            &[
+                                &new.id,
+                                &new.owner,
+                                &new.idempotency_key.as_str(),
+                                &new.fingerprint.as_str(),
+                                &new.route,
+                                &new.request,
+                                &now_ms,
+                                &lease_owner,
+                                &expires_at,
+                            ],
+                            JobRow::from_sqlite,
+                        )?;
+                        if let Some(row) = inserted {
+                            return Ok(Created::New(row.try_into()?));
+                        }
+                        let existing = fetch_optional(
+                            conn,
+                            sql::SELECT_JOB_BY_KEY,
+                            &[&new.owner, &new.idempotency_key.as_str()],
+                            JobRow::from_sqlite,
+                        )?;
+                        match existing {
+                            Some(row) => Ok(Created::Existing(row.try_into()?)),
+                            None => Err(vanished(&new)),
+                        }
+                    })
+                    .await
+            }
+            Store::Postgres(store) => {
+                let inserted: Option<JobRow> = sqlx::query_as(sql::INSERT_JOB)
+                    .bind(new.id)
+                    .bind(&new.owner)
+                    .bind(new.idempotency_key.as_str())
+                    .bind(new.fingerprint.as_str())
+                    .bind(&new.route)
+                    .bind(&new.request)
+                    .bind(now_ms)
+                    .bind(lease.owner)
+                    .bind(lease.expires_at_ms)
+                    .fetch_optional(&store.pool)
+                    .await?;
+                if let Some(row) = inserted {
+                    return Ok(Created::New(row.try_into()?));
+                }
+                match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
+                    Some(job) => Ok(Created::Existing(job)),
+                    None => Err(vanished(new)),
+                }
+            }
         }
     }
 
@@ -109,53 +148,30 @@ impl Store {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         debug_assert!(from.can_become(to), "{from} → {to}");
-        let rows = on_pool!(self, pool => {
-            sqlx::query(sql::SET_JOB_STATUS)
-                .bind(id)
-                .bind(from.as_str())
-                .bind(to.as_str())
-                .bind(error)
-                .bind(now_ms)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
+        let error = error.map(str::to_owned);
+        let rows = self
+            .execute(
+                sql::SET_JOB_STATUS,
+                vec![id.into(), from.as_str().into(), to.as_str().into(), error.into(), now_ms.into()],
+            )
+            .await?;
         Ok(rows == 1)
     }
 
     /// Takes (or re-takes) the lease unless another live instance holds it.
     pub async fn claim_lease(&self, id: Uuid, lease: Lease<'_>, now_ms: i64) -> Result<bool, StoreError> {
-        let rows = on_pool!(self, pool => {
-            sqlx::query(sql::CLAIM_LEASE)
-                .bind(id)
-                .bind(lease.owner)
-                .bind(lease.expires_at_ms)
-                .bind(now_ms)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        Ok(rows == 1)
+        let args = vec![id.into(), lease.owner.into(), lease.expires_at_ms.into(), now_ms.into()];
+        Ok(self.execute(sql::CLAIM_LEASE, args).await? == 1)
     }
 
     /// Extends a lease we hold; false when we lost it.
     pub async fn renew_lease(&self, id: Uuid, lease: Lease<'_>) -> Result<bool, StoreError> {
-        let rows = on_pool!(self, pool => {
-            sqlx::query(sql::RENEW_LEASE)
-                .bind(id)
-                .bind(lease.owner)
-                .bind(lease.expires_at_ms)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        Ok(rows == 1)
+        let args = vec![id.into(), lease.owner.into(), lease.expires_at_ms.into()];
+        Ok(self.execute(sql::RENEW_LEASE, args).await? == 1)
     }
 
     pub async fn release_lease(&self, id: Uuid, owner: &str) -> Result<(), StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query(sql::RELEASE_LEASE).bind(id).bind(owner).execute(pool).await.map(drop)
-        })?;
+        self.execute(sql::RELEASE_LEASE, vec![id.into(), owner.into()]).await?;
         Ok(())
     }
 
@@ -166,4 +182,12 @@ impl Store {
         })?;
         Ok(ids)
     }
+}
+
+fn vanished(new: &NewJob) -> StoreError {
+    StoreError::Corrupt(format!(
+        "insert of ({}, {}) conflicted but no row is there",
+        new.owner,
+        new.idempotency_key.as_str()
+    ))
 }

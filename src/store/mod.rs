@@ -6,12 +6,17 @@
 //! (the API answers 503) or something else went wrong.
 //!
 //! The SQL both backends share lives once, in [`sql`], written with `$N`
-//! placeholders that SQLite and PostgreSQL both accept; [`on_pool!`] runs one
-//! body against whichever pool is configured, type-checked per backend. What
-//! differs per backend (connecting, migrations, how a write transaction
-//! begins) lives side by side in `sqlite.rs` and `postgres.rs`, as the
-//! invariants do in `migrations/sqlite/` and `migrations/postgres/`.
-//! Invariants are enforced by the schema; the code never checks-then-inserts.
+//! placeholders that SQLite and PostgreSQL both accept. Reads run through
+//! [`on_reader!`], one body type-checked per backend. Writes differ in how
+//! they run: on SQLite every write is an op for the single writer thread,
+//! which commits many of them at once (`sqlite_writer.rs`); on PostgreSQL
+//! they run on the pool. A single-statement write is written once
+//! ([`Store::execute`] with owned [`args::Arg`]s); the few multi-statement
+//! writes (`start_attempt`, `complete_job`) keep their two bodies side by
+//! side and share their decisions (`plan_start`). Connecting and migrations
+//! live in `sqlite.rs` and `postgres.rs`, the invariants in
+//! `migrations/sqlite/` and `migrations/postgres/`. Invariants are enforced
+//! by the schema; the code never checks-then-inserts.
 
 use crate::config::StoreConfig;
 use crate::jobs::Job;
@@ -23,24 +28,9 @@ pub enum Store {
     Postgres(postgres::PostgresStore),
 }
 
-/// Runs `$body` with `$pool` bound to the configured backend's pool.
-macro_rules! on_pool {
-    ($store:expr, $pool:ident => $body:expr) => {
-        match $store {
-            Store::Sqlite(store) => {
-                let $pool = &store.pool;
-                $body
-            }
-            Store::Postgres(store) => {
-                let $pool = &store.pool;
-                $body
-            }
-        }
-    };
-}
-
-/// Like [`on_pool!`], for statements that only read: on SQLite they run on
-/// the read-only connections, beside the single writer.
+/// Runs `$body` with `$pool` bound to the configured backend's pool for
+/// statements that only read: on SQLite the read-only connections, beside
+/// the single writer.
 macro_rules! on_reader {
     ($store:expr, $pool:ident => $body:expr) => {
         match $store {
@@ -56,30 +46,7 @@ macro_rules! on_reader {
     };
 }
 
-/// Runs `$body` inside a write transaction, `$tx` bound to it, and commits.
-/// SQLite begins with `BEGIN IMMEDIATE` so the write lock is taken before
-/// the first read (no upgrade deadlock); PostgreSQL's default suffices
-/// because the constraints, not the reads, decide races. An early `return`
-/// or `?` in the body drops the transaction, which rolls it back.
-macro_rules! in_write_tx {
-    ($store:expr, $tx:ident => $body:block) => {
-        match $store {
-            Store::Sqlite(store) => {
-                let mut $tx = store.pool.begin_with("BEGIN IMMEDIATE").await?;
-                let out = $body;
-                $tx.commit().await?;
-                out
-            }
-            Store::Postgres(store) => {
-                let mut $tx = store.pool.begin().await?;
-                let out = $body;
-                $tx.commit().await?;
-                out
-            }
-        }
-    };
-}
-
+mod args;
 mod attempts;
 mod contracts;
 mod jobs;
@@ -87,6 +54,7 @@ mod postgres;
 mod rows;
 mod sql;
 mod sqlite;
+mod sqlite_writer;
 
 pub use attempts::{CasOutcome, Settle, StartOutcome};
 pub use contracts::{CaseRecord, ContractRecord};
@@ -96,21 +64,33 @@ pub use jobs::{JobFilter, Lease};
 pub enum StoreError {
     /// The database cannot be reached right now; retrying later may work.
     #[error("the job store is unavailable: {0}")]
-    Unavailable(#[source] sqlx::Error),
+    Unavailable(#[source] DbError),
     /// A row that the schema should have made impossible.
     #[error("the job store holds an invalid row: {0}")]
     Corrupt(String),
     #[error("job store error: {0}")]
-    Database(#[source] sqlx::Error),
+    Database(#[source] DbError),
     #[error("cannot migrate the job store: {0}")]
     Migrate(#[source] sqlx::migrate::MigrateError),
+}
+
+/// The driver-level error under a [`StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(transparent)]
+    Sqlx(sqlx::Error),
+    #[error(transparent)]
+    Sqlite(rusqlite::Error),
+    /// The SQLite writer thread could not run or commit an op.
+    #[error("{0}")]
+    Writer(String),
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
     fn from(err: sqlx::migrate::MigrateError) -> Self {
         match err {
             sqlx::migrate::MigrateError::Execute(inner) if is_unavailable(&inner) => {
-                StoreError::Unavailable(inner)
+                StoreError::Unavailable(DbError::Sqlx(inner))
             }
             other => StoreError::Migrate(other),
         }
@@ -119,7 +99,47 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> Self {
-        if is_unavailable(&err) { StoreError::Unavailable(err) } else { StoreError::Database(err) }
+        if is_unavailable(&err) {
+            StoreError::Unavailable(DbError::Sqlx(err))
+        } else {
+            StoreError::Database(DbError::Sqlx(err))
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        let unavailable = matches!(
+            err.sqlite_error_code(),
+            Some(
+                ErrorCode::DatabaseBusy
+                    | ErrorCode::DatabaseLocked
+                    | ErrorCode::CannotOpen
+                    | ErrorCode::DiskFull
+                    | ErrorCode::SystemIoFailure
+            )
+        );
+        if unavailable {
+            StoreError::Unavailable(DbError::Sqlite(err))
+        } else {
+            StoreError::Database(DbError::Sqlite(err))
+        }
+    }
+}
+
+impl StoreError {
+    /// A UNIQUE or PRIMARY KEY constraint refused the write.
+    fn is_unique_violation(&self) -> bool {
+        match self {
+            StoreError::Database(DbError::Sqlx(sqlx::Error::Database(db))) => db.is_unique_violation(),
+            StoreError::Database(DbError::Sqlite(err)) => matches!(
+                err.sqlite_error(),
+                Some(e) if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                    || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+            ),
+            _ => false,
+        }
     }
 }
 

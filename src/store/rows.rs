@@ -82,3 +82,45 @@ impl TryFrom<AttemptRow> for Attempt {
         })
     }
 }
+
+// On the SQLite writer's own connection (rusqlite), columns are read by
+// position, in the order of `job_columns!` / `attempt_columns!`.
+
+impl JobRow {
+    pub(super) fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
+        Ok(JobRow {
+            id: row.get(0)?,
+            owner_id: row.get(1)?,
+            idempotency_key: row.get(2)?,
+            fingerprint: row.get(3)?,
+            route: row.get(4)?,
+            request: row.get(5)?,
+            status: row.get(6)?,
+            version: row.get(7)?,
+            completed_by: row.get(8)?,
+            result: row.get(9)?,
+            error: row.get(10)?,
+            created_at: row.get(11)?,
+            updated_at: row.get(12)?,
+        })
+    }
+}
+
+impl AttemptRow {
+    pub(super) fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<AttemptRow> {
+        Ok(AttemptRow {
+            id: row.get(0)?,
+            job_id: row.get(1)?,
+            number: row.get(2)?,
+            provider: row.get(3)?,
+            state: row.get(4)?,
+            job_version: row.get(5)?,
+            outcome: row.get(6)?,
+            detail: row.get(7)?,
+            response: row.get(8)?,
+            resolved_by: row.get(9)?,
+            started_at: row.get(10)?,
+            finished_at: row.get(11)?,
+        })
+    }
+}

@@ -47,6 +47,9 @@ pub(super) const COMPLETE_JOB_CAS: &str = "UPDATE jobs SET status = 'succeeded',
      version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
      WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown')";
 
+/// Who won the compare-and-swap, for the loser's log line.
+pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id = $1";
+
 /// R10: take the lease if it is free, expired, or already ours.
 pub(super) const CLAIM_LEASE: &str = "UPDATE jobs SET lease_owner = $2, lease_expires_at = $3 \
      WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $4)";

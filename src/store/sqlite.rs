@@ -1,6 +1,7 @@
 //! SQLite backend: the embedded default. One file, WAL journal, foreign
-//! keys on. Writes go through ONE connection: SQLite has one writer at a
-//! time anyway, and several writing connections only add busy-wait sleeps,
+//! keys on. Writes go through ONE connection on its own thread, which
+//! commits them in groups ([`Writer`]): SQLite has one writer at a time
+//! anyway, and several writing connections only add busy-wait sleeps,
 //! page-cache invalidation and starved WAL checkpoints (the benchmark saw
 //! all three). Reads run on a pool of read-only connections beside it,
 //! which WAL lets proceed while the writer writes.
@@ -8,19 +9,24 @@
 use std::path::Path;
 use std::str::FromStr;
 
+use sqlx::Connection as _;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
 
-use super::StoreError;
+use super::sqlite_writer::{Writer, WriterOptions};
+use super::{DbError, StoreError};
 use crate::config::StoreConfig;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    /// The writer: one connection.
-    pub(super) pool: SqlitePool,
+    /// The writer: one connection, one thread.
+    pub(super) writer: Writer,
+    /// How to connect for migrations (which sqlx runs, before any write).
+    options: std::sync::Arc<SqliteConnectOptions>,
     /// Read-only connections, `[store] max_connections` of them.
     pub(super) readers: SqlitePool,
 }
@@ -41,23 +47,30 @@ impl SqliteStore {
         if let Some(parent) = Path::new(options.get_filename()).parent()
             && !parent.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(parent).map_err(|err| StoreError::Unavailable(sqlx::Error::Io(err)))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|err| StoreError::Unavailable(DbError::Sqlx(sqlx::Error::Io(err))))?;
         }
-        // The writer connects first: it creates the file and switches it to WAL.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(config.acquire_timeout.into())
-            .connect_with(options.clone())
-            .await?;
+        // The writer opens first: it creates the file and switches it to WAL.
+        let writer = Writer::open(&WriterOptions {
+            path: options.get_filename().to_path_buf(),
+            synchronous: match config.sqlite_synchronous {
+                crate::config::SqliteSynchronous::Normal => "NORMAL",
+                crate::config::SqliteSynchronous::Full => "FULL",
+            },
+            busy_timeout: config.busy_timeout.into(),
+        })?;
         let readers = SqlitePoolOptions::new()
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout.into())
-            .connect_lazy_with(options.create_if_missing(false).read_only(true));
-        Ok(SqliteStore { pool, readers })
+            .connect_lazy_with(options.clone().create_if_missing(false).read_only(true));
+        Ok(SqliteStore { writer, options: std::sync::Arc::new(options), readers })
     }
 
+    /// Runs sqlx's migrations on a connection of their own, closed after.
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.pool).await?;
+        let mut conn = SqliteConnection::connect_with(&self.options).await?;
+        MIGRATOR.run(&mut conn).await?;
+        conn.close().await?;
         Ok(())
     }
 }
