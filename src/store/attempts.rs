@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::rows::{AttemptRow, JobRow};
+use super::rows::{AttemptRow, JobRow, first};
 use super::sqlite_writer::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
 use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
@@ -43,16 +43,13 @@ pub struct Settle<'a> {
 impl Store {
     /// Every attempt of a job, in the order they started.
     pub async fn attempts(&self, job_id: Uuid) -> Result<Vec<Attempt>, StoreError> {
-        let rows: Vec<AttemptRow> = on_reader!(self, pool => {
-            sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(pool).await
-        })?;
+        let rows = self.read_all(sql::SELECT_ATTEMPTS, vec![job_id.into()], AttemptRow::from_sqlite).await?;
         rows.into_iter().map(Attempt::try_from).collect()
     }
 
     pub async fn attempt(&self, job_id: Uuid, number: i32) -> Result<Option<Attempt>, StoreError> {
-        let row: Option<AttemptRow> = on_reader!(self, pool => {
-            sqlx::query_as(sql::SELECT_ATTEMPT).bind(job_id).bind(number).fetch_optional(pool).await
-        })?;
+        let args = vec![job_id.into(), i64::from(number).into()];
+        let row = self.read_optional(sql::SELECT_ATTEMPT, args, AttemptRow::from_sqlite).await?;
         row.map(Attempt::try_from).transpose()
     }
 
@@ -91,7 +88,9 @@ impl Store {
                         let row = match inserted {
                             Ok(Some(row)) => row,
                             Ok(None) => {
-                                return Err(StoreError::Corrupt("INSERT … RETURNING returned nothing".into()));
+                                return Err(StoreError::Corrupt(
+                                    "INSERT … RETURNING returned nothing".into(),
+                                ));
                             }
                             Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
                             Err(err) => return Err(err),
@@ -276,45 +275,31 @@ impl Store {
         provider: &str,
         started_before_ms: i64,
     ) -> Result<Vec<Attempt>, StoreError> {
-        let rows: Vec<AttemptRow> = on_reader!(self, pool => {
-            sqlx::query_as(sql::UNKNOWN_ATTEMPTS_OF_PROVIDER)
-                .bind(provider)
-                .bind(started_before_ms)
-                .fetch_all(pool)
-                .await
-        })?;
+        let args = vec![provider.into(), started_before_ms.into()];
+        let rows = self.read_all(sql::UNKNOWN_ATTEMPTS_OF_PROVIDER, args, AttemptRow::from_sqlite).await?;
         rows.into_iter().map(Attempt::try_from).collect()
     }
 
     /// Providers with at least one `unknown` attempt.
     pub async fn providers_with_unknown_attempts(&self) -> Result<Vec<String>, StoreError> {
-        let names: Vec<String> = on_reader!(self, pool => {
-            sqlx::query_scalar(sql::UNKNOWN_PROVIDERS).fetch_all(pool).await
-        })?;
-        Ok(names)
+        let names = self.read_all(sql::UNKNOWN_PROVIDERS, vec![], first::<String>).await?;
+        Ok(names.into_iter().map(|(name,)| name).collect())
     }
 
     /// The number of the attempt with this id.
     pub async fn attempt_number(&self, id: Uuid) -> Result<Option<i32>, StoreError> {
-        let number: Option<i32> = on_reader!(self, pool => {
-            sqlx::query_scalar("SELECT number FROM attempts WHERE id = $1").bind(id).fetch_optional(pool).await
-        })?;
-        Ok(number)
+        let number = self.read_optional(sql::ATTEMPT_NUMBER, vec![id.into()], first::<i32>).await?;
+        Ok(number.map(|(number,)| number))
     }
 
     /// `(provider, count)` of the attempts now `unknown`.
     pub async fn unknown_attempts_by_provider(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        let rows: Vec<(String, i64)> = on_reader!(self, pool => {
-            sqlx::query_as(sql::UNKNOWN_BY_PROVIDER).fetch_all(pool).await
-        })?;
-        Ok(rows)
+        self.read_all(sql::UNKNOWN_BY_PROVIDER, vec![], |row| Ok((row.get(0)?, row.get(1)?))).await
     }
 
     pub async fn count_unknown_attempts(&self) -> Result<i64, StoreError> {
-        let count: i64 = on_reader!(self, pool => {
-            sqlx::query_scalar(sql::COUNT_UNKNOWN_ATTEMPTS).fetch_one(pool).await
-        })?;
-        Ok(count)
+        let count = self.read_optional(sql::COUNT_UNKNOWN_ATTEMPTS, vec![], first::<i64>).await?;
+        Ok(count.map_or(0, |(count,)| count))
     }
 }
 

@@ -121,9 +121,7 @@ impl Store {
 
     /// The latest run of every (route, provider) pair ever run.
     pub async fn latest_contract_runs(&self) -> Result<Vec<ContractRecord>, StoreError> {
-        let rows: Vec<ContractRecord> = on_reader!(self, pool => {
-            sqlx::query_as(LATEST_RUNS).fetch_all(pool).await
-        })?;
+        let rows = self.read_all(LATEST_RUNS, vec![], ContractRecord::from_sqlite).await?;
         Ok(rows)
     }
 }
@@ -146,5 +144,21 @@ impl From<&CaseRecord<'_>> for OwnedCase {
             duration_ms: case.duration_ms,
             round_trips: case.round_trips,
         }
+    }
+}
+
+impl ContractRecord {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<ContractRecord> {
+        Ok(ContractRecord {
+            id: row.get(0)?,
+            route: row.get(1)?,
+            provider: row.get(2)?,
+            suite_fingerprint: row.get(3)?,
+            provider_fingerprint: row.get(4)?,
+            passed: row.get(5)?,
+            started_at: row.get(6)?,
+            finished_at: row.get(7)?,
+            report: row.get(8)?,
+        })
     }
 }

@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::rows::JobRow;
+use super::rows::{JobRow, first};
 use super::sqlite_writer::fetch_optional;
 use super::{Created, Store, StoreError, sql};
 use crate::jobs::{Job, JobStatus, NewJob};
@@ -102,38 +102,31 @@ impl Store {
 
     /// The job with this id, whoever owns it. Callers scope by owner.
     pub async fn job(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = on_reader!(self, pool => {
-            sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(id).fetch_optional(pool).await
-        })?;
+        let row = self.read_optional(sql::SELECT_JOB_BY_ID, vec![id.into()], JobRow::from_sqlite).await?;
         row.map(Job::try_from).transpose()
     }
 
     pub async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = on_reader!(self, pool => {
-            sqlx::query_as(sql::SELECT_JOB_BY_KEY).bind(owner).bind(key).fetch_optional(pool).await
-        })?;
+        let args = vec![owner.into(), key.into()];
+        let row = self.read_optional(sql::SELECT_JOB_BY_KEY, args, JobRow::from_sqlite).await?;
         row.map(Job::try_from).transpose()
     }
 
     /// Number of job rows (of one owner, or all): used by tests and tools to
     /// prove that nothing was stored.
     pub async fn count_jobs(&self, owner: Option<&str>) -> Result<i64, StoreError> {
-        let count: i64 = on_reader!(self, pool => {
-            sqlx::query_scalar(sql::COUNT_JOBS).bind(owner).fetch_one(pool).await
-        })?;
-        Ok(count)
+        let count = self.read_optional(sql::COUNT_JOBS, vec![owner.into()], first::<i64>).await?;
+        Ok(count.map_or(0, |(count,)| count))
     }
 
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
-        let rows: Vec<JobRow> = on_reader!(self, pool => {
-            sqlx::query_as(sql::LIST_JOBS)
-                .bind(filter.status.map(JobStatus::as_str))
-                .bind(filter.owner.as_deref())
-                .bind(filter.route.as_deref())
-                .bind(filter.limit)
-                .fetch_all(pool)
-                .await
-        })?;
+        let args = vec![
+            filter.status.map(JobStatus::as_str).into(),
+            filter.owner.as_deref().into(),
+            filter.route.as_deref().into(),
+            filter.limit.into(),
+        ];
+        let rows = self.read_all(sql::LIST_JOBS, args, JobRow::from_sqlite).await?;
         rows.into_iter().map(Job::try_from).collect()
     }
 
@@ -177,10 +170,9 @@ impl Store {
 
     /// Jobs still to be driven whose driver stopped renewing its lease.
     pub async fn expired_leases(&self, now_ms: i64, limit: i64) -> Result<Vec<Uuid>, StoreError> {
-        let ids: Vec<Uuid> = on_reader!(self, pool => {
-            sqlx::query_scalar(sql::EXPIRED_LEASES).bind(now_ms).bind(limit).fetch_all(pool).await
-        })?;
-        Ok(ids)
+        let ids =
+            self.read_all(sql::EXPIRED_LEASES, vec![now_ms.into(), limit.into()], first::<Uuid>).await?;
+        Ok(ids.into_iter().map(|(id,)| id).collect())
     }
 }
 

@@ -6,12 +6,13 @@
 //! (the API answers 503) or something else went wrong.
 //!
 //! The SQL both backends share lives once, in [`sql`], written with `$N`
-//! placeholders that SQLite and PostgreSQL both accept. Reads run through
-//! [`on_reader!`], one body type-checked per backend. Writes differ in how
-//! they run: on SQLite every write is an op for the single writer thread,
-//! which commits many of them at once (`sqlite_writer.rs`); on PostgreSQL
-//! they run on the pool. A single-statement write is written once
-//! ([`Store::execute`] with owned [`args::Arg`]s); the few multi-statement
+//! placeholders that SQLite and PostgreSQL both accept, and a statement is
+//! run by one call for both backends (`exec.rs`: [`Store::execute`],
+//! `read_optional`, `read_all`). How it runs differs: on SQLite a read runs
+//! on a read-only connection on the caller's thread (`sqlite_readers.rs`)
+//! and a write is an op for the single writer thread, which commits many
+//! of them at once (`sqlite_writer.rs`); on PostgreSQL both run on the
+//! pool. The few multi-statement
 //! writes (`start_attempt`, `complete_job`) keep their two bodies side by
 //! side and share their decisions (`plan_start`). Connecting and migrations
 //! live in `sqlite.rs` and `postgres.rs`, the invariants in
@@ -28,32 +29,15 @@ pub enum Store {
     Postgres(postgres::PostgresStore),
 }
 
-/// Runs `$body` with `$pool` bound to the configured backend's pool for
-/// statements that only read: on SQLite the read-only connections, beside
-/// the single writer.
-macro_rules! on_reader {
-    ($store:expr, $pool:ident => $body:expr) => {
-        match $store {
-            Store::Sqlite(store) => {
-                let $pool = &store.readers;
-                $body
-            }
-            Store::Postgres(store) => {
-                let $pool = &store.pool;
-                $body
-            }
-        }
-    };
-}
-
-mod args;
 mod attempts;
 mod contracts;
+mod exec;
 mod jobs;
 mod postgres;
 mod rows;
 mod sql;
 mod sqlite;
+mod sqlite_readers;
 mod sqlite_writer;
 
 pub use attempts::{CasOutcome, Settle, StartOutcome};
@@ -203,7 +187,6 @@ impl Store {
 
     /// Answers when the database answers (`/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        on_reader!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(drop))?;
-        Ok(())
+        self.read_optional("SELECT 1", vec![], rows::first::<i32>).await.map(drop)
     }
 }

@@ -124,3 +124,8 @@ impl AttemptRow {
         })
     }
 }
+
+/// A one-column row, as a 1-tuple (which sqlx decodes too).
+pub(super) fn first<T: rusqlite::types::FromSql>(row: &rusqlite::Row<'_>) -> rusqlite::Result<(T,)> {
+    Ok((row.get(0)?,))
+}

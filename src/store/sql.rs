@@ -112,6 +112,8 @@ pub(super) const UNKNOWN_ATTEMPTS_OF_PROVIDER: &str = concat!(
     " FROM attempts WHERE provider = $1 AND state = 'unknown' AND started_at <= $2 ORDER BY started_at"
 );
 
+pub(super) const ATTEMPT_NUMBER: &str = "SELECT number FROM attempts WHERE id = $1";
+
 pub(super) const UNKNOWN_PROVIDERS: &str = "SELECT DISTINCT provider FROM attempts WHERE state = 'unknown'";
 
 pub(super) const COUNT_UNKNOWN_ATTEMPTS: &str = "SELECT COUNT(*) FROM attempts WHERE state = 'unknown'";

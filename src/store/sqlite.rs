@@ -3,18 +3,17 @@
 //! commits them in groups ([`Writer`]): SQLite has one writer at a time
 //! anyway, and several writing connections only add busy-wait sleeps,
 //! page-cache invalidation and starved WAL checkpoints (the benchmark saw
-//! all three). Reads run on a pool of read-only connections beside it,
-//! which WAL lets proceed while the writer writes.
+//! all three). Reads run on read-only connections beside it, on the
+//! caller's thread ([`Readers`]), which WAL lets proceed while the writer
+//! writes.
 
 use std::path::Path;
 use std::str::FromStr;
 
 use sqlx::Connection as _;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
 
+use super::sqlite_readers::Readers;
 use super::sqlite_writer::{Writer, WriterOptions};
 use super::{DbError, StoreError};
 use crate::config::StoreConfig;
@@ -27,8 +26,8 @@ pub struct SqliteStore {
     pub(super) writer: Writer,
     /// How to connect for migrations (which sqlx runs, before any write).
     options: std::sync::Arc<SqliteConnectOptions>,
-    /// Read-only connections, `[store] max_connections` of them.
-    pub(super) readers: SqlitePool,
+    /// Read-only connections, up to `[store] max_connections` kept open.
+    pub(super) readers: std::sync::Arc<Readers>,
 }
 
 impl SqliteStore {
@@ -59,11 +58,16 @@ impl SqliteStore {
             },
             busy_timeout: config.busy_timeout.into(),
         })?;
-        let readers = SqlitePoolOptions::new()
-            .max_connections(config.max_connections)
-            .acquire_timeout(config.acquire_timeout.into())
-            .connect_lazy_with(options.clone().create_if_missing(false).read_only(true));
-        Ok(SqliteStore { writer, options: std::sync::Arc::new(options), readers })
+        let readers = Readers::new(
+            options.get_filename().to_path_buf(),
+            config.busy_timeout.into(),
+            config.max_connections as usize,
+        );
+        Ok(SqliteStore {
+            writer,
+            options: std::sync::Arc::new(options),
+            readers: std::sync::Arc::new(readers),
+        })
     }
 
     /// Runs sqlx's migrations on a connection of their own, closed after.

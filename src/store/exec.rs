@@ -1,0 +1,147 @@
+//! One statement of [`super::sql`], written once, run on either backend: a
+//! write on the SQLite writer's thread (which needs owned, `'static`
+//! arguments: [`Arg`]) or on the PostgreSQL pool; a read on a SQLite reader
+//! connection or on the pool. Rows decode through `sqlx::FromRow` on
+//! PostgreSQL and through the row type's `from_sqlite` on SQLite.
+
+use rusqlite::types::{ToSql, ToSqlOutput};
+use uuid::Uuid;
+
+use sqlx::Arguments as _;
+use sqlx::postgres::{PgArguments, PgRow};
+
+use super::{Store, StoreError, sqlite_writer};
+
+#[derive(Debug, Clone)]
+pub(super) enum Arg {
+    Uuid(Uuid),
+    /// Typed even when NULL: PostgreSQL refuses a text NULL for a BIGINT.
+    Int(Option<i64>),
+    Text(Option<String>),
+}
+
+impl From<Uuid> for Arg {
+    fn from(value: Uuid) -> Self {
+        Arg::Uuid(value)
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(value: i64) -> Self {
+        Arg::Int(Some(value))
+    }
+}
+
+impl From<Option<i64>> for Arg {
+    fn from(value: Option<i64>) -> Self {
+        Arg::Int(value)
+    }
+}
+
+impl From<&str> for Arg {
+    fn from(value: &str) -> Self {
+        Arg::Text(Some(value.to_owned()))
+    }
+}
+
+impl From<Option<String>> for Arg {
+    fn from(value: Option<String>) -> Self {
+        Arg::Text(value)
+    }
+}
+
+impl From<Option<&str>> for Arg {
+    fn from(value: Option<&str>) -> Self {
+        Arg::Text(value.map(str::to_owned))
+    }
+}
+
+impl ToSql for Arg {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        match self {
+            Arg::Uuid(value) => value.to_sql(),
+            Arg::Int(value) => value.to_sql(),
+            Arg::Text(value) => value.to_sql(),
+        }
+    }
+}
+
+fn pg_arguments(args: Vec<Arg>) -> Result<PgArguments, StoreError> {
+    let mut out = PgArguments::default();
+    for arg in args {
+        let added = match arg {
+            Arg::Uuid(value) => out.add(value),
+            Arg::Int(value) => out.add(value),
+            Arg::Text(value) => out.add(value),
+        };
+        added.map_err(|err| StoreError::Corrupt(format!("cannot encode an argument: {err}")))?;
+    }
+    Ok(out)
+}
+
+fn sqlite_refs(args: &[Arg]) -> Vec<&dyn ToSql> {
+    args.iter().map(|arg| arg as &dyn ToSql).collect()
+}
+
+/// How a SQLite row becomes `R`.
+pub(super) type SqliteDecode<R> = fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>;
+
+impl Store {
+    /// Runs one writing statement of [`super::sql`]; returns the rows it changed.
+    pub(super) async fn execute(&self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
+        match self {
+            Store::Sqlite(store) => {
+                store
+                    .writer
+                    .write(move |conn| {
+                        sqlite_writer::execute(conn, sql, &sqlite_refs(&args)).map(|rows| rows as u64)
+                    })
+                    .await
+            }
+            Store::Postgres(store) => {
+                let done = sqlx::query_with(sql, pg_arguments(args)?).execute(&store.pool).await?;
+                Ok(done.rows_affected())
+            }
+        }
+    }
+
+    /// Runs one reading statement; the first row, if any.
+    pub(super) async fn read_optional<R>(
+        &self,
+        sql: &'static str,
+        args: Vec<Arg>,
+        decode: SqliteDecode<R>,
+    ) -> Result<Option<R>, StoreError>
+    where
+        R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+    {
+        match self {
+            Store::Sqlite(store) => store
+                .readers
+                .with(|conn| sqlite_writer::fetch_optional(conn, sql, &sqlite_refs(&args), decode)),
+            Store::Postgres(store) => {
+                Ok(sqlx::query_as_with(sql, pg_arguments(args)?).fetch_optional(&store.pool).await?)
+            }
+        }
+    }
+
+    /// Runs one reading statement; every row.
+    pub(super) async fn read_all<R>(
+        &self,
+        sql: &'static str,
+        args: Vec<Arg>,
+        decode: SqliteDecode<R>,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+    {
+        match self {
+            Store::Sqlite(store) => {
+                store.readers.with(|conn| sqlite_writer::fetch_all(conn, sql, &sqlite_refs(&args), decode))
+            }
+            Store::Postgres(store) => {
+                Ok(sqlx::query_as_with(sql, pg_arguments(args)?).fetch_all(&store.pool).await?)
+            }
+        }
+    }
+}
