@@ -183,7 +183,7 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
     real.migrate().await.unwrap();
     let new = NewJob::new("alice".into(), IdempotencyKey::parse("race").unwrap(), "chat".into(), "{}".into());
     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-    let job = match real.create_job(&new, lease, now_ms()).await.unwrap() {
+    let job = match real.create_job(&new, lease, None, now_ms()).await.unwrap() {
         intentgate::store::Created::New(job) => job,
         other => panic!("{other:?}"),
     };

@@ -78,15 +78,16 @@ pub async fn create(
         Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
     })?;
     let wait = wait_preference(&headers);
-    let (job, fresh) = match submit(&state, &caller, key, value).await? {
-        Submitted::New(job) => (job, true),
-        Submitted::Existing(job) => (job, false),
+    let (job, kickoff) = match submit(&state, &caller, key, value).await? {
+        Submitted::New(job, kickoff) => (job, Some(kickoff)),
+        Submitted::Existing(job) => (job, None),
     };
-    if fresh {
+    let fresh = kickoff.is_some();
+    if let Some(kickoff) = kickoff {
         if wait.is_some() {
             state.engine.track_provider_time(job.id);
         }
-        state.engine.spawn_drive_new(job.clone());
+        state.engine.spawn_drive_new(job.clone(), kickoff);
         if wait.is_none() {
             return Ok(job_response(StatusCode::CREATED, &job, &[], false));
         }

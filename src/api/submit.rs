@@ -8,13 +8,14 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{AppState, Caller, Problem};
-use crate::jobs::{IdempotencyKey, Job, JobRequest, NewJob, canonical_json, now_ms};
-use crate::store::Created;
+use crate::engine::{Creation, Kickoff};
+use crate::jobs::{IdempotencyKey, Job, JobRequest, NewJob, canonical_json};
 use crate::telemetry;
 
 pub enum Submitted {
-    /// This request created the job; it is committed and not yet driven.
-    New(Job),
+    /// This request created the job; it is committed and not yet driven:
+    /// hand both to `Engine::spawn_drive_new`.
+    New(Job, Kickoff),
     /// The same owner sent the same intent under this key before.
     Existing(Job),
 }
@@ -71,17 +72,17 @@ pub fn new_job(
 
 /// Inserts `new` or finds the job its key already names.
 pub async fn insert(state: &AppState, new: &NewJob) -> Result<Submitted, Problem> {
-    match state.store.create_job(new, state.engine.new_job_lease(), now_ms()).await? {
-        Created::New(job) => {
+    match state.engine.create(new).await.map_err(super::attempts::engine_problem)? {
+        Creation::New(job, kickoff) => {
             tracing::debug!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
             metrics::counter!(telemetry::JOBS, "result" => "created").increment(1);
-            Ok(Submitted::New(job))
+            Ok(Submitted::New(job, kickoff))
         }
-        Created::Existing(job) if job.fingerprint == new.fingerprint => {
+        Creation::Existing(job) if job.fingerprint == new.fingerprint => {
             metrics::counter!(telemetry::JOBS, "result" => "replayed").increment(1);
             Ok(Submitted::Existing(job))
         }
-        Created::Existing(job) => {
+        Creation::Existing(job) => {
             metrics::counter!(telemetry::JOBS, "result" => "conflicted").increment(1);
             Err(reused(job.id))
         }

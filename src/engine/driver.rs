@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use super::{Engine, EngineError, plan};
 use crate::config::RouteConfig;
-use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, now_ms};
-use crate::store::{CasOutcome, Lease, Settle, StartOutcome, StoreError};
+use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, NewJob, now_ms};
+use crate::store::{CasOutcome, Created, Lease, Settle, StartOutcome, StoreError};
 use crate::telemetry;
 use tracing::Instrument;
 
@@ -21,13 +21,36 @@ pub(super) const CONTRACT_VIOLATION: &str = "contract_violation";
 pub(super) enum First {
     /// The next provider of the chain after the last attempt.
     Plan,
-    /// A job this instance has just inserted (pending, no attempts): the
-    /// driver starts from it without reading it back.
-    New(Job),
+    /// A job this instance has just inserted: the driver starts from it
+    /// (and from its attempt 1, if inserted with it) without reading back.
+    New(Job, Kickoff),
     /// This provider (a manual attempt).
     Provider(String),
     /// An attempt already started (and committed) by the caller.
     Started(Attempt),
+}
+
+/// What [`Engine::create`] did.
+pub enum Creation {
+    /// A new job, committed (with its attempt 1 when the gate allowed one):
+    /// hand it to [`Engine::spawn_drive_new`].
+    New(Job, Kickoff),
+    /// The owner's key already named this job.
+    Existing(Job),
+}
+
+/// How a job created by [`Engine::create`] starts: its attempt 1, inserted
+/// with it, and the providers the gate refused before that one.
+pub struct Kickoff {
+    attempt: Option<Box<Attempt>>,
+    refused: Vec<String>,
+}
+
+/// The gate's choice among positions of a chain (see `pick_provider`).
+pub(super) struct Pick {
+    pub provider: Option<String>,
+    /// `(provider, reason)` of every provider passed over.
+    pub refused: Vec<(String, String)>,
 }
 
 /// What the driver does after one attempt.
@@ -44,6 +67,30 @@ pub(super) enum Next {
 }
 
 impl Engine {
+    /// R2 + R4 at once for a new intent: inserts the job unless its key
+    /// exists and, when the gate lets a provider of the chain serve it,
+    /// attempt 1 on that provider in the same transaction. A job created
+    /// here is leased to this instance; [`Engine::spawn_drive_new`] drives it.
+    pub async fn create(&self, new: &NewJob) -> Result<Creation, EngineError> {
+        let pick = match self.route(&new.route) {
+            Some(route) => Some((route, self.pick_provider(route, 0..route.chain.len()).await?)),
+            None => None,
+        };
+        let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
+        let created = self.store().create_job(new, self.new_job_lease(), first_provider, now_ms()).await?;
+        Ok(match created {
+            Created::Existing(job) => Creation::Existing(job),
+            Created::New(job) => Creation::New(job, Kickoff { attempt: None, refused: Vec::new() }),
+            Created::Started(job, attempt) => {
+                let refused = match &pick {
+                    Some((route, pick)) => self.report_refused(route, &pick.refused),
+                    None => Vec::new(),
+                };
+                Creation::New(job, Kickoff { attempt: Some(Box::new(attempt)), refused })
+            }
+        })
+    }
+
     /// Claims the job's lease and drives it; returns at once if another
     /// driver holds the lease.
     pub async fn drive(&self, job_id: Uuid, start_with: Option<String>) -> Result<(), EngineError> {
@@ -94,14 +141,17 @@ impl Engine {
     /// Returns how the drive ended: `Next::Completed` when the job's result
     /// is written (and its lease with it released), `Next::Stop` otherwise.
     async fn drive_chain(&self, job_id: Uuid, first: First) -> Result<Next, EngineError> {
-        let (mut next, mut just_created) = match first {
-            First::New(job) => (First::Plan, Some(job)),
-            other => (other, None),
-        };
-        let mut retries = 0u32;
         // Every provider the gate refused during this drive, for the job's
         // error if the chain runs out (not only the last selection's).
         let mut refused_so_far: Vec<String> = Vec::new();
+        let (mut next, mut just_created) = match first {
+            First::New(job, Kickoff { attempt, refused }) => {
+                refused_so_far = refused;
+                (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(job))
+            }
+            other => (other, None),
+        };
+        let mut retries = 0u32;
         loop {
             let fresh = just_created.take();
             let is_fresh = fresh.is_some();
@@ -204,25 +254,51 @@ impl Engine {
         route: &RouteConfig,
         positions: std::ops::Range<usize>,
     ) -> Result<Result<(String, Vec<String>), Vec<String>>, EngineError> {
+        let pick = self.pick_provider(route, positions).await?;
+        let refused = self.report_refused(route, &pick.refused);
+        Ok(match pick.provider {
+            Some(name) => Ok((name, refused)),
+            None => Err(refused),
+        })
+    }
+
+    /// What [`Engine::choose_provider`] decides, without telling anyone yet
+    /// (a duplicate request must not log its would-be job's refusals).
+    pub(super) async fn pick_provider(
+        &self,
+        route: &RouteConfig,
+        positions: std::ops::Range<usize>,
+    ) -> Result<Pick, EngineError> {
         self.gate().refresh(self.store()).await?;
         let mut refused = Vec::new();
         for index in positions {
             let name = &route.chain[index];
             match self.gate().check(route, name, index) {
                 Some(verdict) if !verdict.is_eligible() => {
-                    tracing::warn!(route = %route.name, provider = %name, reason = verdict.reason(), "provider refused by the contract gate");
-                    let _ = self.inner.events.send(super::EngineEvent::ProviderRefused {
-                        route: route.name.clone(),
-                        provider: name.clone(),
-                    });
-                    metrics::counter!(telemetry::FAILOVERS_REFUSED, "route" => route.name.clone(), "provider" => name.clone())
-                        .increment(1);
-                    refused.push(format!("{name}: {}", verdict.reason()));
+                    refused.push((name.clone(), verdict.reason().to_owned()))
                 }
-                _ => return Ok(Ok((name.clone(), refused))),
+                _ => return Ok(Pick { provider: Some(name.clone()), refused }),
             }
         }
-        Ok(Err(refused))
+        Ok(Pick { provider: None, refused })
+    }
+
+    /// Logs, counts and announces the gate's refusals; returns them as the
+    /// job's error lists them.
+    pub(super) fn report_refused(&self, route: &RouteConfig, refused: &[(String, String)]) -> Vec<String> {
+        refused
+            .iter()
+            .map(|(name, reason)| {
+                tracing::warn!(route = %route.name, provider = %name, reason, "provider refused by the contract gate");
+                let _ = self.inner.events.send(super::EngineEvent::ProviderRefused {
+                    route: route.name.clone(),
+                    provider: name.clone(),
+                });
+                metrics::counter!(telemetry::FAILOVERS_REFUSED, "route" => route.name.clone(), "provider" => name.clone())
+                    .increment(1);
+                format!("{name}: {reason}")
+            })
+            .collect()
     }
 
     /// One attempt, whose row is already `starting`: call, classify, settle.

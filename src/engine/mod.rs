@@ -31,6 +31,7 @@ use std::time::Duration;
 use intentgate_providers::Provider;
 use uuid::Uuid;
 
+pub use driver::{Creation, Kickoff};
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
@@ -167,11 +168,11 @@ impl Engine {
 
     /// Drives a job this instance has just created: it was inserted already
     /// leased to this instance, so no claim is needed.
-    pub fn spawn_drive_new(&self, job: Job) {
+    pub fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) {
         let engine = self.clone();
         let job_id = job.id;
         tokio::spawn(async move {
-            if let Err(err) = engine.drive_claimed(job_id, driver::First::New(job)).await {
+            if let Err(err) = engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
                 tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
             }
         });

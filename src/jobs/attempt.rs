@@ -81,3 +81,23 @@ pub struct Attempt {
     pub started_at_ms: i64,
     pub finished_at_ms: Option<i64>,
 }
+
+impl Attempt {
+    /// Attempt 1 of a job just inserted with it, as the insert wrote it.
+    pub fn first(id: Uuid, job: &super::Job, provider: &str, now_ms: i64) -> Attempt {
+        Attempt {
+            id,
+            job_id: job.id,
+            number: 1,
+            provider: provider.to_owned(),
+            state: AttemptState::Starting,
+            job_version: job.version,
+            outcome: None,
+            detail: None,
+            response: None,
+            resolved_by: None,
+            started_at_ms: now_ms,
+            finished_at_ms: None,
+        }
+    }
+}

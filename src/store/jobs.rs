@@ -4,9 +4,9 @@
 use uuid::Uuid;
 
 use super::rows::{JobRow, first};
-use super::sqlite_writer::fetch_optional;
+use super::sqlite_writer::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
-use crate::jobs::{Job, JobStatus, NewJob};
+use crate::jobs::{Attempt, Job, JobStatus, NewJob};
 
 /// A lease held by one gateway instance on one job (R10).
 #[derive(Debug, Clone, Copy)]
@@ -29,38 +29,49 @@ impl Store {
     /// case the existing job is returned (R2). `INSERT … ON CONFLICT DO
     /// NOTHING RETURNING` then a read: the unique constraint decides, and a
     /// racing duplicate waits on it rather than on our code.
+    ///
+    /// With a `first_provider`, a new job is inserted `running` together
+    /// with its attempt 1 `starting` on that provider, in the same
+    /// transaction (R4 holds trivially: a new job has no other attempt), so
+    /// its driver can call the provider at once.
     pub async fn create_job(
         &self,
         new: &NewJob,
         lease: Lease<'_>,
+        first_provider: Option<&str>,
         now_ms: i64,
     ) -> Result<Created, StoreError> {
-        match self {
+        let attempt_id = Uuid::now_v7();
+        let status = if first_provider.is_some() { JobStatus::Running } else { JobStatus::Pending };
+        let created = match self {
             Store::Sqlite(store) => {
                 // The conflict's read runs in the same op: one trip to the writer.
                 let new = new.clone();
                 let lease_owner = lease.owner.to_owned();
                 let expires_at = lease.expires_at_ms;
+                let provider = first_provider.map(str::to_owned);
                 store
                     .writer
                     .write(move |conn| {
-                        let inserted = fetch_optional(
-                            conn,
-                            sql::INSERT_JOB,
-                            &[
-                                &new.id,
-                                &new.owner,
-                                &new.idempotency_key.as_str(),
-                                &new.fingerprint.as_str(),
-                                &new.route,
-                                &new.request,
-                                &now_ms,
-                                &lease_owner,
-                                &expires_at,
-                            ],
-                            JobRow::from_sqlite,
-                        )?;
-                        if let Some(row) = inserted {
+                        let args: [&dyn rusqlite::ToSql; 12] = [
+                            &new.id,
+                            &new.owner,
+                            &new.idempotency_key.as_str(),
+                            &new.fingerprint.as_str(),
+                            &new.route,
+                            &new.request,
+                            &now_ms,
+                            &lease_owner,
+                            &expires_at,
+                            &status.as_str(),
+                            &attempt_id,
+                            &provider,
+                        ];
+                        if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)?
+                        {
+                            if provider.is_some() {
+                                execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
+                            }
                             return Ok(Created::New(row.try_into()?));
                         }
                         let existing = fetch_optional(
@@ -74,10 +85,15 @@ impl Store {
                             None => Err(vanished(&new)),
                         }
                     })
-                    .await
+                    .await?
             }
             Store::Postgres(store) => {
-                let inserted: Option<JobRow> = sqlx::query_as(sql::INSERT_JOB)
+                let statement = if first_provider.is_some() {
+                    sql::INSERT_JOB_AND_FIRST_ATTEMPT_PG
+                } else {
+                    sql::INSERT_JOB
+                };
+                let mut query = sqlx::query_as::<_, JobRow>(statement)
                     .bind(new.id)
                     .bind(&new.owner)
                     .bind(new.idempotency_key.as_str())
@@ -87,17 +103,26 @@ impl Store {
                     .bind(now_ms)
                     .bind(lease.owner)
                     .bind(lease.expires_at_ms)
-                    .fetch_optional(&store.pool)
-                    .await?;
-                if let Some(row) = inserted {
-                    return Ok(Created::New(row.try_into()?));
+                    .bind(status.as_str());
+                if first_provider.is_some() {
+                    query = query.bind(attempt_id).bind(first_provider);
                 }
-                match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
-                    Some(job) => Ok(Created::Existing(job)),
-                    None => Err(vanished(new)),
+                match query.fetch_optional(&store.pool).await? {
+                    Some(row) => Created::New(row.try_into()?),
+                    None => match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
+                        Some(job) => Created::Existing(job),
+                        None => return Err(vanished(new)),
+                    },
                 }
             }
-        }
+        };
+        Ok(match (created, first_provider) {
+            (Created::New(job), Some(provider)) => {
+                let attempt = Attempt::first(attempt_id, &job, provider, now_ms);
+                Created::Started(job, attempt)
+            }
+            (created, _) => created,
+        })
     }
 
     /// The job with this id, whoever owns it. Callers scope by owner.

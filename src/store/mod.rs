@@ -153,8 +153,10 @@ fn is_unavailable(err: &sqlx::Error) -> bool {
 /// Result of an insert-or-get keyed by `(owner, idempotency_key)` (R2).
 #[derive(Debug, Clone)]
 pub enum Created {
-    /// This call inserted the row.
+    /// This call inserted the row (`pending`).
     New(Job),
+    /// This call inserted the row (`running`) and its attempt 1 `starting`.
+    Started(Job, crate::jobs::Attempt),
     /// The row already existed; the constraint said so, not a prior read.
     Existing(Job),
 }

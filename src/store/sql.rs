@@ -21,13 +21,37 @@ macro_rules! attempt_columns {
 
 /// R2: the unique constraint decides; the inserting instance holds the lease
 /// from the first moment, so a crash right after the insert is recovered.
-pub(super) const INSERT_JOB: &str = concat!(
-    "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
-     status, version, created_at, updated_at, lease_owner, lease_expires_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7, $8, $9) \
-     ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
-     RETURNING ",
-    job_columns!()
+/// `$10` is the status: `pending`, or `running` when the first attempt is
+/// inserted with it.
+macro_rules! insert_job {
+    () => {
+        concat!(
+            "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
+             status, version, created_at, updated_at, lease_owner, lease_expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9) \
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
+             RETURNING ",
+            job_columns!()
+        )
+    };
+}
+
+pub(super) const INSERT_JOB: &str = insert_job!();
+
+/// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
+/// (`$11` attempt id, `$12` provider, as in the PostgreSQL form below.)
+pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at) \
+     VALUES ($11, $1, 1, $12, 'starting', 0, $7)";
+
+/// PostgreSQL: the job and, if it was inserted, its attempt 1 `starting`,
+/// in one statement (one round trip, one commit).
+pub(super) const INSERT_JOB_AND_FIRST_ATTEMPT_PG: &str = concat!(
+    "WITH job AS (",
+    insert_job!(),
+    "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at) \
+     SELECT $11, id, 1, $12, 'starting', version, $7 FROM job) SELECT ",
+    job_columns!(),
+    " FROM job"
 );
 
 pub(super) const SELECT_JOB_BY_ID: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1");

@@ -135,9 +135,9 @@ pub async fn chat_completions(
 
     if !stream {
         let (job, replayed) = match insert(&state, &new).await? {
-            Submitted::New(job) => {
+            Submitted::New(job, kickoff) => {
                 state.engine.track_provider_time(job.id);
-                state.engine.spawn_drive_new(job.clone());
+                state.engine.spawn_drive_new(job.clone(), kickoff);
                 (job, false)
             }
             Submitted::Existing(job) => (job, true),
@@ -163,8 +163,8 @@ pub async fn chat_completions(
         }
     };
     match inserted {
-        Submitted::New(job) => {
-            state.engine.spawn_drive_new(job.clone());
+        Submitted::New(job, kickoff) => {
+            state.engine.spawn_drive_new(job.clone(), kickoff);
             match opened {
                 Some(subscription) => stream_live(&state, job, subscription, false, wait).await,
                 None => answer(&state, &settle(&state, job, wait).await?, false, true).await,
