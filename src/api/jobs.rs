@@ -16,6 +16,7 @@ use super::prefer::wait_preference;
 use super::submit::{Submitted, submit};
 use super::view::JobView;
 use super::{AppState, Caller, Problem};
+use crate::engine::DriveOutcome;
 use crate::jobs::{Job, JobStatus};
 
 /// Header that marks a response as the replay of an earlier request.
@@ -78,23 +79,23 @@ pub async fn create(
         Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
     })?;
     let wait = wait_preference(&headers);
-    let (job, kickoff) = match submit(&state, &caller, key, value).await? {
-        Submitted::New(job, kickoff) => (job, Some(kickoff)),
+    let (job, drive) = match submit(&state, &caller, key, value).await? {
+        Submitted::New(job, kickoff) => {
+            if wait.is_some() {
+                state.engine.track_provider_time(job.id);
+            }
+            let drive = state.engine.spawn_drive_new(job.clone(), kickoff);
+            if wait.is_none() {
+                return Ok(job_response(StatusCode::CREATED, &job, &[], false));
+            }
+            (job, Some(drive))
+        }
         Submitted::Existing(job) => (job, None),
     };
-    let fresh = kickoff.is_some();
-    if let Some(kickoff) = kickoff {
-        if wait.is_some() {
-            state.engine.track_provider_time(job.id);
-        }
-        state.engine.spawn_drive_new(job.clone(), kickoff);
-        if wait.is_none() {
-            return Ok(job_response(StatusCode::CREATED, &job, &[], false));
-        }
-    }
+    let fresh = drive.is_some();
     let status = if fresh { StatusCode::CREATED } else { StatusCode::OK };
     let job_id = job.id;
-    let answered = respond_after_wait(&state, job, status, !fresh, wait.unwrap_or_default()).await;
+    let answered = respond_after_wait(&state, job, drive, status, !fresh, wait.unwrap_or_default()).await;
     // Taken whatever the answer, so the engine's tally never outlives the request.
     let provider_time = state.engine.take_provider_time(job_id);
     let mut response = answered?;
@@ -190,20 +191,25 @@ pub async fn get(
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
     let wait = wait_preference(&headers).unwrap_or_default();
-    respond_after_wait(&state, job, StatusCode::OK, false, wait).await
+    respond_after_wait(&state, job, None, StatusCode::OK, false, wait).await
 }
 
 /// Waits up to `wait` for the job to leave `pending`/`running` (woken by
 /// the transition), then answers with the job as it is.
+/// `drive` is the drive of a job this request created: its outcome spares
+/// the read of the job.
 async fn respond_after_wait(
     state: &AppState,
     job: Job,
+    drive: Option<DriveOutcome>,
     status: StatusCode,
     replayed: bool,
     wait: Duration,
 ) -> Result<Response, Problem> {
     let job = if wait.is_zero() || !matches!(job.status, JobStatus::Pending | JobStatus::Running) {
         job
+    } else if let Some(drive) = drive {
+        state.engine.wait_drive(job, drive, wait).await?.0
     } else {
         state.engine.wait_settled(job.id, wait).await?.unwrap_or(job)
     };

@@ -53,13 +53,21 @@ pub(super) struct Pick {
     pub refused: Vec<(String, String)>,
 }
 
+/// A job this drive completed: the job as the winning write left it, and
+/// the number of the attempt that won.
+#[derive(Debug)]
+pub struct Completed {
+    pub job: Box<Job>,
+    pub attempt_number: i32,
+}
+
 /// What the driver does after one attempt.
 pub(super) enum Next {
     /// The job is settled, or waits on an unknown attempt: stop driving.
     Stop,
     /// This attempt's answer won the compare-and-swap, which also released
     /// the lease: stop driving, nothing left to release.
-    Completed,
+    Completed(Completed),
     /// Proven failure: the next provider of the chain, at once.
     FailOver,
     /// A retryable rejection: the same provider again after a pause.
@@ -98,7 +106,7 @@ impl Engine {
             tracing::debug!(%job_id, "another driver holds the lease");
             return Ok(());
         }
-        self.drive_claimed(job_id, start_with.map_or(First::Plan, First::Provider)).await
+        self.drive_claimed(job_id, start_with.map_or(First::Plan, First::Provider)).await.map(drop)
     }
 
     pub(super) async fn claim(&self, job_id: Uuid) -> Result<bool, StoreError> {
@@ -106,17 +114,25 @@ impl Engine {
         self.store().claim_lease(job_id, lease, now_ms()).await
     }
 
-    /// Drives with the lease already held, renewing it, and releases it at the end.
-    pub(super) async fn drive_claimed(&self, job_id: Uuid, first: First) -> Result<(), EngineError> {
+    /// Drives with the lease already held, renewing it, and releases it at
+    /// the end. Returns the job if this drive completed it.
+    pub(super) async fn drive_claimed(
+        &self,
+        job_id: Uuid,
+        first: First,
+    ) -> Result<Option<Completed>, EngineError> {
         let renewer = self.spawn_lease_renewer(job_id);
         let result = self.drive_chain(job_id, first).await;
         renewer.abort();
-        if !matches!(result, Ok(Next::Completed))
+        if !matches!(result, Ok(Next::Completed(_)))
             && let Err(err) = self.store().release_lease(job_id, self.instance()).await
         {
             tracing::warn!(%job_id, error = %err, "cannot release the lease; it will expire");
         }
-        result.map(drop)
+        result.map(|next| match next {
+            Next::Completed(completed) => Some(completed),
+            _ => None,
+        })
     }
 
     fn spawn_lease_renewer(&self, job_id: Uuid) -> JoinHandle<()> {
@@ -224,7 +240,7 @@ impl Engine {
                 outcome = tracing::field::Empty,
             );
             match self.run_attempt(&job, &route, attempt, retries).instrument(span).await? {
-                done @ (Next::Stop | Next::Completed) => return Ok(done),
+                done @ (Next::Stop | Next::Completed(_)) => return Ok(done),
                 Next::FailOver => retries = 0,
                 Next::Retry { provider, after } => {
                     retries += 1;
@@ -347,7 +363,9 @@ impl Engine {
                     return Ok(Next::FailOver);
                 }
                 match self.deliver(&attempt, &response, false).await? {
-                    CasOutcome::Won => Ok(Next::Completed),
+                    CasOutcome::Won(job) => {
+                        Ok(Next::Completed(Completed { job, attempt_number: attempt.number }))
+                    }
                     _ => Ok(Next::Stop),
                 }
             }
@@ -431,7 +449,7 @@ impl Engine {
             .increment(1);
         tracing::Span::current().record("outcome", "ok");
         match &outcome {
-            CasOutcome::Won => {
+            CasOutcome::Won(_) => {
                 tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
             }
             CasOutcome::Superseded { winner } => {
@@ -447,7 +465,7 @@ impl Engine {
         }
         self.notify(attempt.job_id);
         match outcome {
-            CasOutcome::Won => self.emit_settled(attempt, AttemptState::Succeeded),
+            CasOutcome::Won(_) => self.emit_settled(attempt, AttemptState::Succeeded),
             CasOutcome::Superseded { .. } => self.emit_settled(attempt, AttemptState::Superseded),
             CasOutcome::NotDeliverable => {}
         }

@@ -31,7 +31,7 @@ use std::time::Duration;
 use intentgate_providers::Provider;
 use uuid::Uuid;
 
-pub use driver::{Creation, Kickoff};
+pub use driver::{Completed, Creation, Kickoff};
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
@@ -75,6 +75,10 @@ struct Inner {
     provider_time: std::sync::Mutex<HashMap<Uuid, Duration>>,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
 }
+
+/// How the drive of a new job ended, for the request that created it:
+/// [`Engine::wait_drive`].
+pub struct DriveOutcome(tokio::sync::oneshot::Receiver<Completed>);
 
 /// What the engine did, for whoever listens (tests wait on these instead of
 /// sleeping; metrics count them).
@@ -167,15 +171,43 @@ impl Engine {
     }
 
     /// Drives a job this instance has just created: it was inserted already
-    /// leased to this instance, so no claim is needed.
-    pub fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) {
+    /// leased to this instance, so no claim is needed. The returned
+    /// [`DriveOutcome`] yields the job if this drive completes it.
+    pub fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) -> DriveOutcome {
         let engine = self.clone();
         let job_id = job.id;
+        let (report, outcome) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
-            if let Err(err) = engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
-                tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
+            match engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
+                Ok(Some(completed)) => {
+                    let _ = report.send(completed);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
+                }
             }
         });
+        DriveOutcome(outcome)
+    }
+
+    /// The job once settled, or as it is after `timeout`, for the request
+    /// that created it: from its own drive when that completed it (no
+    /// read), else as [`Engine::wait_settled`] finds it. With the winning
+    /// attempt's number when the drive knows it.
+    pub async fn wait_drive(
+        &self,
+        job: Job,
+        drive: DriveOutcome,
+        timeout: Duration,
+    ) -> Result<(Job, Option<i32>), StoreError> {
+        let started = tokio::time::Instant::now();
+        if let Ok(Ok(completed)) = tokio::time::timeout(timeout, drive.0).await {
+            return Ok((*completed.job, Some(completed.attempt_number)));
+        }
+        let left = timeout.saturating_sub(started.elapsed());
+        let job = self.wait_settled(job.id, left).await?.unwrap_or(job);
+        Ok((job, None))
     }
 
     /// Waits until the job is no longer `pending` or `running` (R4's

@@ -159,7 +159,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let outcome = self.deliver(attempt, response, true).await?;
         let event = match outcome {
-            CasOutcome::Won => {
+            CasOutcome::Won(_) => {
                 StreamEvent::Done { attempt: attempt.number, finish_reason: response.finish_reason.clone() }
             }
             _ => StreamEvent::Failed {

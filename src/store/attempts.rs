@@ -18,10 +18,10 @@ pub enum StartOutcome {
 }
 
 /// What the compare-and-swap of a result did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CasOutcome {
-    /// This attempt's result is the job's result.
-    Won,
+    /// This attempt's result is the job's result; the job as the write left it.
+    Won(Box<Job>),
     /// Another attempt completed the job first (or it was closed): this
     /// result stays on the attempt, marked `superseded`, for audit only.
     Superseded { winner: Option<Uuid> },
@@ -192,12 +192,13 @@ impl Store {
                                 row.get::<_, String>(0)
                             })?;
                         let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
-                        let won = execute(
+                        let won = fetch_optional(
                             conn,
                             sql::COMPLETE_JOB_CAS,
                             &[&job_id, &job_version, &result, &attempt_id, &now_ms],
-                        )? == 1;
-                        let to = settled_state(won);
+                            JobRow::from_sqlite,
+                        )?;
+                        let to = settled_state(won.is_some());
                         execute(
                             conn,
                             sql::SETTLE_ATTEMPT,
@@ -212,8 +213,8 @@ impl Store {
                                 &now_ms,
                             ],
                         )?;
-                        if won {
-                            return Ok(CasOutcome::Won);
+                        if let Some(job) = won {
+                            return Ok(CasOutcome::Won(Box::new(job.try_into()?)));
                         }
                         let winner = fetch_optional(conn, sql::SELECT_WINNER, &[&job_id], |row| {
                             row.get::<_, Option<Uuid>>(0)
@@ -229,20 +230,18 @@ impl Store {
                     .fetch_optional(&mut *tx)
                     .await?;
                 let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
-                let won = sqlx::query(sql::COMPLETE_JOB_CAS)
+                let won: Option<JobRow> = sqlx::query_as(sql::COMPLETE_JOB_CAS)
                     .bind(job_id)
                     .bind(job_version)
                     .bind(result)
                     .bind(attempt_id)
                     .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-                    == 1;
+                    .fetch_optional(&mut *tx)
+                    .await?;
                 sqlx::query(sql::SETTLE_ATTEMPT)
                     .bind(attempt_id)
                     .bind(&state)
-                    .bind(settled_state(won))
+                    .bind(settled_state(won.is_some()))
                     .bind("ok")
                     .bind(None::<&str>)
                     .bind(raw_response)
@@ -250,12 +249,15 @@ impl Store {
                     .bind(now_ms)
                     .execute(&mut *tx)
                     .await?;
-                let outcome = if won {
-                    CasOutcome::Won
-                } else {
-                    let winner: Option<Option<Uuid>> =
-                        sqlx::query_scalar(sql::SELECT_WINNER).bind(job_id).fetch_optional(&mut *tx).await?;
-                    CasOutcome::Superseded { winner: winner.flatten() }
+                let outcome = match won {
+                    Some(job) => CasOutcome::Won(Box::new(job.try_into()?)),
+                    None => {
+                        let winner: Option<Option<Uuid>> = sqlx::query_scalar(sql::SELECT_WINNER)
+                            .bind(job_id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        CasOutcome::Superseded { winner: winner.flatten() }
+                    }
                 };
                 tx.commit().await?;
                 Ok(outcome)

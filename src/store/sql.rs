@@ -67,9 +67,15 @@ pub(super) const SET_JOB_STATUS: &str = "UPDATE jobs SET status = $3, error = CO
 /// R6: the only statement that writes a job's result. Zero rows = another
 /// attempt already won (or the job was cancelled or failed meanwhile). A
 /// completed job needs no driver: the lease goes with the same write.
-pub(super) const COMPLETE_JOB_CAS: &str = "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
+/// It returns the job as it leaves it, so that whoever waits on the job
+/// needs no read.
+pub(super) const COMPLETE_JOB_CAS: &str = concat!(
+    "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
      version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
-     WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown')";
+     WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown') \
+     RETURNING ",
+    job_columns!()
+);
 
 /// Who won the compare-and-swap, for the loser's log line.
 pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id = $1";

@@ -134,20 +134,21 @@ pub async fn chat_completions(
     let wait: Duration = state.config.openai.wait.into();
 
     if !stream {
-        let (job, replayed) = match insert(&state, &new).await? {
+        let (job_id, replayed, settled) = match insert(&state, &new).await? {
             Submitted::New(job, kickoff) => {
                 state.engine.track_provider_time(job.id);
-                state.engine.spawn_drive_new(job.clone(), kickoff);
-                (job, false)
+                let job_id = job.id;
+                let drive = state.engine.spawn_drive_new(job.clone(), kickoff);
+                (job_id, false, state.engine.wait_drive(job, drive, wait).await.map_err(Problem::from))
             }
-            Submitted::Existing(job) => (job, true),
+            Submitted::Existing(job) => {
+                (job.id, true, settle(&state, job, wait).await.map(|job| (job, None)))
+            }
         };
-        let job_id = job.id;
-        let settled = settle(&state, job, wait).await;
         // Taken whatever the outcome, so the engine's tally never outlives the request.
         let provider_time = state.engine.take_provider_time(job_id);
-        let job = settled?;
-        let mut response = answer(&state, &job, replayed, false).await?;
+        let (job, winner) = settled?;
+        let mut response = answer(&state, &job, winner, replayed, false).await?;
         response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
         return Ok(response);
     }
@@ -164,10 +165,11 @@ pub async fn chat_completions(
     };
     match inserted {
         Submitted::New(job, kickoff) => {
-            state.engine.spawn_drive_new(job.clone(), kickoff);
+            // A stream's readers follow the hub, not the drive's outcome.
+            let _ = state.engine.spawn_drive_new(job.clone(), kickoff);
             match opened {
                 Some(subscription) => stream_live(&state, job, subscription, false, wait).await,
-                None => answer(&state, &settle(&state, job, wait).await?, false, true).await,
+                None => answer(&state, &settle(&state, job, wait).await?, None, false, true).await,
             }
         }
         Submitted::Existing(job) => {
@@ -175,7 +177,7 @@ pub async fn chat_completions(
             let live = if is_running(&job) { state.engine.streams().attach(job.id) } else { None };
             match live {
                 Some(subscription) => stream_live(&state, job, subscription, true, wait).await,
-                None => answer(&state, &settle(&state, job, wait).await?, true, true).await,
+                None => answer(&state, &settle(&state, job, wait).await?, None, true, true).await,
             }
         }
     }
@@ -229,10 +231,19 @@ async fn settle(state: &AppState, job: Job, wait: Duration) -> Result<Job, Probl
 
 /// The answer for a job as it is now: its completion (or stream replay), or
 /// the problem that says why there is none.
-async fn answer(state: &AppState, job: &Job, replayed: bool, stream: bool) -> Result<Response, Problem> {
-    let winner = match job.completed_by {
-        Some(id) => state.store.attempt_number(id).await?,
-        None => None,
+/// `winner` is the number of the attempt that completed the job, when the
+/// caller knows it (else it is read).
+async fn answer(
+    state: &AppState,
+    job: &Job,
+    winner: Option<i32>,
+    replayed: bool,
+    stream: bool,
+) -> Result<Response, Problem> {
+    let winner = match (winner, job.completed_by) {
+        (Some(number), _) => Some(number),
+        (None, Some(id)) => state.store.attempt_number(id).await?,
+        (None, None) => None,
     };
     if job.status != JobStatus::Succeeded {
         return Err(not_succeeded(state, job).await?);
@@ -321,7 +332,7 @@ async fn stream_live(
         Ok(Some(Err(problem))) => return Err(problem),
         Ok(None) | Err(_) => {
             let job = state.store.job(job.id).await?.unwrap_or(job);
-            return answer(state, &job, replayed, true).await;
+            return answer(state, &job, None, replayed, true).await;
         }
     };
     let attempt = match &first {
@@ -329,7 +340,7 @@ async fn stream_live(
         StreamEvent::Failed { .. } => {
             // Nothing was sent yet: answer as a plain request would.
             let job = state.store.job(job.id).await?.unwrap_or(job);
-            return answer(state, &job, replayed, true).await;
+            return answer(state, &job, None, replayed, true).await;
         }
     };
     let completion = Completion::of(&job);
