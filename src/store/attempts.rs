@@ -1,6 +1,7 @@
 //! Attempt rows: the guarded start (R4), settling, the result
 //! compare-and-swap (R6, R7) and recovery.
 
+use sqlx::{FromRow as _, Row as _};
 use uuid::Uuid;
 
 use super::rows::{AttemptRow, JobRow, first};
@@ -188,7 +189,7 @@ impl Store {
                     .writer
                     .write(move |conn| {
                         let state =
-                            fetch_optional(conn, sql::LOCK_DELIVERABLE_ATTEMPT, &[&attempt_id], |row| {
+                            fetch_optional(conn, sql::DELIVERABLE_ATTEMPT_STATE, &[&attempt_id], |row| {
                                 row.get::<_, String>(0)
                             })?;
                         let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
@@ -224,43 +225,23 @@ impl Store {
                     .await
             }
             Store::Postgres(store) => {
-                let mut tx = store.pool.begin().await?;
-                let state: Option<String> = sqlx::query_scalar(sql::LOCK_DELIVERABLE_ATTEMPT)
-                    .bind(attempt_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
-                let won: Option<JobRow> = sqlx::query_as(sql::COMPLETE_JOB_CAS)
+                let row = sqlx::query(sql::COMPLETE_JOB_PG)
                     .bind(job_id)
                     .bind(job_version)
                     .bind(result)
                     .bind(attempt_id)
                     .bind(now_ms)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                sqlx::query(sql::SETTLE_ATTEMPT)
-                    .bind(attempt_id)
-                    .bind(&state)
-                    .bind(settled_state(won.is_some()))
-                    .bind("ok")
-                    .bind(None::<&str>)
                     .bind(raw_response)
-                    .bind(None::<&str>)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
+                    .fetch_optional(&store.pool)
                     .await?;
-                let outcome = match won {
-                    Some(job) => CasOutcome::Won(Box::new(job.try_into()?)),
-                    None => {
-                        let winner: Option<Option<Uuid>> = sqlx::query_scalar(sql::SELECT_WINNER)
-                            .bind(job_id)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        CasOutcome::Superseded { winner: winner.flatten() }
-                    }
-                };
-                tx.commit().await?;
-                Ok(outcome)
+                let Some(row) = row else { return Ok(CasOutcome::NotDeliverable) };
+                let settled_as: String = row.try_get("settled_as")?;
+                if settled_as == AttemptState::Succeeded.as_str() {
+                    let job = JobRow::from_row(&row)?;
+                    Ok(CasOutcome::Won(Box::new(job.try_into()?)))
+                } else {
+                    Ok(CasOutcome::Superseded { winner: row.try_get("winner")? })
+                }
             }
         }
     }

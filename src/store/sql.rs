@@ -69,16 +69,39 @@ pub(super) const SET_JOB_STATUS: &str = "UPDATE jobs SET status = $3, error = CO
 /// completed job needs no driver: the lease goes with the same write.
 /// It returns the job as it leaves it, so that whoever waits on the job
 /// needs no read.
-pub(super) const COMPLETE_JOB_CAS: &str = concat!(
-    "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
-     version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
-     WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown') \
-     RETURNING ",
-    job_columns!()
-);
+macro_rules! complete_job_cas {
+    () => {
+        "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
+         version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
+         WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown')"
+    };
+}
+
+pub(super) const COMPLETE_JOB_CAS: &str = concat!(complete_job_cas!(), " RETURNING ", job_columns!());
 
 /// Who won the compare-and-swap, for the loser's log line.
 pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id = $1";
+
+/// PostgreSQL: [`DELIVERABLE_ATTEMPT_STATE`], [`COMPLETE_JOB_CAS`] and the
+/// attempt's settling in one statement (one round trip, one commit). The
+/// attempt's row lock is taken first (`FOR UPDATE`), as in the SQLite op.
+/// No row: the attempt could not deliver. Else `settled_as` says whether
+/// it won (`succeeded`, the job's columns beside it) or came second
+/// (`superseded`, `winner` then names the attempt that won, if visible).
+pub(super) const COMPLETE_JOB_PG: &str = concat!(
+    "WITH deliverable AS (SELECT id FROM attempts \
+     WHERE id = $4 AND state IN ('starting', 'unknown', 'abandoned') FOR UPDATE), \
+     won AS (",
+    complete_job_cas!(),
+    " AND EXISTS (SELECT 1 FROM deliverable) RETURNING ",
+    job_columns!(),
+    "), settled AS (UPDATE attempts SET \
+     state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded' ELSE 'superseded' END, \
+     outcome = 'ok', response = $6, finished_at = $5 \
+     WHERE id IN (SELECT id FROM deliverable) RETURNING state) \
+     SELECT settled.state AS settled_as, (SELECT completed_by FROM jobs WHERE id = $1) AS winner, won.* \
+     FROM settled LEFT JOIN won ON true"
+);
 
 /// R10: take the lease if it is free, expired, or already ours.
 pub(super) const CLAIM_LEASE: &str = "UPDATE jobs SET lease_owner = $2, lease_expires_at = $3 \
@@ -125,11 +148,11 @@ pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome
      resolved_by = COALESCE($7, resolved_by), finished_at = $8 \
      WHERE id = $1 AND state = $2";
 
-/// Takes the attempt's row lock (PostgreSQL) and tells whether it may still
-/// deliver a result. The no-op `state = state` keeps this one portable
-/// statement; the transition trigger allows an unchanged state.
-pub(super) const LOCK_DELIVERABLE_ATTEMPT: &str = "UPDATE attempts SET state = state \
-     WHERE id = $1 AND state IN ('starting', 'unknown', 'abandoned') RETURNING state";
+/// SQLite: whether the attempt may still deliver a result (the writer's
+/// transaction holds the database's only write lock, so nothing moves it
+/// meanwhile; PostgreSQL takes the row lock in [`COMPLETE_JOB_PG`]).
+pub(super) const DELIVERABLE_ATTEMPT_STATE: &str =
+    "SELECT state FROM attempts WHERE id = $1 AND state IN ('starting', 'unknown', 'abandoned')";
 
 /// Recovery: the process that wrote these `starting` attempts is gone and
 /// may have sent them, so they become `unknown` — never `failed`.
