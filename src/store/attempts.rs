@@ -188,11 +188,6 @@ impl Store {
                 store
                     .writer
                     .write(move |conn| {
-                        let state =
-                            fetch_optional(conn, sql::DELIVERABLE_ATTEMPT_STATE, &[&attempt_id], |row| {
-                                row.get::<_, String>(0)
-                            })?;
-                        let Some(state) = state else { return Ok(CasOutcome::NotDeliverable) };
                         let won = fetch_optional(
                             conn,
                             sql::COMPLETE_JOB_CAS,
@@ -200,20 +195,14 @@ impl Store {
                             JobRow::from_sqlite,
                         )?;
                         let to = settled_state(won.is_some());
-                        execute(
+                        let settled = execute(
                             conn,
-                            sql::SETTLE_ATTEMPT,
-                            &[
-                                &attempt_id,
-                                &state,
-                                &to,
-                                &"ok",
-                                &None::<String>,
-                                &raw_response,
-                                &None::<String>,
-                                &now_ms,
-                            ],
+                            sql::SETTLE_DELIVERED,
+                            &[&attempt_id, &to, &raw_response, &now_ms],
                         )?;
+                        if settled == 0 {
+                            return Ok(CasOutcome::NotDeliverable);
+                        }
                         if let Some(job) = won {
                             return Ok(CasOutcome::Won(Box::new(job.try_into()?)));
                         }

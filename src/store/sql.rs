@@ -77,21 +77,44 @@ macro_rules! complete_job_cas {
     };
 }
 
-pub(super) const COMPLETE_JOB_CAS: &str = concat!(complete_job_cas!(), " RETURNING ", job_columns!());
+/// The states from which an attempt may still deliver a result.
+macro_rules! deliverable {
+    () => {
+        "state IN ('starting', 'unknown', 'abandoned')"
+    };
+}
+
+/// SQLite: the compare-and-swap, if attempt `$4` may still deliver (the
+/// writer's transaction holds the database's only write lock, so nothing
+/// moves the attempt meanwhile).
+pub(super) const COMPLETE_JOB_CAS: &str = concat!(
+    complete_job_cas!(),
+    " AND EXISTS (SELECT 1 FROM attempts WHERE id = $4 AND ",
+    deliverable!(),
+    ") RETURNING ",
+    job_columns!()
+);
+
+/// SQLite: the delivering attempt settles as `$2` (`succeeded` if its CAS
+/// won, else `superseded`). Zero rows: it could not deliver.
+pub(super) const SETTLE_DELIVERED: &str = concat!(
+    "UPDATE attempts SET state = $2, outcome = 'ok', response = $3, finished_at = $4 WHERE id = $1 AND ",
+    deliverable!()
+);
 
 /// Who won the compare-and-swap, for the loser's log line.
 pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id = $1";
 
-/// PostgreSQL: [`DELIVERABLE_ATTEMPT_STATE`], [`COMPLETE_JOB_CAS`] and the
+/// PostgreSQL: the deliverability check, the compare-and-swap and the
 /// attempt's settling in one statement (one round trip, one commit). The
 /// attempt's row lock is taken first (`FOR UPDATE`), as in the SQLite op.
 /// No row: the attempt could not deliver. Else `settled_as` says whether
 /// it won (`succeeded`, the job's columns beside it) or came second
 /// (`superseded`, `winner` then names the attempt that won, if visible).
 pub(super) const COMPLETE_JOB_PG: &str = concat!(
-    "WITH deliverable AS (SELECT id FROM attempts \
-     WHERE id = $4 AND state IN ('starting', 'unknown', 'abandoned') FOR UPDATE), \
-     won AS (",
+    "WITH deliverable AS (SELECT id FROM attempts WHERE id = $4 AND ",
+    deliverable!(),
+    " FOR UPDATE), won AS (",
     complete_job_cas!(),
     " AND EXISTS (SELECT 1 FROM deliverable) RETURNING ",
     job_columns!(),
@@ -147,12 +170,6 @@ pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome
      detail = COALESCE($5, detail), response = COALESCE($6, response), \
      resolved_by = COALESCE($7, resolved_by), finished_at = $8 \
      WHERE id = $1 AND state = $2";
-
-/// SQLite: whether the attempt may still deliver a result (the writer's
-/// transaction holds the database's only write lock, so nothing moves it
-/// meanwhile; PostgreSQL takes the row lock in [`COMPLETE_JOB_PG`]).
-pub(super) const DELIVERABLE_ATTEMPT_STATE: &str =
-    "SELECT state FROM attempts WHERE id = $1 AND state IN ('starting', 'unknown', 'abandoned')";
 
 /// Recovery: the process that wrote these `starting` attempts is gone and
 /// may have sent them, so they become `unknown` — never `failed`.
