@@ -18,6 +18,7 @@ store_matrix!(
     job_transitions_match_the_domain,
     one_open_attempt_per_job,
     racing_drivers_start_one_attempt,
+    a_failing_write_spares_the_writes_beside_it,
 );
 
 /// Raw SQL against the test database, bypassing the store's code.
@@ -205,4 +206,67 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
     }
     assert_eq!(started, 1, "exactly one attempt started");
     assert_eq!(real.attempts(job.id).await.unwrap().len(), 1);
+}
+
+/// On SQLite, concurrent writes share one transaction (group commit), each
+/// in its own savepoint; on PostgreSQL each has its own. Either way a write
+/// that the schema refuses fails alone: 40 tasks released by one barrier,
+/// half inserting jobs and half re-inserting a contract run whose id exists
+/// (a primary-key violation), leave all 20 jobs committed and 20 errors.
+async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
+    use std::sync::Arc;
+
+    use intentgate::jobs::{IdempotencyKey, NewJob, now_ms};
+    use intentgate::store::{ContractRecord, Created, Lease, StoreError};
+
+    let config = common::test_config(&store.url);
+    let real = intentgate::store::Store::connect(&config.store).await.unwrap();
+    real.migrate().await.unwrap();
+    let run = ContractRecord {
+        id: uuid::Uuid::now_v7(),
+        route: "chat".into(),
+        provider: "p".into(),
+        suite_fingerprint: "a".repeat(64),
+        provider_fingerprint: "b".repeat(64),
+        passed: true,
+        started_at: now_ms(),
+        finished_at: now_ms(),
+        report: "{}".into(),
+    };
+    real.record_contract_run(&run, &[]).await.unwrap();
+
+    let barrier = Arc::new(tokio::sync::Barrier::new(40));
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (real, barrier, run) = (real.clone(), barrier.clone(), run.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                if i % 2 == 0 {
+                    let key = IdempotencyKey::parse(&format!("k{i}")).unwrap();
+                    let new = NewJob::new("alice".into(), key, "chat".into(), "{}".into());
+                    let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
+                    match real.create_job(&new, lease, Some("p"), now_ms()).await {
+                        Ok(Created::Started(..)) => Ok(()),
+                        other => panic!("job {i}: {other:?}"),
+                    }
+                } else {
+                    real.record_contract_run(&run, &[]).await
+                }
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) => {}
+            Err(StoreError::Database(_)) => refused += 1,
+            Err(other) => panic!("a refused write must be a database error, not {other:?}"),
+        }
+    }
+    assert_eq!(refused, 20, "every duplicate run is refused");
+    assert_eq!(real.count_jobs(Some("alice")).await.unwrap(), 20, "every job beside them is stored");
+    for i in (0..40).step_by(2) {
+        let job = real.job_by_key("alice", &format!("k{i}")).await.unwrap().unwrap();
+        assert_eq!(job.status, JobStatus::Running);
+    }
 }
