@@ -58,31 +58,12 @@ impl Writer {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", options.synchronous)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        // Checkpoints run on their own thread (below), not inside a commit:
-        // copying the WAL back and syncing the file would stall every write
-        // waiting behind that commit.
-        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         conn.set_prepared_statement_cache_capacity(64);
-        let checkpointer = Connection::open_with_flags(
-            &options.path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        checkpointer.busy_timeout(options.busy_timeout)?;
         let (ops, queue) = mpsc::channel();
-        let (stop, stopped) = mpsc::channel::<()>();
-        let cannot_start =
-            |err: std::io::Error| StoreError::Unavailable(DbError::Writer(format!("cannot start: {err}")));
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || {
-                run(&conn, &queue);
-                drop(stop);
-            })
-            .map_err(cannot_start)?;
-        std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || checkpoint_until(&checkpointer, &stopped))
-            .map_err(cannot_start)?;
+            .spawn(move || run(&conn, &queue))
+            .map_err(|err| StoreError::Unavailable(DbError::Writer(format!("cannot start: {err}"))))?;
         Ok(Writer { ops })
     }
 
@@ -160,20 +141,6 @@ fn in_savepoint<R>(
         }
     };
     result
-}
-
-/// How often the WAL is copied back into the database file.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// A passive checkpoint every [`CHECKPOINT_EVERY`] until the writer stops:
-/// it runs beside the writer and the readers without blocking them, and
-/// once it has caught up the writer starts the WAL over.
-fn checkpoint_until(conn: &Connection, stopped: &mpsc::Receiver<()>) {
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
-        if let Err(err) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %err, "SQLite checkpoint failed; the WAL grows until one succeeds");
-        }
-    }
 }
 
 /// The thread: take a batch, run it in one transaction, commit, answer.
