@@ -84,9 +84,10 @@ pub async fn create(
             if wait.is_some() {
                 state.engine.track_provider_time(job.id);
             }
+            let first: Vec<_> = kickoff.attempt().into_iter().cloned().collect();
             let drive = state.engine.spawn_drive_new(job.clone(), kickoff);
             if wait.is_none() {
-                return Ok(job_response(StatusCode::CREATED, &job, &[], false));
+                return Ok(job_response(StatusCode::CREATED, &job, &first, false));
             }
             (job, Some(drive))
         }

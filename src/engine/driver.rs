@@ -46,6 +46,13 @@ pub struct Kickoff {
     refused: Vec<String>,
 }
 
+impl Kickoff {
+    /// The attempt inserted with the job, if any.
+    pub fn attempt(&self) -> Option<&Attempt> {
+        self.attempt.as_deref()
+    }
+}
+
 /// The gate's choice among positions of a chain (see `pick_provider`).
 pub(super) struct Pick {
     pub provider: Option<String>,

@@ -106,7 +106,15 @@ where
 {
     fn run(&mut self, conn: &Connection) {
         if let Some(work) = self.work.take() {
-            self.result = Some(in_savepoint(conn, work));
+            // A panicking op must not take the writer (and every later
+            // write) down with it: it fails alone, its statements undone.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_savepoint(conn, work)));
+            self.result = Some(ran.unwrap_or_else(|_| {
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+                }
+                Err(StoreError::Corrupt("a write panicked; it was undone".into()))
+            }));
         }
     }
 
