@@ -5,7 +5,7 @@ use sqlx::{FromRow as _, Row as _};
 use uuid::Uuid;
 
 use super::rows::{AttemptRow, JobRow, first};
-use super::sqlite_writer::{execute, fetch_all, fetch_optional};
+use super::sqlite_statements::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
 use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
 

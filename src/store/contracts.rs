@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::sqlite_writer::execute;
+use super::sqlite_statements::execute;
 use super::{Store, StoreError};
 
 /// The latest run of one route's suite against one provider.

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use sqlx::Arguments as _;
 use sqlx::postgres::{PgArguments, PgRow};
 
-use super::{Store, StoreError, sqlite_writer};
+use super::{Store, StoreError, sqlite_statements};
 
 #[derive(Debug, Clone)]
 pub(super) enum Arg {
@@ -94,7 +94,7 @@ impl Store {
                 store
                     .writer
                     .write(move |conn| {
-                        sqlite_writer::execute(conn, sql, &sqlite_refs(&args)).map(|rows| rows as u64)
+                        sqlite_statements::execute(conn, sql, &sqlite_refs(&args)).map(|rows| rows as u64)
                     })
                     .await
             }
@@ -118,7 +118,7 @@ impl Store {
         match self {
             Store::Sqlite(store) => store
                 .readers
-                .with(|conn| sqlite_writer::fetch_optional(conn, sql, &sqlite_refs(&args), decode)),
+                .with(|conn| sqlite_statements::fetch_optional(conn, sql, &sqlite_refs(&args), decode)),
             Store::Postgres(store) => {
                 Ok(sqlx::query_as_with(sql, pg_arguments(args)?).fetch_optional(&store.pool).await?)
             }
@@ -136,9 +136,9 @@ impl Store {
         R: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
     {
         match self {
-            Store::Sqlite(store) => {
-                store.readers.with(|conn| sqlite_writer::fetch_all(conn, sql, &sqlite_refs(&args), decode))
-            }
+            Store::Sqlite(store) => store
+                .readers
+                .with(|conn| sqlite_statements::fetch_all(conn, sql, &sqlite_refs(&args), decode)),
             Store::Postgres(store) => {
                 Ok(sqlx::query_as_with(sql, pg_arguments(args)?).fetch_all(&store.pool).await?)
             }

@@ -4,7 +4,7 @@
 use uuid::Uuid;
 
 use super::rows::{JobRow, first};
-use super::sqlite_writer::{execute, fetch_optional};
+use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
 

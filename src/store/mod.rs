@@ -11,8 +11,9 @@
 //! `read_optional`, `read_all`). How it runs differs: on SQLite a read runs
 //! on a read-only connection on the caller's thread (`sqlite_readers.rs`)
 //! and a write is an op for the single writer thread, which commits many
-//! of them at once (`sqlite_writer.rs`); on PostgreSQL both run on the
-//! pool. The few multi-statement
+//! of them at once (`sqlite_writer.rs`), both binding the shared SQL
+//! through `sqlite_statements.rs`; on PostgreSQL both run on the pool. The
+//! few multi-statement
 //! writes (`start_attempt`, `complete_job`) keep their two bodies side by
 //! side and share their decisions (`plan_start`). Connecting and migrations
 //! live in `sqlite.rs` and `postgres.rs`, the invariants in
@@ -38,6 +39,7 @@ mod rows;
 mod sql;
 mod sqlite;
 mod sqlite_readers;
+mod sqlite_statements;
 mod sqlite_writer;
 
 pub use attempts::{CasOutcome, Settle, StartOutcome};
