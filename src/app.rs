@@ -16,6 +16,10 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::store::{Store, StoreError};
 
+/// How long a graceful shutdown lets in-flight drives settle once the
+/// server stopped accepting requests.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
@@ -44,7 +48,9 @@ impl RunningGateway {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting, lets in-flight requests finish, and waits.
+    /// Stops accepting, lets in-flight requests finish, gives in-flight
+    /// drives a grace period to settle (stopping late-answer listeners at
+    /// once: the recovery sweep settles what they would have), and waits.
     pub async fn shutdown(self) -> std::io::Result<()> {
         let _ = self.shutdown.send(true);
         self.task.await.unwrap_or_else(|join| Err(std::io::Error::other(join)))
@@ -109,16 +115,23 @@ async fn start_with_simulator(
         engine: engine.clone(),
         principals: Arc::new(principals),
     };
-    let sweeper = engine.spawn_sweeper();
+    engine.spawn_sweeper();
     let (shutdown, mut stopped) = watch::channel(false);
     let app = api::router(state);
+    let tasks = engine.tasks().clone();
+    // The root task: the server, then the engine's drain. (Every other task
+    // is spawned through the engine's `Tasks`.)
+    #[allow(clippy::disallowed_methods)]
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             })
             .await;
-        sweeper.abort();
+        let cut = tasks.shutdown(SHUTDOWN_GRACE).await;
+        if cut > 0 {
+            tracing::warn!(cut, "drives still running after the grace period were stopped; their leases expire and the recovery sweep takes them over");
+        }
         served
     });
     tracing::info!(%addr, store = store.backend(), "intentgate listening");

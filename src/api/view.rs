@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::jobs::{Attempt, AttemptState, Job, JobStatus, rfc3339};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, rfc3339};
 
 /// A job and its attempts, as `POST /v1/jobs`, `GET /v1/jobs/{id}` and the
 /// attempt calls answer.
@@ -39,7 +39,7 @@ pub struct AttemptView<'a> {
     pub provider: &'a str,
     pub state: AttemptState,
     pub job_version: i64,
-    pub outcome: Option<&'a str>,
+    pub outcome: Option<AttemptOutcome>,
     pub detail: Option<&'a str>,
     pub resolved_by: Option<&'a str>,
     pub started_at: String,
@@ -74,7 +74,7 @@ impl<'a> AttemptView<'a> {
             provider: &attempt.provider,
             state: attempt.state,
             job_version: attempt.job_version,
-            outcome: attempt.outcome.as_deref(),
+            outcome: attempt.outcome,
             detail: attempt.detail.as_deref(),
             resolved_by: attempt.resolved_by.as_deref(),
             started_at: rfc3339(attempt.started_at_ms),

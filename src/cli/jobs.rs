@@ -53,7 +53,7 @@ pub async fn show(store: &Store, id: &str) -> Result<(), String> {
                 attempt.number.to_string(),
                 attempt.provider.clone(),
                 attempt.state.to_string(),
-                attempt.outcome.clone().unwrap_or_default(),
+                attempt.outcome.map(|o| o.as_str().to_owned()).unwrap_or_default(),
                 rfc3339(attempt.started_at_ms),
                 attempt
                     .finished_at_ms

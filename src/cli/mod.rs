@@ -193,12 +193,18 @@ async fn serve(args: &ConfigArg) -> ExitCode {
         Err(err) => return fail(err),
     };
     let stop = gateway.stop_signal();
-    tokio::spawn(async move {
+    let on_signal = async move {
         shutdown_signal().await;
-        tracing::info!("shutting down");
+        tracing::info!("shutting down: no new connections; in-flight drives get a grace period to settle");
         let _ = stop.send(true);
-    });
-    match gateway.wait().await {
+        std::future::pending::<()>().await
+    };
+    // The server stops after the signal, once drained; `on_signal` never ends.
+    let served = tokio::select! {
+        served = gateway.wait() => served,
+        () = on_signal => Ok(()),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(err),
     }

@@ -2,20 +2,18 @@
 
 use std::time::Duration;
 
-use intentgate_providers::{CallContext, ChatResponse, Failure, Outcome};
-use serde_json::json;
+use intentgate_providers::{CallContext, Failure};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use super::conclude::{Pending, Seen};
+use super::decide::Phase;
 use super::{Engine, EngineError, plan};
 use crate::config::RouteConfig;
-use crate::jobs::{Attempt, AttemptState, Job, JobRequest, JobStatus, NewJob, now_ms};
-use crate::store::{CasOutcome, Created, Lease, Settle, StartOutcome, StoreError};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobError, JobRequest, NewJob};
+use crate::store::{Created, Lease, StartOutcome, StoreError};
 use crate::telemetry;
 use tracing::Instrument;
-
-/// The outcome recorded for an answer that breaks the route's contract.
-pub(super) const CONTRACT_VIOLATION: &str = "contract_violation";
 
 /// Where a driver begins.
 pub(super) enum First {
@@ -79,6 +77,9 @@ pub(super) enum Next {
     FailOver,
     /// A retryable rejection: the same provider again after a pause.
     Retry { provider: String, after: Duration },
+    /// (Late answers only) nothing proven yet: keep waiting for
+    /// `max_execution`.
+    Wait,
 }
 
 impl Engine {
@@ -92,7 +93,7 @@ impl Engine {
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
-        let created = self.store().create_job(new, self.new_job_lease(), first_provider, now_ms()).await?;
+        let created = self.store().create_job(new, self.new_job_lease(), first_provider, self.now_ms()).await?;
         Ok(match created {
             Created::Existing(job) => Creation::Existing(job),
             Created::New(job) => Creation::New(job, Kickoff { attempt: None, refused: Vec::new() }),
@@ -118,7 +119,7 @@ impl Engine {
 
     pub(super) async fn claim(&self, job_id: Uuid) -> Result<bool, StoreError> {
         let lease = Lease { owner: self.instance(), expires_at_ms: self.lease_expiry() };
-        self.store().claim_lease(job_id, lease, now_ms()).await
+        self.store().claim_lease(job_id, lease, self.now_ms()).await
     }
 
     /// Drives with the lease already held, renewing it, and releases it at
@@ -142,9 +143,9 @@ impl Engine {
         })
     }
 
-    fn spawn_lease_renewer(&self, job_id: Uuid) -> JoinHandle<()> {
+    fn spawn_lease_renewer(&self, job_id: Uuid) -> JoinHandle<Option<()>> {
         let engine = self.clone();
-        tokio::spawn(async move {
+        self.tasks().spawn_watch(async move {
             let period = engine.inner.lease_ttl / 3;
             loop {
                 tokio::time::sleep(period).await;
@@ -185,12 +186,22 @@ impl Engine {
                     None => return Ok(Next::Stop),
                 },
             };
-            if matches!(job.status, JobStatus::Succeeded | JobStatus::Cancelled) {
+            // A job that succeeded, failed or was cancelled is not driven
+            // on (a new attempt on a failed job starts by hand, which moves
+            // it to `running` first).
+            if job.status.is_terminal() {
+                if let First::Started(attempt) = &next {
+                    let reason = format!("the job became `{}` before this attempt was sent", job.status);
+                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
+                }
                 return Ok(Next::Stop);
             }
             let Some(route) = self.route(&job.route).cloned() else {
-                let error = json!({"reason": format!("route `{}` is no longer configured", job.route)});
-                self.fail_job(&job, &error.to_string()).await?;
+                let reason = format!("route `{}` is no longer configured", job.route);
+                if let First::Started(attempt) = &next {
+                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
+                }
+                self.fail_job(job.id, &JobError::new(reason)).await?;
                 return Ok(Next::Stop);
             };
             let attempt = match std::mem::replace(&mut next, First::Plan) {
@@ -219,13 +230,13 @@ impl Engine {
                                 }
                                 Err(refused) => {
                                     refused_so_far.extend(refused);
-                                    self.fail_exhausted(&job, &attempts, &refused_so_far).await?;
+                                    self.fail_exhausted(&job, &attempts, refused_so_far).await?;
                                     return Ok(Next::Stop);
                                 }
                             }
                         }
                     };
-                    match self.store().start_attempt(job_id, &provider, now_ms()).await? {
+                    match self.store().start_attempt(job_id, &provider, self.now_ms()).await? {
                         StartOutcome::Started(attempt) => attempt,
                         StartOutcome::Blocked(blocked) => {
                             tracing::debug!(%job_id, ?blocked, "no new attempt");
@@ -247,7 +258,7 @@ impl Engine {
                 outcome = tracing::field::Empty,
             );
             match self.run_attempt(&job, &route, attempt, retries).instrument(span).await? {
-                done @ (Next::Stop | Next::Completed(_)) => return Ok(done),
+                done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
                 Next::Retry { provider, after } => {
                     retries += 1;
@@ -324,7 +335,8 @@ impl Engine {
             .collect()
     }
 
-    /// One attempt, whose row is already `starting`: call, classify, settle.
+    /// One attempt, whose row is already `starting`: call, then conclude
+    /// what its outcome means.
     async fn run_attempt(
         &self,
         job: &Job,
@@ -332,246 +344,68 @@ impl Engine {
         attempt: Attempt,
         retries: u32,
     ) -> Result<Next, EngineError> {
+        let live = Phase::Live { retries };
         let Some(entry) = self.provider(&attempt.provider) else {
-            self.settle_failed(
-                &attempt,
-                "not_sent",
-                &format!("provider `{}` is not configured", attempt.provider),
-            )
-            .await?;
-            return Ok(Next::FailOver);
+            let failure = Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
+            return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
-        let request: JobRequest = serde_json::from_str(&job.request)
-            .map_err(|err| StoreError::Corrupt(format!("job {} request: {err}", job.id)))?;
-        let chat = super::to_chat_request(&request)
-            .map_err(|err| StoreError::Corrupt(format!("job {} request: {err}", job.id)))?;
+        let request = match serde_json::from_str::<JobRequest>(&job.request)
+            .map_err(|err| err.to_string())
+            .and_then(|request| super::to_chat_request(&request).map(|chat| (request, chat)).map_err(|err| err.to_string()))
+        {
+            Ok(request) => request,
+            Err(err) => {
+                // Nothing was sent; the job cannot be driven by any provider.
+                let reason = format!("the stored request cannot be sent: {err}");
+                let failure = Failure::NotSent { reason: reason.clone() };
+                self.settle_failed(&attempt, AttemptState::Starting, failure.class().into(), &reason).await?;
+                self.fail_job(job.id, &JobError::of_attempt(reason, attempt.number)).await?;
+                return Ok(Next::Stop);
+            }
+        };
+        let (request, chat) = request;
         let context = CallContext {
             job_id: job.id,
             attempt: u32::try_from(attempt.number).unwrap_or(u32::MAX),
             expect_json: false,
         };
         if request.params.get("stream").and_then(serde_json::Value::as_bool) == Some(true) {
-            return self.run_stream_attempt(job, route, attempt, chat, context, retries).await;
+            return self.run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, retries).await;
         }
         let provider = entry.provider.clone();
         let call_started = std::time::Instant::now();
-        let mut call: JoinHandle<Outcome> = tokio::spawn(async move { provider.chat(&chat, &context).await });
+        let mut call = self.tasks().spawn_watch(async move { provider.chat(&chat, &context).await });
         let attempt_timeout: Duration = route.attempt_timeout.into();
         let joined = tokio::select! {
             joined = &mut call => Some(joined),
             () = tokio::time::sleep(attempt_timeout) => None,
         };
         self.record_call_time(&attempt, call_started.elapsed(), joined.is_some());
-        match joined {
-            Some(Ok(Ok(response))) => {
-                if let Err(violations) = self.gate().check_output(&job.route, &response.text) {
-                    let detail = format!("the answer breaks the route's contract: {}", violations.join("; "));
-                    self.settle_failed(&attempt, CONTRACT_VIOLATION, &detail).await?;
-                    return Ok(Next::FailOver);
-                }
-                match self.deliver(&attempt, &response, false).await? {
-                    CasOutcome::Won(job) => {
-                        Ok(Next::Completed(Completed { job, attempt_number: attempt.number }))
-                    }
-                    _ => Ok(Next::Stop),
-                }
-            }
-            Some(Ok(Err(failure))) if failure.may_fail_over() => {
-                self.settle_failed(&attempt, failure.class().as_str(), &failure.to_string()).await?;
-                Ok(self.after_failure(route, &attempt, &failure, retries))
-            }
-            Some(Ok(Err(unknown))) => {
-                self.declare_unknown(job, &attempt, &unknown.to_string()).await?;
-                self.spawn_late_listener(attempt, None, false);
-                Ok(Next::Stop)
-            }
-            Some(Err(join)) => {
-                self.declare_unknown(job, &attempt, &format!("the provider call task failed: {join}"))
-                    .await?;
-                self.spawn_late_listener(attempt, None, false);
-                Ok(Next::Stop)
-            }
-            None => {
-                let reason =
-                    format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout);
-                self.declare_unknown(job, &attempt, &reason).await?;
-                self.spawn_late_listener(attempt, Some(call), false);
-                Ok(Next::Stop)
-            }
-        }
-    }
-
-    /// A 429 is retried on the same provider, backing off and honouring
-    /// `Retry-After`, up to the route's `retries`; anything else proven
-    /// fails over at once.
-    pub(super) fn after_failure(
-        &self,
-        route: &RouteConfig,
-        attempt: &Attempt,
-        failure: &Failure,
-        retries: u32,
-    ) -> Next {
-        let Failure::Rejected { status, retry_after, .. } = failure else { return Next::FailOver };
-        // Only "too many requests" is worth waiting for: a 5xx provider is
-        // better replaced by the next one at once.
-        let retryable = *status == 429;
-        if !retryable || retries >= route.retries {
-            return Next::FailOver;
-        }
-        let max_wait: Duration = route.max_retry_wait.into();
-        let backoff =
-            Duration::from(route.retry_backoff).saturating_mul(2u32.saturating_pow(retries)).min(max_wait);
-        let after = match retry_after {
-            Some(wait) if *wait > max_wait => return Next::FailOver,
-            Some(wait) => (*wait).max(backoff),
-            None => backoff,
+        let seen = match joined {
+            Some(Ok(Some(Ok(response)))) => Seen::Answer { response, streamed: false },
+            Some(Ok(Some(Err(failure)))) => Seen::Failure(failure),
+            Some(Ok(None)) => Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() }),
+            Some(Err(join)) => Seen::Failure(Failure::Unknown { reason: format!("the provider call task failed: {join}") }),
+            None => Seen::Silence {
+                reason: format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout),
+                call: Some(Pending { call, streamed: false }),
+            },
         };
-        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, status, ?after, "retrying after rejection");
-        Next::Retry { provider: attempt.provider.clone(), after }
-    }
-
-    /// R6: an answer is offered to the job through the compare-and-swap.
-    /// For a streamed answer, `raw` is the JSON list of its chunks, stored
-    /// in the result so that a replay sends them again byte for byte.
-    pub(super) async fn deliver(
-        &self,
-        attempt: &Attempt,
-        response: &ChatResponse,
-        streamed: bool,
-    ) -> Result<CasOutcome, EngineError> {
-        let chunks: Option<serde_json::Value> =
-            if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
-        let result = json!({
-            "chunks": chunks,
-            "provider": attempt.provider,
-            "model": response.model,
-            "text": response.text,
-            "json": response.json,
-            "usage": response.usage,
-            "finish_reason": response.finish_reason,
-        });
-        let raw = String::from_utf8_lossy(&response.raw);
-        let outcome = self.store().complete_job(attempt, &result.to_string(), &raw, now_ms()).await?;
-        metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => "ok")
-            .increment(1);
-        tracing::Span::current().record("outcome", "ok");
-        match &outcome {
-            CasOutcome::Won(_) => {
-                tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
-            }
-            CasOutcome::Superseded { winner } => {
-                metrics::counter!(telemetry::RACES_LOST).increment(1);
-                tracing::warn!(
-                    job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
-                    winner = ?winner, "race lost: another attempt completed the job first; this result is kept on the attempt only"
-                );
-            }
-            CasOutcome::NotDeliverable => {
-                tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, "answer of an attempt already settled as failed; ignored");
-            }
-        }
-        self.notify(attempt.job_id);
-        match outcome {
-            CasOutcome::Won(_) => self.emit_settled(attempt, AttemptState::Succeeded),
-            CasOutcome::Superseded { .. } => self.emit_settled(attempt, AttemptState::Superseded),
-            CasOutcome::NotDeliverable => {}
-        }
-        Ok(outcome)
-    }
-
-    pub(super) async fn settle_failed(
-        &self,
-        attempt: &Attempt,
-        outcome: &str,
-        detail: &str,
-    ) -> Result<bool, EngineError> {
-        let settle = Settle {
-            from: AttemptState::Starting,
-            to: AttemptState::Failed,
-            outcome: Some(outcome),
-            detail: Some(detail),
-            response: None,
-            resolved_by: None,
-        };
-        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, outcome, detail, "attempt failed");
-        let settled = self.store().settle_attempt(attempt.id, settle, now_ms()).await?;
-        if settled {
-            metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.to_owned())
-                .increment(1);
-            tracing::Span::current().record("outcome", outcome);
-            self.emit_settled(attempt, AttemptState::Failed);
-        }
-        Ok(settled)
-    }
-
-    /// R5: the attempt may have done the work. It and its job become
-    /// `unknown`, and nothing else starts until it is settled.
-    pub(super) async fn declare_unknown(
-        &self,
-        job: &Job,
-        attempt: &Attempt,
-        reason: &str,
-    ) -> Result<(), EngineError> {
-        let settle = Settle {
-            from: AttemptState::Starting,
-            to: AttemptState::Unknown,
-            outcome: Some("unknown"),
-            detail: Some(reason),
-            response: None,
-            resolved_by: None,
-        };
-        tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %attempt.provider, reason, "attempt outcome unknown");
-        if self.store().settle_attempt(attempt.id, settle, now_ms()).await? {
-            self.store()
-                .set_job_status(job.id, JobStatus::Running, JobStatus::Unknown, None, now_ms())
-                .await?;
-            metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => "unknown")
-                .increment(1);
-            tracing::Span::current().record("outcome", "unknown");
-            self.emit_settled(attempt, AttemptState::Unknown);
-        }
-        let event = super::StreamEvent::Failed {
-            attempt: attempt.number,
-            code: "outcome-unknown",
-            message: reason.to_owned(),
-        };
-        self.streams().publish(job.id, event);
-        self.notify(job.id);
-        Ok(())
+        self.conclude(&attempt, &route.name, live, seen).await
     }
 
     async fn fail_exhausted(
         &self,
         job: &Job,
         attempts: &[Attempt],
-        refused: &[String],
+        refused: Vec<String>,
     ) -> Result<(), EngineError> {
-        let reasons: Vec<_> = attempts
-            .iter()
-            .map(|a| json!({"attempt": a.number, "provider": a.provider, "state": a.state, "outcome": a.outcome, "detail": a.detail}))
-            .collect();
         let reason = if refused.is_empty() {
             "every provider of the route's chain failed"
         } else {
             "no provider left in the route's chain that failed over may go to (see `refused`)"
         };
-        let error = json!({"reason": reason, "attempts": reasons, "refused": refused});
-        self.fail_job(job, &error.to_string()).await
-    }
-
-    /// Fails the job from whatever state it is in now (the caller's copy
-    /// may predate its last transition).
-    pub(super) async fn fail_job(&self, job: &Job, error: &str) -> Result<(), EngineError> {
-        let status = self.store().job(job.id).await?.map_or(job.status, |current| current.status);
-        if status.can_become(JobStatus::Failed) {
-            self.store().set_job_status(job.id, status, JobStatus::Failed, Some(error), now_ms()).await?;
-            tracing::warn!(job_id = %job.id, error, "job failed");
-        }
-        self.streams().publish(
-            job.id,
-            super::StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error.to_owned() },
-        );
-        self.notify(job.id);
-        Ok(())
+        let error = JobError::new(reason).with_attempts(attempts).with_refused(refused);
+        self.fail_job(job.id, &error).await
     }
 }

@@ -13,6 +13,9 @@
 //! attempt is awaited after its driver stopped — by the late-answer listener
 //! in `late.rs` — and settles through the same compare-and-swap.
 
+mod clock;
+mod conclude;
+mod decide;
 mod driver;
 mod gate;
 mod late;
@@ -22,6 +25,7 @@ mod recovery;
 mod request;
 mod stream_attempt;
 mod streams;
+mod tasks;
 mod waiters;
 
 use std::collections::HashMap;
@@ -31,15 +35,18 @@ use std::time::Duration;
 use intentgate_providers::Provider;
 use uuid::Uuid;
 
+pub use clock::Clock;
+pub use decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
 pub use driver::{Completed, Creation, Kickoff};
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
 pub use streams::{StreamEvent, StreamHub, Subscription};
+pub use tasks::Tasks;
 pub use waiters::Waiters;
 
 use crate::config::{Config, ProviderConfig, RouteConfig};
-use crate::jobs::{Attempt, AttemptState, Job, now_ms};
+use crate::jobs::{Attempt, AttemptState, Job};
 use crate::store::{Lease, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +81,8 @@ struct Inner {
     /// Provider time spent on jobs whose request is measuring its overhead.
     provider_time: std::sync::Mutex<HashMap<Uuid, Duration>>,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
+    clock: Clock,
+    tasks: Tasks,
 }
 
 /// How the drive of a new job ended, for the request that created it:
@@ -90,6 +99,9 @@ pub enum EngineEvent {
     ProviderRefused { route: String, provider: String },
     /// An attempt row was committed as `starting`.
     AttemptStarted { job_id: Uuid, number: i32, provider: String },
+    /// The store was unreachable when the outcome of this attempt was to be
+    /// recorded: the engine holds on to it and retries.
+    Holding { job_id: Uuid, number: i32 },
 }
 
 /// A callable provider with the settings the engine needs beside it.
@@ -127,6 +139,8 @@ impl Engine {
                 gate,
                 provider_time: std::sync::Mutex::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
+                clock: Clock::default(),
+                tasks: Tasks::default(),
             }),
         })
     }
@@ -156,14 +170,28 @@ impl Engine {
     }
 
     fn lease_expiry(&self) -> i64 {
-        now_ms() + i64::try_from(self.inner.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
+        self.now_ms() + clock::millis(self.inner.lease_ttl)
+    }
+
+    /// The engine's time source (see [`Clock`]).
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Every task this engine started (see [`Tasks`]).
+    pub fn tasks(&self) -> &Tasks {
+        &self.inner.tasks
     }
 
     /// Drives the job in the background, starting with the route's next
     /// provider (or `start_with`).
     pub fn spawn_drive(&self, job_id: Uuid, start_with: Option<String>) {
         let engine = self.clone();
-        tokio::spawn(async move {
+        self.inner.tasks.spawn_drive(async move {
             if let Err(err) = engine.drive(job_id, start_with).await {
                 tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
             }
@@ -177,7 +205,7 @@ impl Engine {
         let engine = self.clone();
         let job_id = job.id;
         let (report, outcome) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
+        self.inner.tasks.spawn_drive(async move {
             match engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
                 Ok(Some(completed)) => {
                     let _ = report.send(completed);

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::driver::First;
 use super::{Engine, EngineError};
-use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt, now_ms};
+use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
 use crate::store::{StartOutcome, StoreError};
 
 /// How an operator settles an `unknown` attempt.
@@ -108,7 +108,7 @@ impl Engine {
         if !self.claim(job.id).await? {
             return Err(ManualStartError::Driven);
         }
-        let attempt = match self.store().start_attempt(job.id, &provider, now_ms()).await {
+        let attempt = match self.store().start_attempt(job.id, &provider, self.now_ms()).await {
             Ok(StartOutcome::Started(attempt)) => attempt,
             refused => {
                 let _ = self.store().release_lease(job.id, self.instance()).await;
@@ -121,7 +121,7 @@ impl Engine {
         };
         let engine = self.clone();
         let started = attempt.clone();
-        tokio::spawn(async move {
+        self.tasks().spawn_drive(async move {
             if let Err(err) = engine.drive_claimed(started.job_id, First::Started(started)).await {
                 tracing::error!(error = %err, "driving a manual attempt failed");
             }
@@ -144,7 +144,7 @@ impl Engine {
             return Err(ResolveError::NotUnknown { number, state: attempt.state });
         }
         let detail = format!("resolved by {by}: {reason}");
-        if !self.settle_open(&attempt, resolution.state(), "unknown", &detail, Some(by)).await? {
+        if !self.settle_open(&attempt, resolution.state(), &detail, Some(by)).await? {
             let now = self.store().attempt(job_id, number).await?.ok_or(ResolveError::NotFound)?;
             return Err(ResolveError::NotUnknown { number, state: now.state });
         }
@@ -179,7 +179,7 @@ impl Engine {
             if !job.status.can_become(JobStatus::Cancelled) {
                 return Ok(Some(job));
             }
-            if self.store().set_job_status(job_id, job.status, JobStatus::Cancelled, None, now_ms()).await? {
+            if self.store().set_job_status(job_id, job.status, JobStatus::Cancelled, None, self.now_ms()).await? {
                 tracing::info!(%job_id, "job cancelled");
                 self.notify(job_id);
                 let message = "the job was cancelled".to_owned();

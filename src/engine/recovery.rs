@@ -5,23 +5,26 @@
 //!
 //! A taken-over job's `starting` attempts become `unknown` — the dead
 //! process may have sent them — never `failed`, and they are never re-sent.
-//! A job with no open attempt simply goes on with its chain.
+//! That holds whatever the job's status: a job cancelled while its dead
+//! driver's attempt was in flight stays `cancelled`, and its attempt becomes
+//! `unknown` so that its late answer, `max_execution` or an operator can
+//! settle it. A job still to be driven with no open attempt simply goes on
+//! with its chain.
 
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use super::conclude::MAX_EXECUTION;
 use super::driver::First;
-use super::late::MAX_EXECUTION;
 use super::{Engine, EngineError};
-use crate::jobs::{AttemptState, JobStatus, now_ms};
+use crate::jobs::{AttemptState, JobStatus};
 
 const BATCH: i64 = 100;
 
 impl Engine {
     /// Runs [`Engine::sweep_once`] now and then every `sweep_interval`.
-    pub fn spawn_sweeper(&self) -> JoinHandle<()> {
+    pub fn spawn_sweeper(&self) {
         let engine = self.clone();
-        tokio::spawn(async move {
+        self.tasks().spawn_watch(async move {
             let mut tick = tokio::time::interval(engine.inner.sweep_interval);
             loop {
                 tick.tick().await;
@@ -29,14 +32,14 @@ impl Engine {
                     tracing::warn!(error = %err, "recovery sweep failed; retrying at the next tick");
                 }
             }
-        })
+        });
     }
 
     /// One pass; returns how many jobs it took over.
     pub async fn sweep_once(&self) -> Result<usize, EngineError> {
         let mut taken = 0;
-        for job_id in self.store().expired_leases(now_ms(), BATCH).await? {
-            if self.take_over(job_id).await? {
+        for (job_id, status) in self.store().expired_leases(self.now_ms(), BATCH).await? {
+            if self.take_over(job_id, status).await? {
                 taken += 1;
             }
         }
@@ -44,7 +47,7 @@ impl Engine {
         Ok(taken)
     }
 
-    async fn take_over(&self, job_id: Uuid) -> Result<bool, EngineError> {
+    async fn take_over(&self, job_id: Uuid, status: JobStatus) -> Result<bool, EngineError> {
         if !self.claim(job_id).await? {
             return Ok(false);
         }
@@ -56,16 +59,21 @@ impl Engine {
             )
             .await?;
         if marked > 0 {
-            tracing::warn!(%job_id, "took over a job with an in-flight attempt: outcome unknown");
-            self.store()
-                .set_job_status(job_id, JobStatus::Running, JobStatus::Unknown, None, now_ms())
-                .await?;
+            tracing::warn!(%job_id, %status, "took over a job with an in-flight attempt: outcome unknown");
+            if status == JobStatus::Running {
+                self.store()
+                    .set_job_status(job_id, JobStatus::Running, JobStatus::Unknown, None, self.now_ms())
+                    .await?;
+            }
             self.store().release_lease(job_id, self.instance()).await?;
             self.notify(job_id);
+        } else if status.is_terminal() {
+            tracing::info!(%job_id, %status, "released the lease of a finished job whose driver stopped");
+            self.store().release_lease(job_id, self.instance()).await?;
         } else {
             tracing::info!(%job_id, "took over a job whose driver stopped; continuing its chain");
             let engine = self.clone();
-            tokio::spawn(async move {
+            self.tasks().spawn_drive(async move {
                 if let Err(err) = engine.drive_claimed(job_id, First::Plan).await {
                     tracing::error!(%job_id, error = %err, "driving a recovered job failed");
                 }
@@ -82,12 +90,11 @@ impl Engine {
             let Some(max) = self.provider(&provider).and_then(|entry| entry.config.max_execution) else {
                 continue;
             };
-            let cutoff = now_ms() - i64::try_from(max.0.as_millis()).unwrap_or(i64::MAX);
+            let cutoff = self.now_ms() - super::clock::millis(max.into());
             for attempt in self.store().unknown_attempts_of(&provider, cutoff).await? {
                 let detail =
                     "max_execution passed with no answer; the provider can no longer be working on it";
-                self.settle_open(&attempt, AttemptState::Abandoned, "unknown", detail, Some(MAX_EXECUTION))
-                    .await?;
+                self.settle_open(&attempt, AttemptState::Abandoned, detail, Some(MAX_EXECUTION)).await?;
             }
         }
         Ok(())

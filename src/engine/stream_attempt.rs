@@ -1,8 +1,9 @@
 //! One streamed attempt. The difference from a plain one is the first byte:
 //! until the provider's first chunk arrives the attempt may still fail over
-//! like any other; once a chunk has gone to the client the answer is this
-//! attempt's, and a later break ends the stream with an in-band error —
-//! `unknown` if the upstream was cut — never with a fallback.
+//! like any other (phase `Live`); once a chunk has gone to the client the
+//! answer is this attempt's (phase `Streamed`), and a later break ends the
+//! stream with an in-band error — `unknown` if the upstream was cut — never
+//! with a fallback. What each outcome means is decided in `decide.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,11 +13,12 @@ use intentgate_providers::{CallContext, ChatRequest, ChatResponse, Failure, Outc
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::conclude::{Pending, Seen};
+use super::decide::Phase;
 use super::driver::Next;
 use super::{Engine, EngineError, StreamEvent};
 use crate::config::RouteConfig;
-use crate::jobs::{Attempt, Job};
-use crate::store::CasOutcome;
+use crate::jobs::Attempt;
 
 /// How a streamed call ended, and whether a chunk had been passed on.
 struct Streamed {
@@ -27,73 +29,45 @@ struct Streamed {
 impl Engine {
     pub(super) async fn run_stream_attempt(
         &self,
-        job: &Job,
         route: &RouteConfig,
         attempt: Attempt,
+        provider: Arc<Provider>,
         chat: ChatRequest,
         context: CallContext,
         retries: u32,
     ) -> Result<Next, EngineError> {
-        let Some(entry) = self.provider(&attempt.provider) else {
-            return Ok(Next::FailOver);
-        };
         let (first_chunk, first_chunk_seen) = oneshot::channel();
         let call_started = std::time::Instant::now();
-        let task = self.spawn_stream(entry.provider.clone(), chat, context, attempt.number, first_chunk);
+        let task = self.spawn_stream(provider, chat, context, attempt.number, first_chunk);
         let attempt_timeout: Duration = route.attempt_timeout.into();
-        let started = tokio::select! {
-            seen = first_chunk_seen => seen.is_ok(),
+        let live = Phase::Live { retries };
+        tokio::select! {
+            _ = first_chunk_seen => {}
             () = tokio::time::sleep(attempt_timeout) => {
                 let reason = format!("no first chunk within the route's attempt_timeout of {}", route.attempt_timeout);
-                self.declare_unknown(job, &attempt, &reason).await?;
-                self.spawn_late_listener(attempt, Some(outcome_only(task)), true);
-                return Ok(Next::Stop);
+                let call = Some(Pending { call: self.outcome_only(task), streamed: true });
+                return self.conclude(&attempt, &route.name, live, Seen::Silence { reason, call }).await;
             }
         };
         let joined = task.await;
         self.record_call_time(&attempt, call_started.elapsed(), true);
         let streamed = match joined {
-            Ok(streamed) => streamed,
+            Ok(Some(streamed)) => streamed,
+            Ok(None) => Streamed {
+                outcome: Err(Failure::Unknown { reason: "the gateway is shutting down".into() }),
+                after_first_chunk: true,
+            },
             Err(join) => Streamed {
                 outcome: Err(Failure::Unknown { reason: format!("the stream task failed: {join}") }),
-                after_first_chunk: started,
+                after_first_chunk: true,
             },
         };
-        match streamed.outcome {
-            Ok(response) => {
-                if let Err(violations) = self.gate().check_output(&job.route, &response.text) {
-                    let reason =
-                        format!("the streamed answer breaks the route's contract: {}", violations.join("; "));
-                    self.settle_failed(&attempt, super::driver::CONTRACT_VIOLATION, &reason).await?;
-                    let error = serde_json::json!({"reason": reason, "attempt": attempt.number});
-                    self.fail_job(job, &error.to_string()).await?;
-                    return Ok(Next::Stop);
-                }
-                self.deliver_stream(&attempt, &response).await?;
-                Ok(Next::Stop)
-            }
-            Err(failure) if !streamed.after_first_chunk => {
-                if failure.may_fail_over() {
-                    self.settle_failed(&attempt, failure.class().as_str(), &failure.to_string()).await?;
-                    Ok(self.after_failure(route, &attempt, &failure, retries))
-                } else {
-                    self.declare_unknown(job, &attempt, &failure.to_string()).await?;
-                    self.spawn_late_listener(attempt, None, true);
-                    Ok(Next::Stop)
-                }
-            }
-            Err(failure) => {
-                let reason = format!("the stream broke after its first chunk reached the client: {failure}");
-                if failure.may_fail_over() {
-                    self.settle_failed(&attempt, failure.class().as_str(), &reason).await?;
-                    let error = serde_json::json!({"reason": reason, "attempt": attempt.number});
-                    self.fail_job(job, &error.to_string()).await?;
-                } else {
-                    self.declare_unknown(job, &attempt, &reason).await?;
-                }
-                Ok(Next::Stop)
-            }
-        }
+        let phase = if streamed.after_first_chunk { Phase::Streamed } else { live };
+        let seen = match streamed.outcome {
+            Ok(response) => Seen::Answer { response, streamed: true },
+            Err(failure) => Seen::Failure(failure),
+        };
+        self.conclude(&attempt, &route.name, phase, seen).await
     }
 
     /// Reads the provider's stream, passing every chunk to the job's readers
@@ -106,9 +80,9 @@ impl Engine {
         context: CallContext,
         number: i32,
         first_chunk: oneshot::Sender<()>,
-    ) -> JoinHandle<Streamed> {
+    ) -> JoinHandle<Option<Streamed>> {
         let engine = self.clone();
-        tokio::spawn(async move {
+        self.tasks().spawn_watch(async move {
             let job_id = context.job_id;
             let mut stream = match provider.chat_stream(&chat, &context).await {
                 Ok(stream) => stream,
@@ -144,40 +118,23 @@ impl Engine {
                 response.finish_reason = chunk.finish_reason.or(response.finish_reason);
                 response.usage = chunk.usage.or(response.usage);
             }
+            let after_first_chunk = first_chunk.is_none();
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
             response.raw = serde_json::to_vec(&deltas).unwrap_or_default().into();
-            Streamed { outcome: Ok(response), after_first_chunk: true }
+            Streamed { outcome: Ok(response), after_first_chunk }
         })
     }
 
-    pub(super) async fn deliver_stream(
-        &self,
-        attempt: &Attempt,
-        response: &ChatResponse,
-    ) -> Result<(), EngineError> {
-        let outcome = self.deliver(attempt, response, true).await?;
-        let event = match outcome {
-            CasOutcome::Won(_) => {
-                StreamEvent::Done { attempt: attempt.number, finish_reason: response.finish_reason.clone() }
+    /// The stream task, seen by a late listener only for its outcome.
+    fn outcome_only(&self, task: JoinHandle<Option<Streamed>>) -> JoinHandle<Option<Outcome>> {
+        self.tasks().spawn_watch(async move {
+            match task.await {
+                Ok(Some(streamed)) => streamed.outcome,
+                Ok(None) => Err(Failure::Unknown { reason: "the gateway is shutting down".into() }),
+                Err(join) => Err(Failure::Unknown { reason: format!("the stream task failed: {join}") }),
             }
-            _ => StreamEvent::Failed {
-                attempt: attempt.number,
-                code: "superseded",
-                message: "another attempt completed this job first; this stream is not its result".into(),
-            },
-        };
-        self.streams().publish(attempt.job_id, event);
-        Ok(())
+        })
     }
-}
-
-fn outcome_only(task: JoinHandle<Streamed>) -> JoinHandle<Outcome> {
-    tokio::spawn(async move {
-        match task.await {
-            Ok(streamed) => streamed.outcome,
-            Err(join) => Err(Failure::Unknown { reason: format!("the stream task failed: {join}") }),
-        }
-    })
 }

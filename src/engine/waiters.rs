@@ -40,8 +40,11 @@ impl Waiters {
         timeout: Duration,
     ) -> Result<Option<Job>, StoreError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let notify = self.register(job_id);
-        let result = async {
+        // Unregisters however this ends, also when the request is dropped
+        // (its client went away) in the middle of the wait.
+        let registration = Registration { waiters: self, job_id, notify: self.register(job_id) };
+        let notify = &registration.notify;
+        async {
             loop {
                 // Arm before reading, so a transition between the read and
                 // the wait is not missed.
@@ -60,9 +63,7 @@ impl Waiters {
                 let _ = tokio::time::timeout((deadline - now).min(RECHECK), notified).await;
             }
         }
-        .await;
-        self.unregister(job_id, notify);
-        result
+        .await
     }
 
     fn register(&self, job_id: Uuid) -> Arc<Notify> {
@@ -72,12 +73,26 @@ impl Waiters {
         }
     }
 
-    fn unregister(&self, job_id: Uuid, notify: Arc<Notify>) {
-        drop(notify);
-        if let Ok(mut map) = self.by_job.lock()
-            && map.get(&job_id).is_some_and(|n| Arc::strong_count(n) == 1)
+    /// How many jobs have a waiter now (a leak shows here).
+    pub fn watched(&self) -> usize {
+        self.by_job.lock().map_or(0, |map| map.len())
+    }
+}
+
+/// One waiter's place in [`Waiters`]; dropping it removes the job's entry
+/// when it was the last waiter.
+struct Registration<'a> {
+    waiters: &'a Waiters,
+    job_id: Uuid,
+    notify: Arc<Notify>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.waiters.by_job.lock()
+            && map.get(&self.job_id).is_some_and(|n| Arc::strong_count(n) == 2)
         {
-            map.remove(&job_id);
+            map.remove(&self.job_id);
         }
     }
 }

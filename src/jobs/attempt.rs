@@ -1,14 +1,14 @@
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::UnknownState;
+use super::{AttemptOutcome, UnknownState};
 
 /// Lifecycle of one attempt (SPEC "Job and attempt states").
 ///
 /// `starting` is written before the provider request leaves, so a crash can
 /// never hide a call that was made. `unknown` is an attempt that may have done
 /// the work; it is never treated as failed (R5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptState {
     Starting,
@@ -74,7 +74,7 @@ pub struct Attempt {
     pub state: AttemptState,
     /// The job version read when the attempt started (R6).
     pub job_version: i64,
-    pub outcome: Option<String>,
+    pub outcome: Option<AttemptOutcome>,
     pub detail: Option<String>,
     pub response: Option<String>,
     pub resolved_by: Option<String>,

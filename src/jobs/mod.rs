@@ -9,14 +9,18 @@ mod attempt;
 mod fingerprint;
 mod idempotency_key;
 mod job;
+mod outcome;
 mod request;
+mod result;
 mod transitions;
 
 pub use attempt::{Attempt, AttemptState};
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
 pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
 pub use job::{Job, JobStatus, NewJob};
+pub use outcome::AttemptOutcome;
 pub use request::{ChatMessage, JobInput, JobRequest};
+pub use result::{AttemptSummary, JobError, JobResult};
 pub use transitions::{StartBlocked, may_start_attempt};
 
 /// Milliseconds since the unix epoch: the one clock format of the store.

@@ -11,6 +11,11 @@ impl JobStatus {
     /// `failed → running` is a new attempt started by hand after the chain
     /// was exhausted; `unknown → running` resumes the chain once the unknown
     /// attempt is settled; `unknown → succeeded` is the late answer winning.
+    /// `failed → succeeded` is a late answer too: the chain ran out while an
+    /// attempt was `unknown` or `abandoned`, and that attempt's provider did
+    /// the work after all — it was paid for, so it is the job's result.
+    /// `cancelled` has no way out: an answer that arrives after a cancel is
+    /// kept on its attempt (`superseded`), never made the job's result.
     pub fn can_become(self, next: JobStatus) -> bool {
         use JobStatus::*;
         matches!(
@@ -18,7 +23,7 @@ impl JobStatus {
             (Pending, Running | Failed | Cancelled)
                 | (Running, Succeeded | Failed | Unknown | Cancelled)
                 | (Unknown, Running | Succeeded | Failed | Cancelled)
-                | (Failed, Running)
+                | (Failed, Running | Succeeded)
         )
     }
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::rows::{AttemptRow, JobRow, first};
 use super::sqlite_statements::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
-use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
 
 /// What `start_attempt` did.
 #[derive(Debug, Clone)]
@@ -23,8 +23,9 @@ pub enum StartOutcome {
 pub enum CasOutcome {
     /// This attempt's result is the job's result; the job as the write left it.
     Won(Box<Job>),
-    /// Another attempt completed the job first (or it was closed): this
-    /// result stays on the attempt, marked `superseded`, for audit only.
+    /// Another attempt completed the job first (`winner`), or the job was
+    /// cancelled (no winner): this result stays on the attempt, marked
+    /// `superseded`, for audit only.
     Superseded { winner: Option<Uuid> },
     /// The attempt had already been settled as `failed`: it cannot deliver.
     NotDeliverable,
@@ -35,7 +36,7 @@ pub enum CasOutcome {
 pub struct Settle<'a> {
     pub from: AttemptState,
     pub to: AttemptState,
-    pub outcome: Option<&'a str>,
+    pub outcome: Option<AttemptOutcome>,
     pub detail: Option<&'a str>,
     pub response: Option<&'a str>,
     pub resolved_by: Option<&'a str>,
@@ -162,7 +163,7 @@ impl Store {
             id.into(),
             settle.from.as_str().into(),
             settle.to.as_str().into(),
-            settle.outcome.into(),
+            settle.outcome.map(AttemptOutcome::as_str).into(),
             settle.detail.into(),
             settle.response.into(),
             settle.resolved_by.into(),

@@ -73,7 +73,11 @@ impl TryFrom<AttemptRow> for Attempt {
             provider: row.provider,
             state: row.state.parse().map_err(|e| StoreError::Corrupt(format!("{e}")))?,
             job_version: row.job_version,
-            outcome: row.outcome,
+            outcome: row
+                .outcome
+                .map(|o| o.parse())
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("{e}")))?,
             detail: row.detail,
             response: row.response,
             resolved_by: row.resolved_by,

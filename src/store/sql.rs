@@ -65,15 +65,17 @@ pub(super) const SET_JOB_STATUS: &str = "UPDATE jobs SET status = $3, error = CO
      WHERE id = $1 AND status = $2";
 
 /// R6: the only statement that writes a job's result. Zero rows = another
-/// attempt already won (or the job was cancelled or failed meanwhile). A
-/// completed job needs no driver: the lease goes with the same write.
-/// It returns the job as it leaves it, so that whoever waits on the job
-/// needs no read.
+/// attempt already won (or the job was cancelled meanwhile). A job that
+/// failed meanwhile still takes the answer (`failed → succeeded`: the work
+/// was done; the error it had no longer applies). A completed job needs no
+/// driver: the lease goes with the same write. It returns the job as it
+/// leaves it, so that whoever waits on the job needs no read.
 macro_rules! complete_job_cas {
     () => {
-        "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, \
+        "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, error = NULL, \
          version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
-         WHERE id = $1 AND version = $2 AND completed_by IS NULL AND status IN ('running', 'unknown')"
+         WHERE id = $1 AND version = $2 AND completed_by IS NULL \
+         AND status IN ('running', 'unknown', 'failed')"
     };
 }
 
@@ -136,10 +138,13 @@ pub(super) const RENEW_LEASE: &str =
 pub(super) const RELEASE_LEASE: &str =
     "UPDATE jobs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2";
 
-/// Jobs to be driven that nobody drives: an expired lease (its driver died)
-/// or none at all (let go on by the operator CLI).
-pub(super) const EXPIRED_LEASES: &str = "SELECT id FROM jobs \
-     WHERE (lease_expires_at IS NULL OR lease_expires_at < $1) AND status IN ('pending', 'running') \
+/// Jobs whose driver is gone: an expired lease, whatever the job's status
+/// (a job cancelled while its dead driver's attempt was `starting` still has
+/// that attempt to settle), or no lease at all on a job still to be driven
+/// (let go on by the operator CLI).
+pub(super) const EXPIRED_LEASES: &str = "SELECT id, status FROM jobs \
+     WHERE lease_expires_at < $1 \
+        OR (lease_expires_at IS NULL AND status IN ('pending', 'running')) \
      ORDER BY lease_expires_at LIMIT $2";
 
 pub(super) const LIST_JOBS: &str = concat!(

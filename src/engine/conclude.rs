@@ -1,0 +1,359 @@
+//! Carrying out what [`decide`] says an attempt's outcome means: the one
+//! executor for the driver, the stream reader and the late listener.
+//!
+//! Every write here is a conditional UPDATE naming the state it leaves, so
+//! whoever settles an attempt first settles it, and the others find zero
+//! rows and stop. While the store is unreachable, an answer in hand (or a
+//! proven failure) is *held*: its write is retried until the store is back
+//! or the provider's `max_execution` has passed — the work was done, and
+//! dropping it would make the chain pay for it twice.
+
+use std::future::Future;
+use std::time::Duration;
+
+use intentgate_providers::{ChatResponse, Failure, Outcome};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
+use super::driver::{Completed, Next};
+use super::{Engine, EngineError, StreamEvent};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, JobError, JobResult, JobStatus};
+use crate::store::{CasOutcome, Settle, StoreError};
+use crate::telemetry;
+
+/// `resolved_by` of an attempt abandoned because `max_execution` passed.
+pub const MAX_EXECUTION: &str = "max_execution";
+
+/// How long an answer is held while the store is unreachable, for a
+/// provider without `max_execution`.
+const HOLD_WITHOUT_MAX_EXECUTION: Duration = Duration::from_secs(300);
+
+/// What the caller saw of a provider call.
+pub(super) enum Seen {
+    /// A complete answer; `streamed` when it arrived as a stream (its chunks
+    /// are stored with it, for a byte-identical replay).
+    Answer { response: ChatResponse, streamed: bool },
+    Failure(Failure),
+    /// No answer within the time allowed (`reason` says which); `call` is the
+    /// call still running, whose answer may yet come.
+    Silence { reason: String, call: Option<Pending> },
+}
+
+/// A provider call still running after its attempt was declared `unknown`.
+pub(super) struct Pending {
+    pub call: JoinHandle<Option<Outcome>>,
+    pub streamed: bool,
+}
+
+impl Engine {
+    /// Decides what `seen` means for `attempt` in `phase` and does it.
+    pub(super) async fn conclude(
+        &self,
+        attempt: &Attempt,
+        route: &str,
+        phase: Phase,
+        seen: Seen,
+    ) -> Result<Next, EngineError> {
+        let violations = match &seen {
+            Seen::Answer { response, .. } => self.gate().check_output(route, &response.text).err(),
+            _ => None,
+        };
+        let observed = match &seen {
+            Seen::Answer { .. } => Observed::Answer { breaks_contract: violations.is_some() },
+            Seen::Failure(failure) => Observed::Failure(failure),
+            Seen::Silence { .. } => Observed::Silence,
+        };
+        let step = decide(phase, observed, &self.retry_policy(route));
+        let detail = || {
+            let what = match (&seen, &violations) {
+                (_, Some(violations)) => {
+                    format!("the answer breaks the route's contract: {}", violations.join("; "))
+                }
+                (Seen::Failure(failure), _) => failure.to_string(),
+                (Seen::Silence { reason, .. }, _) => reason.clone(),
+                (Seen::Answer { .. }, None) => String::new(),
+            };
+            match phase {
+                Phase::Live { .. } => what,
+                Phase::Streamed => format!("after its first chunk reached the client: {what}"),
+                Phase::Late => format!("late: {what}"),
+            }
+        };
+        tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, ?phase, ?step, "outcome decided");
+        match step {
+            Step::Deliver => {
+                let Seen::Answer { response, streamed } = seen else { return Ok(Next::Stop) };
+                self.deliver(attempt, &response, streamed).await
+            }
+            Step::Fail { outcome, then } => {
+                let detail = detail();
+                let from = if phase == Phase::Late { AttemptState::Unknown } else { AttemptState::Starting };
+                if !self.settle_failed(attempt, from, outcome, &detail).await? {
+                    return Ok(Next::Stop); // settled elsewhere first (a sweep, an operator)
+                }
+                Ok(match then {
+                    AfterFailure::FailOver => Next::FailOver,
+                    AfterFailure::RetryAfter(after) => {
+                        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, ?after, "retrying after rejection");
+                        Next::Retry { provider: attempt.provider.clone(), after }
+                    }
+                    AfterFailure::FailJob => {
+                        self.fail_job(attempt.job_id, &JobError::of_attempt(detail, attempt.number)).await?;
+                        Next::Stop
+                    }
+                    AfterFailure::Resume => {
+                        self.resume(attempt.job_id).await?;
+                        self.emit_settled(attempt, AttemptState::Failed);
+                        Next::Stop
+                    }
+                })
+            }
+            Step::Unknown => {
+                self.declare_unknown(attempt, &detail()).await?;
+                let pending = match seen {
+                    Seen::Silence { call, .. } => call,
+                    _ => None,
+                };
+                self.spawn_late_listener(attempt.clone(), pending);
+                Ok(Next::Stop)
+            }
+            Step::KeepWaiting => Ok(Next::Wait),
+            Step::Abandon => {
+                let detail = "max_execution passed with no answer; the provider can no longer be working on it";
+                self.settle_open(attempt, AttemptState::Abandoned, detail, Some(MAX_EXECUTION)).await?;
+                Ok(Next::Stop)
+            }
+        }
+    }
+
+    fn retry_policy(&self, route: &str) -> RetryPolicy {
+        match self.route(route) {
+            Some(route) => RetryPolicy {
+                retries: route.retries,
+                backoff: route.retry_backoff.into(),
+                max_wait: route.max_retry_wait.into(),
+            },
+            None => RetryPolicy { retries: 0, backoff: Duration::ZERO, max_wait: Duration::ZERO },
+        }
+    }
+
+    /// R6: an answer is offered to the job through the compare-and-swap.
+    async fn deliver(
+        &self,
+        attempt: &Attempt,
+        response: &ChatResponse,
+        streamed: bool,
+    ) -> Result<Next, EngineError> {
+        let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
+        let result = JobResult {
+            provider: attempt.provider.clone(),
+            model: response.model.clone(),
+            text: response.text.clone(),
+            json: response.json.clone(),
+            usage: response.usage.and_then(|usage| serde_json::to_value(usage).ok()),
+            finish_reason: response.finish_reason.clone(),
+            chunks,
+        }
+        .encode();
+        let raw = String::from_utf8_lossy(&response.raw);
+        let outcome = self
+            .hold(attempt, "record an answer", || {
+                self.store().complete_job(attempt, &result, &raw, self.now_ms())
+            })
+            .await?;
+        metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Ok.as_str())
+            .increment(1);
+        tracing::Span::current().record("outcome", AttemptOutcome::Ok.as_str());
+        let (next, settled, event) = match outcome {
+            CasOutcome::Won(job) => {
+                tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
+                let done = StreamEvent::Done { attempt: attempt.number, finish_reason: response.finish_reason.clone() };
+                let completed = Completed { job, attempt_number: attempt.number };
+                (Next::Completed(completed), Some(AttemptState::Succeeded), done)
+            }
+            CasOutcome::Superseded { winner } => {
+                metrics::counter!(telemetry::RACES_LOST).increment(1);
+                let why = if winner.is_some() { "another attempt completed the job first" } else { "the job was cancelled" };
+                tracing::warn!(
+                    job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
+                    winner = ?winner, "race lost: {why}; this answer is kept on the attempt only"
+                );
+                let message = format!("{why}; this stream is not its result");
+                let lost = StreamEvent::Failed { attempt: attempt.number, code: "superseded", message };
+                (Next::Stop, Some(AttemptState::Superseded), lost)
+            }
+            CasOutcome::NotDeliverable => {
+                tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, "answer of an attempt already settled as failed; ignored");
+                let message = "this attempt was settled as failed before its answer arrived".to_owned();
+                (Next::Stop, None, StreamEvent::Failed { attempt: attempt.number, code: "superseded", message })
+            }
+        };
+        if streamed {
+            self.streams().publish(attempt.job_id, event);
+        }
+        self.notify(attempt.job_id);
+        if let Some(state) = settled {
+            self.emit_settled(attempt, state);
+        }
+        Ok(next)
+    }
+
+    /// Proven no work: `from` (the attempt's open state) → `failed`. False
+    /// when it was no longer in `from`.
+    pub(super) async fn settle_failed(
+        &self,
+        attempt: &Attempt,
+        from: AttemptState,
+        outcome: AttemptOutcome,
+        detail: &str,
+    ) -> Result<bool, EngineError> {
+        let settle = Settle {
+            from,
+            to: AttemptState::Failed,
+            outcome: Some(outcome),
+            detail: Some(detail),
+            response: None,
+            resolved_by: None,
+        };
+        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, %outcome, detail, "attempt failed");
+        let settled = self
+            .hold(attempt, "record a failure", || self.store().settle_attempt(attempt.id, settle, self.now_ms()))
+            .await?;
+        if settled {
+            metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.as_str())
+                .increment(1);
+            tracing::Span::current().record("outcome", outcome.as_str());
+            // An `unknown` attempt's settling is announced by the caller
+            // once the job resumed (see `settle_open`).
+            if from != AttemptState::Unknown {
+                self.emit_settled(attempt, AttemptState::Failed);
+            }
+        }
+        Ok(settled)
+    }
+
+    /// R5: the attempt may have done the work. It and its job become
+    /// `unknown`, and nothing else starts until it is settled.
+    async fn declare_unknown(&self, attempt: &Attempt, reason: &str) -> Result<(), EngineError> {
+        let settle = Settle {
+            from: AttemptState::Starting,
+            to: AttemptState::Unknown,
+            outcome: Some(AttemptOutcome::Unknown),
+            detail: Some(reason),
+            response: None,
+            resolved_by: None,
+        };
+        tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, reason, "attempt outcome unknown");
+        let settled = self
+            .hold(attempt, "record an unknown outcome", || {
+                self.store().settle_attempt(attempt.id, settle, self.now_ms())
+            })
+            .await?;
+        if settled {
+            // A cancelled job stays cancelled; only a running one waits.
+            self.store()
+                .set_job_status(attempt.job_id, JobStatus::Running, JobStatus::Unknown, None, self.now_ms())
+                .await?;
+            metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Unknown.as_str())
+                .increment(1);
+            tracing::Span::current().record("outcome", AttemptOutcome::Unknown.as_str());
+            self.emit_settled(attempt, AttemptState::Unknown);
+        }
+        let event = StreamEvent::Failed { attempt: attempt.number, code: "outcome-unknown", message: reason.to_owned() };
+        self.streams().publish(attempt.job_id, event);
+        self.notify(attempt.job_id);
+        Ok(())
+    }
+
+    /// Settles an `unknown` attempt as `to` (`failed` by an operator, or
+    /// `abandoned`) and, if that happened here (not already elsewhere),
+    /// resumes the job's chain.
+    pub(super) async fn settle_open(
+        &self,
+        attempt: &Attempt,
+        to: AttemptState,
+        detail: &str,
+        resolved_by: Option<&str>,
+    ) -> Result<bool, EngineError> {
+        let settle = Settle {
+            from: AttemptState::Unknown,
+            to,
+            outcome: Some(AttemptOutcome::Unknown),
+            detail: Some(detail),
+            response: None,
+            resolved_by,
+        };
+        if !self.store().settle_attempt(attempt.id, settle, self.now_ms()).await? {
+            return Ok(false);
+        }
+        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, state = %to, detail, "unknown attempt settled");
+        // Announced once the job moved on, so that whoever waits on the
+        // event finds the job `running` again, not still `unknown`.
+        self.resume(attempt.job_id).await?;
+        self.emit_settled(attempt, to);
+        Ok(true)
+    }
+
+    /// The job's unknown attempt is settled: if the job was waiting on it
+    /// (`unknown`), its chain goes on — driven here, or, from the operator
+    /// CLI, left `running` without a lease for a serving instance's sweep.
+    /// A job cancelled meanwhile stays as it is.
+    pub(super) async fn resume(&self, job_id: Uuid) -> Result<(), EngineError> {
+        let resumed = self
+            .store()
+            .set_job_status(job_id, JobStatus::Unknown, JobStatus::Running, None, self.now_ms())
+            .await?;
+        self.notify(job_id);
+        if resumed && self.inner.drives {
+            self.spawn_drive(job_id, None);
+        }
+        Ok(())
+    }
+
+    /// Fails the job from whatever state it is in now (the caller's copy
+    /// may predate its last transition).
+    pub(super) async fn fail_job(&self, job_id: Uuid, error: &JobError) -> Result<(), EngineError> {
+        let error = error.encode();
+        if let Some(current) = self.store().job(job_id).await?
+            && current.status.can_become(JobStatus::Failed)
+        {
+            self.store().set_job_status(job_id, current.status, JobStatus::Failed, Some(&error), self.now_ms()).await?;
+            tracing::warn!(%job_id, error, "job failed");
+        }
+        self.streams().publish(job_id, StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error });
+        self.notify(job_id);
+        Ok(())
+    }
+
+    /// Runs `write`, retrying it while the store is unreachable, until the
+    /// attempt's provider can no longer be working on it (`max_execution`
+    /// from the attempt's start; five minutes without one). The write is
+    /// conditional, so a retry after a lost acknowledgement finds zero rows
+    /// and changes nothing.
+    async fn hold<T, F>(&self, attempt: &Attempt, what: &str, write: impl Fn() -> F) -> Result<T, EngineError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let limit = self
+            .provider(&attempt.provider)
+            .and_then(|entry| entry.config.max_execution)
+            .map_or(HOLD_WITHOUT_MAX_EXECUTION, Into::into);
+        let deadline = (attempt.started_at_ms + super::clock::millis(limit)).max(self.now_ms() + 10_000);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match write().await {
+                Err(StoreError::Unavailable(err)) if self.now_ms() < deadline => {
+                    let _ = self.inner.events.send(super::EngineEvent::Holding {
+                        job_id: attempt.job_id,
+                        number: attempt.number,
+                    });
+                    tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, error = %err, "store unreachable: holding on to {what}, retrying");
+                    tokio::time::sleep(pause.min(self.clock().until(deadline))).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => return other.map_err(EngineError::from),
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! What an attempt's outcome means, decided in one place (R5–R7, R9).
+//!
+//! Three places observe the end of a provider call: the driver (a plain
+//! call, live), the stream reader (before or after its first chunk reached a
+//! client) and the late listener (an answer to an attempt already declared
+//! `unknown`). They all ask [`decide`] what the outcome means *now* and carry
+//! out its [`Step`]; none of them decides anything itself. The function is
+//! pure — no store, no clock, no I/O — so every edge of the state machine it
+//! encodes is unit-tested below.
+
+use std::time::Duration;
+
+use intentgate_providers::Failure;
+
+use crate::jobs::AttemptOutcome;
+
+/// When the outcome is observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The attempt is `starting` and no byte of its answer reached a client:
+    /// it may still fail over. `retries` is how often the same provider was
+    /// already retried after a rejection.
+    Live { retries: u32 },
+    /// The attempt is `starting` and part of its streamed answer already
+    /// reached a client: whatever happens now, the answer is this attempt's.
+    Streamed,
+    /// The attempt was declared `unknown` (and may have been abandoned since):
+    /// its answer, or its failure, arrives late.
+    Late,
+}
+
+/// What was observed of the call.
+#[derive(Debug, Clone, Copy)]
+pub enum Observed<'a> {
+    /// A complete answer; `breaks_contract` when the route's runtime shape
+    /// check refused it.
+    Answer { breaks_contract: bool },
+    /// A classified failure.
+    Failure(&'a Failure),
+    /// No answer in the time allowed: `attempt_timeout` (live, streamed) or
+    /// the provider's `max_execution` (late).
+    Silence,
+}
+
+/// The route's retry policy for rejections (a 429 is retried on the same
+/// provider; anything else proven fails over at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub retries: u32,
+    pub backoff: Duration,
+    pub max_wait: Duration,
+}
+
+/// What the caller does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Offer the answer to the job's compare-and-swap (R6): it wins, or is
+    /// `superseded`, or (the attempt was settled `failed` meanwhile) is not
+    /// deliverable.
+    Deliver,
+    /// Proven no (usable) work: the attempt becomes `failed` with `outcome`,
+    /// then the job goes on as `then` says.
+    Fail { outcome: AttemptOutcome, then: AfterFailure },
+    /// The work may have been done (R5): the attempt and its job become
+    /// `unknown`, nothing else starts, and a late answer is listened for.
+    Unknown,
+    /// Late and still nothing proven (the provider connection broke after the
+    /// attempt was declared unknown): keep it `unknown` until `max_execution`
+    /// or an operator settles it.
+    KeepWaiting,
+    /// Late and `max_execution` passed: the provider can no longer be working
+    /// on it. The attempt is `abandoned` (its answer, should one still come,
+    /// is honoured) and the chain goes on.
+    Abandon,
+}
+
+/// How the job goes on after an attempt proved it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The next provider of the chain, at once.
+    FailOver,
+    /// The same provider again after a pause (a 429).
+    RetryAfter(Duration),
+    /// The job fails: a client already received part of this attempt's
+    /// answer, so no other provider may answer it.
+    FailJob,
+    /// The attempt was `unknown`: the job leaves `unknown` and its chain
+    /// resumes where it stopped.
+    Resume,
+}
+
+/// The one decision: given the phase and what was observed, what now.
+pub fn decide(phase: Phase, observed: Observed<'_>, policy: &RetryPolicy) -> Step {
+    let fail = |outcome: AttemptOutcome, then: AfterFailure| Step::Fail { outcome, then };
+    match (phase, observed) {
+        (_, Observed::Answer { breaks_contract: false }) => Step::Deliver,
+        (phase, Observed::Answer { breaks_contract: true }) => {
+            fail(AttemptOutcome::ContractViolation, after_proven_failure(phase, None, policy))
+        }
+        (phase, Observed::Failure(failure)) if failure.may_fail_over() => {
+            fail(failure.class().into(), after_proven_failure(phase, Some(failure), policy))
+        }
+        (Phase::Live { .. } | Phase::Streamed, Observed::Failure(_) | Observed::Silence) => Step::Unknown,
+        (Phase::Late, Observed::Failure(_)) => Step::KeepWaiting,
+        (Phase::Late, Observed::Silence) => Step::Abandon,
+    }
+}
+
+/// What may follow a proven failure in `phase`.
+fn after_proven_failure(phase: Phase, failure: Option<&Failure>, policy: &RetryPolicy) -> AfterFailure {
+    match phase {
+        Phase::Live { retries } => match failure.and_then(|f| retry_wait(f, retries, policy)) {
+            Some(wait) => AfterFailure::RetryAfter(wait),
+            None => AfterFailure::FailOver,
+        },
+        Phase::Streamed => AfterFailure::FailJob,
+        Phase::Late => AfterFailure::Resume,
+    }
+}
+
+/// A 429 is worth waiting for, up to `policy.retries` times, backing off and
+/// honouring `Retry-After` (unless it asks for more than `max_wait`). A 5xx
+/// provider is better replaced by the next one at once.
+pub fn retry_wait(failure: &Failure, retries: u32, policy: &RetryPolicy) -> Option<Duration> {
+    let Failure::Rejected { status: 429, retry_after, .. } = failure else { return None };
+    if retries >= policy.retries {
+        return None;
+    }
+    let backoff = policy.backoff.saturating_mul(2u32.saturating_pow(retries)).min(policy.max_wait);
+    match retry_after {
+        Some(wait) if *wait > policy.max_wait => None,
+        Some(wait) => Some((*wait).max(backoff)),
+        None => Some(backoff),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: RetryPolicy =
+        RetryPolicy { retries: 2, backoff: Duration::from_millis(100), max_wait: Duration::from_secs(5) };
+
+    fn rejected(status: u16, retry_after: Option<Duration>) -> Failure {
+        Failure::Rejected { status, retry_after, body: String::new() }
+    }
+
+    fn unknown() -> Failure {
+        Failure::Unknown { reason: "cut".into() }
+    }
+
+    #[test]
+    fn a_good_answer_is_delivered_in_every_phase() {
+        for phase in [Phase::Live { retries: 0 }, Phase::Streamed, Phase::Late] {
+            assert_eq!(decide(phase, Observed::Answer { breaks_contract: false }, &POLICY), Step::Deliver);
+        }
+    }
+
+    #[test]
+    fn a_contract_violation_fails_the_attempt_and_what_follows_depends_on_the_phase() {
+        let violation = Observed::Answer { breaks_contract: true };
+        let then = |phase| match decide(phase, violation, &POLICY) {
+            Step::Fail { outcome: AttemptOutcome::ContractViolation, then } => then,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(then(Phase::Live { retries: 0 }), AfterFailure::FailOver);
+        assert_eq!(then(Phase::Streamed), AfterFailure::FailJob, "a client saw part of it");
+        assert_eq!(then(Phase::Late), AfterFailure::Resume);
+    }
+
+    #[test]
+    fn proven_failures_fail_over_live_and_resume_late() {
+        let not_sent = Failure::NotSent { reason: "refused".into() };
+        let bad = Failure::BadOutput { reason: "garbage".into(), raw: Default::default() };
+        for failure in [&not_sent, &bad, &rejected(500, None)] {
+            let live = decide(Phase::Live { retries: 0 }, Observed::Failure(failure), &POLICY);
+            assert_eq!(live, Step::Fail { outcome: failure.class().into(), then: AfterFailure::FailOver });
+            let late = decide(Phase::Late, Observed::Failure(failure), &POLICY);
+            assert_eq!(late, Step::Fail { outcome: failure.class().into(), then: AfterFailure::Resume });
+            let streamed = decide(Phase::Streamed, Observed::Failure(failure), &POLICY);
+            assert_eq!(streamed, Step::Fail { outcome: failure.class().into(), then: AfterFailure::FailJob });
+        }
+    }
+
+    #[test]
+    fn what_proves_nothing_is_unknown_never_failed() {
+        for phase in [Phase::Live { retries: 0 }, Phase::Streamed] {
+            assert_eq!(decide(phase, Observed::Failure(&unknown()), &POLICY), Step::Unknown);
+            assert_eq!(decide(phase, Observed::Silence, &POLICY), Step::Unknown);
+        }
+        assert_eq!(decide(Phase::Late, Observed::Failure(&unknown()), &POLICY), Step::KeepWaiting);
+        assert_eq!(decide(Phase::Late, Observed::Silence, &POLICY), Step::Abandon);
+    }
+
+    #[test]
+    fn too_many_requests_is_retried_with_backoff_then_fails_over() {
+        let step = |retries, failure: &Failure| decide(Phase::Live { retries }, Observed::Failure(failure), &POLICY);
+        let retry = |wait| Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::RetryAfter(wait) };
+        let fail_over = Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailOver };
+        assert_eq!(step(0, &rejected(429, None)), retry(Duration::from_millis(100)));
+        assert_eq!(step(1, &rejected(429, None)), retry(Duration::from_millis(200)), "doubles");
+        assert_eq!(step(2, &rejected(429, None)), fail_over, "retries used up");
+        assert_eq!(step(0, &rejected(429, Some(Duration::from_secs(1)))), retry(Duration::from_secs(1)));
+        assert_eq!(step(0, &rejected(429, Some(Duration::from_secs(60)))), fail_over, "too long to wait");
+        assert_eq!(step(0, &rejected(503, None)), fail_over, "a 5xx is replaced at once");
+    }
+
+    #[test]
+    fn a_rejection_of_a_streamed_or_late_attempt_is_never_retried() {
+        let too_many = rejected(429, None);
+        assert_eq!(
+            decide(Phase::Streamed, Observed::Failure(&too_many), &POLICY),
+            Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailJob }
+        );
+        assert_eq!(
+            decide(Phase::Late, Observed::Failure(&too_many), &POLICY),
+            Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::Resume }
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! What a finished job holds: its result (the winning attempt's answer) or
+//! its error (why no attempt could answer). Both are stored as JSON text in
+//! the job row and returned as they are; these types are the one place that
+//! says what that JSON looks like.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Attempt, AttemptOutcome, AttemptState};
+
+/// The winning attempt's answer, normalised across dialects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct JobResult {
+    /// The provider whose attempt won the compare-and-swap.
+    pub provider: String,
+    /// The model the provider says answered.
+    pub model: Option<String>,
+    pub text: String,
+    /// `text` parsed as JSON, when the route asked for JSON.
+    #[schema(value_type = Option<Object>)]
+    pub json: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Value>,
+    pub finish_reason: Option<String>,
+    /// A streamed answer's text deltas in the order they arrived, so that a
+    /// replay sends the same chunks again.
+    pub chunks: Option<Vec<String>>,
+}
+
+impl JobResult {
+    /// The stored form of a result; `None` if it does not decode (the
+    /// writers never produce such a row).
+    pub fn decode(stored: &str) -> Option<JobResult> {
+        serde_json::from_str(stored).ok()
+    }
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct JobError {
+    pub reason: String,
+    /// The attempt whose failure ended the job, when one attempt did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
+    /// Every attempt tried, with how it ended.
+    #[serde(default)]
+    pub attempts: Vec<AttemptSummary>,
+    /// Providers the contract gate refused, each as `name: reason` (R9).
+    #[serde(default)]
+    pub refused: Vec<String>,
+}
+
+/// One attempt as a job's error lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AttemptSummary {
+    pub attempt: i32,
+    pub provider: String,
+    pub state: AttemptState,
+    pub outcome: Option<AttemptOutcome>,
+    pub detail: Option<String>,
+}
+
+impl JobError {
+    pub fn new(reason: impl Into<String>) -> JobError {
+        JobError { reason: reason.into(), ..JobError::default() }
+    }
+
+    /// The job failed because of this one attempt.
+    pub fn of_attempt(reason: impl Into<String>, number: i32) -> JobError {
+        JobError { attempt: Some(number), ..JobError::new(reason) }
+    }
+
+    pub fn with_attempts(mut self, attempts: &[Attempt]) -> JobError {
+        self.attempts = attempts
+            .iter()
+            .map(|a| AttemptSummary {
+                attempt: a.number,
+                provider: a.provider.clone(),
+                state: a.state,
+                outcome: a.outcome,
+                detail: a.detail.clone(),
+            })
+            .collect();
+        self
+    }
+
+    pub fn with_refused(mut self, refused: Vec<String>) -> JobError {
+        self.refused = refused;
+        self
+    }
+
+    /// The stored form.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| format!("{{\"reason\":{:?}}}", self.reason))
+    }
+}
+
+impl JobResult {
+    /// The stored form.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}

@@ -1,0 +1,158 @@
+//! The state machine's edges, each a reproduction of a history that once
+//! broke it: a cancelled job whose dead driver left an attempt `starting`,
+//! a late answer thrown away because the chain ran out meanwhile, and an
+//! answer lost because the store was briefly unreachable when it arrived.
+//! Every scenario counts the upstream calls at the simulator.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::proxy::ToggleProxy;
+use common::{
+    ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_provider, set_route, settled_job,
+    wait_for_attempt,
+};
+use intentgate::engine::EngineEvent;
+use intentgate::jobs::{AttemptState, IdempotencyKey, JobStatus, NewJob};
+use intentgate::store::{Created, Lease};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+store_matrix!(
+    a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled,
+    a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile,
+);
+
+async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) -> reqwest::Response {
+    gw.request(Method::POST, &format!("/v1/jobs/{job_id}/attempts/{number}/resolve"), ADMIN)
+        .json(&json!({"as": resolution, "reason": "checked with the provider"}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A gateway died (kill -9) while its attempt 1 was `starting`; the job was
+/// cancelled before the dead lease expired. Once it has, the sweep makes the
+/// attempt `unknown` — it may have been sent — so that an operator (or
+/// `max_execution`) can settle it; the job stays `cancelled`, and nothing is
+/// sent again.
+async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let engine = doc.entry("engine").or_insert(toml::Value::Table(Default::default()));
+        engine.as_table_mut().unwrap().insert("sweep_interval".into(), "1h".into());
+    })
+    .await;
+    let engine = &gw.gateway.engine;
+    // What the dead instance left: a job leased to it, attempt 1 `starting`.
+    let new = NewJob::new(
+        "alice".into(),
+        IdempotencyKey::parse("orphaned").unwrap(),
+        "chat".into(),
+        serde_json::to_string(&chat_body("x")).unwrap(),
+    );
+    let now = engine.clock().now_ms();
+    let dead = Lease { owner: "gw-killed", expires_at_ms: now + 30_000 };
+    let created = gw.gateway.store.create_job(&new, dead, Some("sim-primary"), now).await.unwrap();
+    let Created::Started(job, _) = created else { panic!("expected a job inserted with its attempt 1") };
+    let id = job.id.to_string();
+
+    let cancelled = gw.request(Method::POST, &format!("/v1/jobs/{id}/cancel"), ALICE).send().await.unwrap();
+    assert_eq!(cancelled.status(), 200);
+    assert_eq!(engine.sweep_once().await.unwrap(), 0, "the dead lease has not expired yet");
+    let attempts = gw.gateway.store.attempts(job.id).await.unwrap();
+    assert_eq!(attempts[0].state, AttemptState::Starting, "its driver may still be alive");
+
+    engine.clock().advance(Duration::from_secs(60));
+    assert_eq!(engine.sweep_once().await.unwrap(), 1, "the sweep takes the expired lease");
+    let attempts = gw.gateway.store.attempts(job.id).await.unwrap();
+    assert_eq!(attempts[0].state, AttemptState::Unknown, "the dead instance may have sent it");
+    assert_eq!(engine.sweep_once().await.unwrap(), 0, "the lease was released, not kept");
+
+    let resolved = resolve(&gw, &id, 1, "abandoned").await;
+    assert_eq!(resolved.status(), 200, "an operator can settle it now");
+    let job: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
+    assert_eq!(job["status"], "cancelled", "{job}");
+    assert_eq!(job["attempts"][0]["state"], "abandoned");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no new attempt on a cancelled job");
+    assert_eq!(gw.sim().calls().total, 0, "nothing was sent by this instance");
+}
+
+/// The route's only provider answers after its attempt was declared
+/// `unknown` and abandoned by an operator, which ran the chain out and failed
+/// the job. The answer was paid for: it completes the job (`failed →
+/// succeeded`), and a retry under the same key replays it without a second
+/// execution.
+async fn a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hold=late");
+        set_route(doc, "chat", "chain", toml::Value::Array(vec!["sim-primary".into()]));
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+    })
+    .await;
+    let mut events = gw.events();
+    let created = gw.create(ALICE, "late-but-paid", &chat_body("late")).await;
+    assert_eq!(created.status(), 201);
+    let id = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    assert_eq!(resolve(&gw, &id, 1, "abandoned").await.status(), 200);
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "failed", "the chain ran out: {job}");
+
+    gw.sim().release("late");
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Succeeded).await;
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["completed_by"], job["attempts"][0]["id"], "the late answer won");
+    assert_eq!(job["result"]["provider"], "sim-primary");
+    assert!(job["error"].is_null(), "the failure no longer applies: {job}");
+
+    let replay = gw.create(ALICE, "late-but-paid", &chat_body("late")).await;
+    assert_eq!(replay.status(), 200);
+    let replay: Value = replay.json().await.unwrap();
+    assert_eq!(replay["status"], "succeeded");
+    assert_eq!(gw.sim().calls().total, 1, "executed once");
+    assert_eq!(gw.gateway.store.job(id.parse().unwrap()).await.unwrap().unwrap().status, JobStatus::Succeeded);
+}
+
+/// PostgreSQL goes away between the provider's answer and its recording:
+/// the engine holds the answer and retries its compare-and-swap until the
+/// store is back. The job succeeds with that answer; nothing runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_is_held_while_the_store_is_unreachable() {
+    let Some(store) = TestStore::new(Backend::Postgres).await else { return };
+    let proxy = ToggleProxy::start(store.pg_host_port()).await;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let url = store.url_via(&proxy.addr.to_string());
+        doc.get_mut("store").unwrap().as_table_mut().unwrap().insert("url".into(), url.into());
+        set_provider(doc, "sim-primary", "model", "sim:hold=answer");
+        set_provider(doc, "sim-primary", "max_execution", "60s");
+    })
+    .await;
+    let mut events = gw.events();
+    let created = gw.create(ALICE, "held", &chat_body("held")).await;
+    assert_eq!(created.status(), 201);
+    let id: uuid::Uuid = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().parse().unwrap();
+    gw.sim().wait_for_calls(1).await;
+
+    proxy.set_up(false);
+    gw.sim().release("answer");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match events.recv().await.unwrap() {
+                EngineEvent::Holding { job_id, .. } if job_id == id => return,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("the engine holds the answer while the store is down");
+    proxy.set_up(true);
+    wait_for_attempt(&mut events, &id.to_string(), 1, AttemptState::Succeeded).await;
+    let job = settled_job(&gw, ALICE, &id.to_string()).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no failover");
+    assert_eq!(gw.sim().calls().total, 1, "executed once");
+}
