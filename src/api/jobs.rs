@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
-use super::submit::{Submitted, submit};
+use super::submit::{after_commit, new_job, submit};
 use super::view::JobView;
 use super::{AppState, Caller, Problem};
-use crate::engine::DriveOutcome;
 use crate::jobs::{Job, JobStatus};
 
 /// Header that marks a response as the replay of an earlier request.
@@ -78,30 +77,36 @@ pub async fn create(
     let value: Value = serde_json::from_slice(&body).map_err(|err| {
         Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
     })?;
+    let new = new_job(&state, &caller, key, value)?;
     let wait = wait_preference(&headers);
-    let (job, drive) = match submit(&state, &caller, key, value).await? {
-        Submitted::New(job, kickoff) => {
-            if wait.is_some() {
-                state.engine.track_provider_time(job.id);
-            }
-            let first: Vec<_> = kickoff.attempt().into_iter().cloned().collect();
-            let drive = state.engine.spawn_drive_new(job.clone(), kickoff);
-            if wait.is_none() {
-                return Ok(job_response(StatusCode::CREATED, &job, &first, false));
-            }
-            (job, Some(drive))
-        }
-        Submitted::Existing(job) => (job, None),
+    let submitted = submit(&state, &new, wait.unwrap_or_default(), false).await?;
+    let status = if submitted.replayed { StatusCode::OK } else { StatusCode::CREATED };
+    let job = &submitted.job;
+    let attempts = match (&submitted.first_attempt, wait) {
+        // Answered at once: the attempt inserted with the job is all there is.
+        (Some(first), None) => vec![first.clone()],
+        _ => state.store.attempts(job.id).await.map_err(|err| after_commit(err, job.id))?,
     };
-    let fresh = drive.is_some();
-    let status = if fresh { StatusCode::CREATED } else { StatusCode::OK };
-    let job_id = job.id;
-    let answered = respond_after_wait(&state, job, drive, status, !fresh, wait.unwrap_or_default()).await;
-    // Taken whatever the answer, so the engine's tally never outlives the request.
-    let provider_time = state.engine.take_provider_time(job_id);
-    let mut response = answered?;
-    response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
+    let mut response = job_response(status, job, &attempts, submitted.replayed);
+    if let Some(wait) = wait.filter(|wait| !wait.is_zero())
+        && let Ok(applied) = HeaderValue::from_str(&format!("wait={}", wait.as_secs()))
+    {
+        response.headers_mut().insert("preference-applied", applied);
+    }
+    response.extensions_mut().insert(provider_time(&submitted, wait.is_some_and(|wait| !wait.is_zero())));
     Ok(response)
+}
+
+/// The provider time a submission spent, for the overhead histogram: its
+/// own drive's, or none to subtract for a replay that did not wait; unknown
+/// (left out of the histogram) when the request waited on work it cannot
+/// account for (another request's drive, or its own still running).
+pub(super) fn provider_time(submitted: &crate::engine::Submitted, waited: bool) -> super::metrics::ProviderTime {
+    match submitted.provider_time {
+        Some(spent) => super::metrics::ProviderTime(Some(spent)),
+        None if !waited => super::metrics::ProviderTime(Some(Duration::ZERO)),
+        None => super::metrics::ProviderTime(None),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,30 +197,14 @@ pub async fn get(
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
     let wait = wait_preference(&headers).unwrap_or_default();
-    respond_after_wait(&state, job, None, StatusCode::OK, false, wait).await
-}
-
-/// Waits up to `wait` for the job to leave `pending`/`running` (woken by
-/// the transition), then answers with the job as it is.
-/// `drive` is the drive of a job this request created: its outcome spares
-/// the read of the job.
-async fn respond_after_wait(
-    state: &AppState,
-    job: Job,
-    drive: Option<DriveOutcome>,
-    status: StatusCode,
-    replayed: bool,
-    wait: Duration,
-) -> Result<Response, Problem> {
+    let job_id = job.id;
     let job = if wait.is_zero() || !matches!(job.status, JobStatus::Pending | JobStatus::Running) {
         job
-    } else if let Some(drive) = drive {
-        state.engine.wait_drive(job, drive, wait).await?.0
     } else {
-        state.engine.wait_settled(job.id, wait).await?.unwrap_or(job)
+        state.engine.wait_settled(job_id, wait).await.map_err(|err| after_commit(err, job_id))?.unwrap_or(job)
     };
-    let attempts = state.store.attempts(job.id).await?;
-    let mut response = job_response(status, &job, &attempts, replayed);
+    let attempts = state.store.attempts(job_id).await.map_err(|err| after_commit(err, job_id))?;
+    let mut response = job_response(StatusCode::OK, &job, &attempts, false);
     if !wait.is_zero()
         && let Ok(applied) = HeaderValue::from_str(&format!("wait={}", wait.as_secs()))
     {

@@ -39,6 +39,8 @@ pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> 
 }
 
 /// The provider time a handler's request spent waiting on, put in the
-/// response's extensions so the overhead histogram can subtract it.
+/// response's extensions so the overhead histogram can subtract it. `None`:
+/// the request waited on work it cannot account for, and is left out of
+/// the histogram rather than counted as overhead.
 #[derive(Debug, Clone, Copy)]
-pub struct ProviderTime(pub std::time::Duration);
+pub struct ProviderTime(pub Option<std::time::Duration>);

@@ -24,6 +24,8 @@ mod view;
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -98,9 +100,11 @@ async fn trace_request(request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
-    let provider_time = response.extensions().get::<metrics::ProviderTime>().map(|t| t.0).unwrap_or_default();
-    ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path)
-        .record(elapsed.saturating_sub(provider_time).as_secs_f64());
+    let provider_time = response.extensions().get::<metrics::ProviderTime>().map_or(Some(Duration::ZERO), |t| t.0);
+    if let Some(provider_time) = provider_time {
+        ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path)
+            .record(elapsed.saturating_sub(provider_time).as_secs_f64());
+    }
     span.record("status", response.status().as_u16());
     span.in_scope(|| tracing::debug!(elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
     response

@@ -1,34 +1,30 @@
 //! Submitting an intent: the one path by which both `POST /v1/jobs` and
 //! `POST /v1/chat/completions` create or find a job (R2, R3). It validates
-//! the job request, fingerprints its canonical form and lets the database's
-//! unique constraint decide. Nothing here calls a provider: the caller starts
-//! driving a new job once this has returned it committed.
+//! the job request and fingerprints its canonical form; the engine's one
+//! entry ([`crate::engine::Engine::submit`]) lets the database's unique
+//! constraint decide, drives a new job and waits. Errors come back as
+//! problems that say whether the job was committed.
+
+use std::time::Duration;
 
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::{AppState, Caller, Problem};
-use crate::engine::{Creation, Kickoff};
-use crate::jobs::{IdempotencyKey, Job, JobRequest, NewJob, canonical_json};
-use crate::telemetry;
+use crate::engine::{SubmitError, Submission, Submitted};
+use crate::jobs::{IdempotencyKey, JobRequest, NewJob, canonical_json};
 
-pub enum Submitted {
-    /// This request created the job; it is committed and not yet driven:
-    /// hand both to `Engine::spawn_drive_new`.
-    New(Job, Kickoff),
-    /// The same owner sent the same intent under this key before.
-    Existing(Job),
-}
-
-/// Validates `body` as a job request and inserts-or-gets its job.
-pub async fn submit(
-    state: &AppState,
-    caller: &Caller,
-    key: IdempotencyKey,
-    body: Value,
-) -> Result<Submitted, Problem> {
-    let new = new_job(state, caller, key, body)?;
-    insert(state, &new).await
+/// Submits `new` and waits up to `wait`: plain (`stream = false`) or with
+/// its live stream opened first.
+pub async fn submit(state: &AppState, new: &NewJob, wait: Duration, stream: bool) -> Result<Submitted, Problem> {
+    let submission =
+        if stream { state.engine.submit_streamed(new, wait).await } else { state.engine.submit(new, wait).await };
+    match submission {
+        Ok(Submission::Accepted(submitted)) => Ok(submitted),
+        Ok(Submission::Conflict { job_id }) => Err(reused(job_id)),
+        Err(SubmitError::BeforeCommit(err)) => Err(super::attempts::engine_problem(err)),
+        Err(SubmitError::AfterCommit { job_id, source }) => Err(after_commit(source, job_id)),
+    }
 }
 
 /// The job `body` would create, validated, with its id already chosen (so a
@@ -70,25 +66,6 @@ pub fn new_job(
     Ok(NewJob::new(caller.0.owner.clone(), key, request.route, canonical))
 }
 
-/// Inserts `new` or finds the job its key already names.
-pub async fn insert(state: &AppState, new: &NewJob) -> Result<Submitted, Problem> {
-    match state.engine.create(new).await.map_err(super::attempts::engine_problem)? {
-        Creation::New(job, kickoff) => {
-            tracing::debug!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
-            metrics::counter!(telemetry::JOBS, "result" => "created").increment(1);
-            Ok(Submitted::New(job, kickoff))
-        }
-        Creation::Existing(job) if job.fingerprint == new.fingerprint => {
-            metrics::counter!(telemetry::JOBS, "result" => "replayed").increment(1);
-            Ok(Submitted::Existing(job))
-        }
-        Creation::Existing(job) => {
-            metrics::counter!(telemetry::JOBS, "result" => "conflicted").increment(1);
-            Err(reused(job.id))
-        }
-    }
-}
-
 fn reused(job_id: Uuid) -> Problem {
     Problem::conflict(
         "idempotency-key-reused",
@@ -96,4 +73,25 @@ fn reused(job_id: Uuid) -> Problem {
         "this Idempotency-Key is already bound to a different request body; use a new key for a new intent",
     )
     .with("job_id", job_id.to_string())
+}
+
+/// A store error once the job exists: it may have been sent, so the only
+/// safe retry is under the same key.
+pub fn after_commit(err: crate::store::StoreError, job_id: Uuid) -> Problem {
+    let problem = Problem::from(err);
+    if problem.slug() != "store-unavailable" {
+        return problem.with("job_id", job_id.to_string());
+    }
+    Problem::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "store-unavailable",
+        "Job store unavailable",
+        format!(
+            "job {job_id} was stored and may already have been sent to a provider, but the job store \
+             cannot be reached to tell its state. Retry with the same Idempotency-Key (or GET /v1/jobs/{job_id}); \
+             a new key would run the work again"
+        ),
+    )
+    .with("job_id", job_id.to_string())
+    .header(axum::http::header::RETRY_AFTER, "1")
 }

@@ -276,7 +276,7 @@ impl Engine {
             metrics::histogram!(telemetry::PROVIDER_LATENCY, "provider" => attempt.provider.clone())
                 .record(spent.as_secs_f64());
         }
-        self.add_provider_time(attempt.job_id, spent);
+        Engine::add_provider_time(spent);
     }
 
     /// The first provider in `positions` of the chain that the gate lets

@@ -25,6 +25,7 @@ mod recovery;
 mod request;
 mod stream_attempt;
 mod streams;
+mod submit;
 mod tasks;
 mod waiters;
 
@@ -42,6 +43,7 @@ pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
 pub use streams::{StreamEvent, StreamHub, Subscription};
+pub use submit::{SubmitError, Submission, Submitted};
 pub use tasks::Tasks;
 pub use waiters::Waiters;
 
@@ -78,8 +80,6 @@ struct Inner {
     waiters: Waiters,
     streams: StreamHub,
     gate: Gate,
-    /// Provider time spent on jobs whose request is measuring its overhead.
-    provider_time: std::sync::Mutex<HashMap<Uuid, Duration>>,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
     clock: Clock,
     tasks: Tasks,
@@ -87,7 +87,23 @@ struct Inner {
 
 /// How the drive of a new job ended, for the request that created it:
 /// [`Engine::wait_drive`].
-pub struct DriveOutcome(tokio::sync::oneshot::Receiver<Completed>);
+pub struct DriveOutcome(tokio::sync::oneshot::Receiver<DriveReport>);
+
+/// What the drive of a new job reports when it ends.
+#[derive(Debug)]
+pub struct DriveReport {
+    /// The job as the winning write left it, when this drive completed it.
+    pub completed: Option<Completed>,
+    /// The number of the attempt that completed it.
+    pub winner: Option<i32>,
+    /// Time spent waiting on providers during the drive.
+    pub provider_time: Duration,
+}
+
+tokio::task_local! {
+    /// Provider time of the drive running on this task (see `DriveReport`).
+    static PROVIDER_TIME: std::cell::Cell<Duration>;
+}
 
 /// What the engine did, for whoever listens (tests wait on these instead of
 /// sleeping; metrics count them).
@@ -137,7 +153,6 @@ impl Engine {
                 waiters: Waiters::default(),
                 streams: StreamHub::default(),
                 gate,
-                provider_time: std::sync::Mutex::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
                 tasks: Tasks::default(),
@@ -200,42 +215,45 @@ impl Engine {
 
     /// Drives a job this instance has just created: it was inserted already
     /// leased to this instance, so no claim is needed. The returned
-    /// [`DriveOutcome`] yields the job if this drive completes it.
+    /// [`DriveOutcome`] reports how the drive ended.
     pub fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) -> DriveOutcome {
         let engine = self.clone();
         let job_id = job.id;
         let (report, outcome) = tokio::sync::oneshot::channel();
-        self.inner.tasks.spawn_drive(async move {
-            match engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
-                Ok(Some(completed)) => {
-                    let _ = report.send(completed);
-                }
-                Ok(None) => {}
+        let drive = async move {
+            let completed = match engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
+                Ok(completed) => completed,
                 Err(err) => {
                     tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
+                    None
                 }
-            }
-        });
+            };
+            let provider_time = PROVIDER_TIME.with(std::cell::Cell::get);
+            let winner = completed.as_ref().map(|done| done.attempt_number);
+            let _ = report.send(DriveReport { completed, winner, provider_time });
+        };
+        self.inner.tasks.spawn_drive(PROVIDER_TIME.scope(std::cell::Cell::new(Duration::ZERO), drive));
         DriveOutcome(outcome)
     }
 
     /// The job once settled, or as it is after `timeout`, for the request
     /// that created it: from its own drive when that completed it (no
-    /// read), else as [`Engine::wait_settled`] finds it. With the winning
-    /// attempt's number when the drive knows it.
+    /// read), else as [`Engine::wait_settled`] finds it. With the drive's
+    /// report when the drive ended within `timeout`.
     pub async fn wait_drive(
         &self,
         job: Job,
         drive: DriveOutcome,
         timeout: Duration,
-    ) -> Result<(Job, Option<i32>), StoreError> {
+    ) -> Result<(Job, Option<DriveReport>), StoreError> {
         let started = tokio::time::Instant::now();
-        if let Ok(Ok(completed)) = tokio::time::timeout(timeout, drive.0).await {
-            return Ok((*completed.job, Some(completed.attempt_number)));
+        let mut report = tokio::time::timeout(timeout, drive.0).await.ok().and_then(Result::ok);
+        if let Some(completed) = report.as_mut().and_then(|report| report.completed.take()) {
+            return Ok((*completed.job, report));
         }
         let left = timeout.saturating_sub(started.elapsed());
         let job = self.wait_settled(job.id, left).await?.unwrap_or(job);
-        Ok((job, None))
+        Ok((job, report))
     }
 
     /// Waits until the job is no longer `pending` or `running` (R4's
@@ -261,25 +279,9 @@ impl Engine {
         self.inner.events.subscribe()
     }
 
-    /// Starts adding up the provider time of `job_id`, for a request that
-    /// reports its own overhead (request time minus provider time).
-    pub fn track_provider_time(&self, job_id: Uuid) {
-        if let Ok(mut map) = self.inner.provider_time.lock() {
-            map.insert(job_id, Duration::ZERO);
-        }
-    }
-
-    /// The provider time added up since `track_provider_time`, and stops.
-    pub fn take_provider_time(&self, job_id: Uuid) -> Duration {
-        self.inner.provider_time.lock().ok().and_then(|mut map| map.remove(&job_id)).unwrap_or_default()
-    }
-
-    fn add_provider_time(&self, job_id: Uuid, spent: Duration) {
-        if let Ok(mut map) = self.inner.provider_time.lock()
-            && let Some(total) = map.get_mut(&job_id)
-        {
-            *total += spent;
-        }
+    /// Adds provider time to the drive running on this task, if any.
+    fn add_provider_time(spent: Duration) {
+        let _ = PROVIDER_TIME.try_with(|total| total.set(total.get() + spent));
     }
 
     fn notify(&self, job_id: Uuid) {

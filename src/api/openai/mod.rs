@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
-use super::submit::{Submitted, insert, new_job};
+use super::submit::{after_commit, new_job, submit};
 use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem};
 use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobStatus};
@@ -132,55 +132,17 @@ pub async fn chat_completions(
     let (job_body, stream) = translate(&body)?;
     let new = new_job(&state, &caller, key, job_body)?;
     let wait: Duration = state.config.openai.wait.into();
-
-    if !stream {
-        let (job_id, replayed, settled) = match insert(&state, &new).await? {
-            Submitted::New(job, kickoff) => {
-                state.engine.track_provider_time(job.id);
-                let job_id = job.id;
-                let drive = state.engine.spawn_drive_new(job.clone(), kickoff);
-                (job_id, false, state.engine.wait_drive(job, drive, wait).await.map_err(Problem::from))
-            }
-            Submitted::Existing(job) => {
-                (job.id, true, settle(&state, job, wait).await.map(|job| (job, None)))
-            }
-        };
-        // Taken whatever the outcome, so the engine's tally never outlives the request.
-        let provider_time = state.engine.take_provider_time(job_id);
-        let (job, winner) = settled?;
-        let mut response = answer(&state, &job, winner, replayed, false).await?;
-        response.extensions_mut().insert(super::metrics::ProviderTime(provider_time));
-        return Ok(response);
+    let submitted = submit(&state, &new, wait, stream).await?;
+    let job_id = submitted.job.id;
+    if let Some(live) = submitted.live {
+        return stream_live(&state, submitted.job, live, submitted.replayed, wait).await;
     }
-
-    // Open the live stream under the new job's id before anything can
-    // publish to it; a duplicate attaches to the one already open.
-    let opened = state.engine.streams().open(new.id);
-    let inserted = match insert(&state, &new).await {
-        Ok(inserted) => inserted,
-        Err(problem) => {
-            state.engine.streams().discard(new.id);
-            return Err(problem);
-        }
-    };
-    match inserted {
-        Submitted::New(job, kickoff) => {
-            // A stream's readers follow the hub, not the drive's outcome.
-            let _ = state.engine.spawn_drive_new(job.clone(), kickoff);
-            match opened {
-                Some(subscription) => stream_live(&state, job, subscription, false, wait).await,
-                None => answer(&state, &settle(&state, job, wait).await?, None, false, true).await,
-            }
-        }
-        Submitted::Existing(job) => {
-            state.engine.streams().discard(new.id);
-            let live = if is_running(&job) { state.engine.streams().attach(job.id) } else { None };
-            match live {
-                Some(subscription) => stream_live(&state, job, subscription, true, wait).await,
-                None => answer(&state, &settle(&state, job, wait).await?, None, true, true).await,
-            }
-        }
-    }
+    let provider_time = super::jobs::provider_time(&submitted, true);
+    let mut response = answer(&state, &submitted.job, submitted.winner, submitted.replayed, stream)
+        .await
+        .map_err(|problem| problem.with("job_id", job_id.to_string()))?;
+    response.extensions_mut().insert(provider_time);
+    Ok(response)
 }
 
 /// OpenAI request → job request body, and whether a stream was asked for.
@@ -218,17 +180,6 @@ fn invalid(detail: &str) -> Problem {
     Problem::unprocessable("invalid-body", "Invalid chat completion request", detail)
 }
 
-fn is_running(job: &Job) -> bool {
-    matches!(job.status, JobStatus::Pending | JobStatus::Running)
-}
-
-async fn settle(state: &AppState, job: Job, wait: Duration) -> Result<Job, Problem> {
-    if !is_running(&job) {
-        return Ok(job);
-    }
-    Ok(state.engine.wait_settled(job.id, wait).await?.unwrap_or(job))
-}
-
 /// The answer for a job as it is now: its completion (or stream replay), or
 /// the problem that says why there is none.
 /// `winner` is the number of the attempt that completed the job, when the
@@ -242,7 +193,7 @@ async fn answer(
 ) -> Result<Response, Problem> {
     let winner = match (winner, job.completed_by) {
         (Some(number), _) => Some(number),
-        (None, Some(id)) => state.store.attempt_number(id).await?,
+        (None, Some(id)) => state.store.attempt_number(id).await.map_err(|err| after_commit(err, job.id))?,
         (None, None) => None,
     };
     if job.status != JobStatus::Succeeded {
@@ -270,7 +221,8 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
     let job_id = job.id.to_string();
     Ok(match job.status {
         JobStatus::Unknown => {
-            let open = state.store.attempts(job.id).await?.into_iter().find(|a| a.state.is_open());
+            let attempts = state.store.attempts(job.id).await.map_err(|err| after_commit(err, job.id))?;
+            let open = attempts.into_iter().find(|a| a.state.is_open());
             let mut problem = Problem::conflict(
                 "outcome-unknown",
                 "Outcome unknown",
@@ -331,7 +283,7 @@ async fn stream_live(
         Ok(Some(Ok(event))) => event,
         Ok(Some(Err(problem))) => return Err(problem),
         Ok(None) | Err(_) => {
-            let job = state.store.job(job.id).await?.unwrap_or(job);
+            let job = state.store.job(job.id).await.map_err(|err| after_commit(err, job.id))?.unwrap_or(job);
             return answer(state, &job, None, replayed, true).await;
         }
     };
@@ -339,7 +291,7 @@ async fn stream_live(
         StreamEvent::Chunk { attempt, .. } | StreamEvent::Done { attempt, .. } => *attempt,
         StreamEvent::Failed { .. } => {
             // Nothing was sent yet: answer as a plain request would.
-            let job = state.store.job(job.id).await?.unwrap_or(job);
+            let job = state.store.job(job.id).await.map_err(|err| after_commit(err, job.id))?.unwrap_or(job);
             return answer(state, &job, None, replayed, true).await;
         }
     };
