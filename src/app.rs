@@ -130,7 +130,10 @@ async fn start_with_simulator(
             .await;
         let cut = tasks.shutdown(SHUTDOWN_GRACE).await;
         if cut > 0 {
-            tracing::warn!(cut, "drives still running after the grace period were stopped; their leases expire and the recovery sweep takes them over");
+            tracing::warn!(
+                cut,
+                "drives still running after the grace period were stopped; their leases expire and the recovery sweep takes them over"
+            );
         }
         served
     });

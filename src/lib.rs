@@ -8,6 +8,8 @@
 //! PostgreSQL). [`config`] and [`auth`] feed them;
 //! [`app`] assembles a running gateway; [`cli`] is the command line.
 
+#![deny(clippy::disallowed_methods)]
+
 pub mod api;
 pub mod app;
 pub mod auth;

@@ -114,7 +114,10 @@ async fn a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile(store: Test
     let replay: Value = replay.json().await.unwrap();
     assert_eq!(replay["status"], "succeeded");
     assert_eq!(gw.sim().calls().total, 1, "executed once");
-    assert_eq!(gw.gateway.store.job(id.parse().unwrap()).await.unwrap().unwrap().status, JobStatus::Succeeded);
+    assert_eq!(
+        gw.gateway.store.job(id.parse().unwrap()).await.unwrap().unwrap().status,
+        JobStatus::Succeeded
+    );
 }
 
 /// PostgreSQL goes away between the provider's answer and its recording:

@@ -101,7 +101,10 @@ pub async fn create(
 /// own drive's, or none to subtract for a replay that did not wait; unknown
 /// (left out of the histogram) when the request waited on work it cannot
 /// account for (another request's drive, or its own still running).
-pub(super) fn provider_time(submitted: &crate::engine::Submitted, waited: bool) -> super::metrics::ProviderTime {
+pub(super) fn provider_time(
+    submitted: &crate::engine::Submitted,
+    waited: bool,
+) -> super::metrics::ProviderTime {
     match submitted.provider_time {
         Some(spent) => super::metrics::ProviderTime(Some(spent)),
         None if !waited => super::metrics::ProviderTime(Some(Duration::ZERO)),

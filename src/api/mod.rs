@@ -100,7 +100,8 @@ async fn trace_request(request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
-    let provider_time = response.extensions().get::<metrics::ProviderTime>().map_or(Some(Duration::ZERO), |t| t.0);
+    let provider_time =
+        response.extensions().get::<metrics::ProviderTime>().map_or(Some(Duration::ZERO), |t| t.0);
     if let Some(provider_time) = provider_time {
         ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path)
             .record(elapsed.saturating_sub(provider_time).as_secs_f64());

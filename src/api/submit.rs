@@ -11,16 +11,24 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{AppState, Caller, Problem};
-use crate::engine::{SubmitError, Submission, Submitted};
+use crate::engine::{Submission, SubmitError, Submitted};
 use crate::jobs::{IdempotencyKey, JobRequest, NewJob, canonical_json};
 
 /// Submits `new` and waits up to `wait`: plain (`stream = false`) or with
 /// its live stream opened first.
-pub async fn submit(state: &AppState, new: &NewJob, wait: Duration, stream: bool) -> Result<Submitted, Problem> {
-    let submission =
-        if stream { state.engine.submit_streamed(new, wait).await } else { state.engine.submit(new, wait).await };
+pub async fn submit(
+    state: &AppState,
+    new: &NewJob,
+    wait: Duration,
+    stream: bool,
+) -> Result<Submitted, Problem> {
+    let submission = if stream {
+        state.engine.submit_streamed(new, wait).await
+    } else {
+        state.engine.submit(new, wait).await
+    };
     match submission {
-        Ok(Submission::Accepted(submitted)) => Ok(submitted),
+        Ok(Submission::Accepted(submitted)) => Ok(*submitted),
         Ok(Submission::Conflict { job_id }) => Err(reused(job_id)),
         Err(SubmitError::BeforeCommit(err)) => Err(super::attempts::engine_problem(err)),
         Err(SubmitError::AfterCommit { job_id, source }) => Err(after_commit(source, job_id)),

@@ -33,11 +33,17 @@ const HOLD_WITHOUT_MAX_EXECUTION: Duration = Duration::from_secs(300);
 pub(super) enum Seen {
     /// A complete answer; `streamed` when it arrived as a stream (its chunks
     /// are stored with it, for a byte-identical replay).
-    Answer { response: ChatResponse, streamed: bool },
+    Answer {
+        response: ChatResponse,
+        streamed: bool,
+    },
     Failure(Failure),
     /// No answer within the time allowed (`reason` says which); `call` is the
     /// call still running, whose answer may yet come.
-    Silence { reason: String, call: Option<Pending> },
+    Silence {
+        reason: String,
+        call: Option<Pending>,
+    },
 }
 
 /// A provider call still running after its attempt was declared `unknown`.
@@ -120,7 +126,8 @@ impl Engine {
             }
             Step::KeepWaiting => Ok(Next::Wait),
             Step::Abandon => {
-                let detail = "max_execution passed with no answer; the provider can no longer be working on it";
+                let detail =
+                    "max_execution passed with no answer; the provider can no longer be working on it";
                 self.settle_open(attempt, AttemptState::Abandoned, detail, Some(MAX_EXECUTION)).await?;
                 Ok(Next::Stop)
             }
@@ -168,13 +175,20 @@ impl Engine {
         let (next, settled, event) = match outcome {
             CasOutcome::Won(job) => {
                 tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
-                let done = StreamEvent::Done { attempt: attempt.number, finish_reason: response.finish_reason.clone() };
+                let done = StreamEvent::Done {
+                    attempt: attempt.number,
+                    finish_reason: response.finish_reason.clone(),
+                };
                 let completed = Completed { job, attempt_number: attempt.number };
                 (Next::Completed(completed), Some(AttemptState::Succeeded), done)
             }
             CasOutcome::Superseded { winner } => {
                 metrics::counter!(telemetry::RACES_LOST).increment(1);
-                let why = if winner.is_some() { "another attempt completed the job first" } else { "the job was cancelled" };
+                let why = if winner.is_some() {
+                    "another attempt completed the job first"
+                } else {
+                    "the job was cancelled"
+                };
                 tracing::warn!(
                     job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
                     winner = ?winner, "race lost: {why}; this answer is kept on the attempt only"
@@ -186,7 +200,11 @@ impl Engine {
             CasOutcome::NotDeliverable => {
                 tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, "answer of an attempt already settled as failed; ignored");
                 let message = "this attempt was settled as failed before its answer arrived".to_owned();
-                (Next::Stop, None, StreamEvent::Failed { attempt: attempt.number, code: "superseded", message })
+                (
+                    Next::Stop,
+                    None,
+                    StreamEvent::Failed { attempt: attempt.number, code: "superseded", message },
+                )
             }
         };
         if streamed {
@@ -218,7 +236,9 @@ impl Engine {
         };
         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, %outcome, detail, "attempt failed");
         let settled = self
-            .hold(attempt, "record a failure", || self.store().settle_attempt(attempt.id, settle, self.now_ms()))
+            .hold(attempt, "record a failure", || {
+                self.store().settle_attempt(attempt.id, settle, self.now_ms())
+            })
             .await?;
         if settled {
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.as_str())
@@ -260,7 +280,11 @@ impl Engine {
             tracing::Span::current().record("outcome", AttemptOutcome::Unknown.as_str());
             self.emit_settled(attempt, AttemptState::Unknown);
         }
-        let event = StreamEvent::Failed { attempt: attempt.number, code: "outcome-unknown", message: reason.to_owned() };
+        let event = StreamEvent::Failed {
+            attempt: attempt.number,
+            code: "outcome-unknown",
+            message: reason.to_owned(),
+        };
         self.streams().publish(attempt.job_id, event);
         self.notify(attempt.job_id);
         Ok(())
@@ -318,10 +342,13 @@ impl Engine {
         if let Some(current) = self.store().job(job_id).await?
             && current.status.can_become(JobStatus::Failed)
         {
-            self.store().set_job_status(job_id, current.status, JobStatus::Failed, Some(&error), self.now_ms()).await?;
+            self.store()
+                .set_job_status(job_id, current.status, JobStatus::Failed, Some(&error), self.now_ms())
+                .await?;
             tracing::warn!(%job_id, error, "job failed");
         }
-        self.streams().publish(job_id, StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error });
+        self.streams()
+            .publish(job_id, StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error });
         self.notify(job_id);
         Ok(())
     }
@@ -344,10 +371,10 @@ impl Engine {
         loop {
             match write().await {
                 Err(StoreError::Unavailable(err)) if self.now_ms() < deadline => {
-                    let _ = self.inner.events.send(super::EngineEvent::Holding {
-                        job_id: attempt.job_id,
-                        number: attempt.number,
-                    });
+                    let _ = self
+                        .inner
+                        .events
+                        .send(super::EngineEvent::Holding { job_id: attempt.job_id, number: attempt.number });
                     tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, error = %err, "store unreachable: holding on to {what}, retrying");
                     tokio::time::sleep(pause.min(self.clock().until(deadline))).await;
                     pause = (pause * 2).min(Duration::from_secs(1));

@@ -194,8 +194,10 @@ mod tests {
 
     #[test]
     fn too_many_requests_is_retried_with_backoff_then_fails_over() {
-        let step = |retries, failure: &Failure| decide(Phase::Live { retries }, Observed::Failure(failure), &POLICY);
-        let retry = |wait| Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::RetryAfter(wait) };
+        let step =
+            |retries, failure: &Failure| decide(Phase::Live { retries }, Observed::Failure(failure), &POLICY);
+        let retry =
+            |wait| Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::RetryAfter(wait) };
         let fail_over = Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailOver };
         assert_eq!(step(0, &rejected(429, None)), retry(Duration::from_millis(100)));
         assert_eq!(step(1, &rejected(429, None)), retry(Duration::from_millis(200)), "doubles");

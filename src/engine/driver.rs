@@ -93,7 +93,8 @@ impl Engine {
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
-        let created = self.store().create_job(new, self.new_job_lease(), first_provider, self.now_ms()).await?;
+        let created =
+            self.store().create_job(new, self.new_job_lease(), first_provider, self.now_ms()).await?;
         Ok(match created {
             Created::Existing(job) => Creation::Existing(job),
             Created::New(job) => Creation::New(job, Kickoff { attempt: None, refused: Vec::new() }),
@@ -192,14 +193,16 @@ impl Engine {
             if job.status.is_terminal() {
                 if let First::Started(attempt) = &next {
                     let reason = format!("the job became `{}` before this attempt was sent", job.status);
-                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
+                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason)
+                        .await?;
                 }
                 return Ok(Next::Stop);
             }
             let Some(route) = self.route(&job.route).cloned() else {
                 let reason = format!("route `{}` is no longer configured", job.route);
                 if let First::Started(attempt) = &next {
-                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
+                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason)
+                        .await?;
                 }
                 self.fail_job(job.id, &JobError::new(reason)).await?;
                 return Ok(Next::Stop);
@@ -346,13 +349,15 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         let live = Phase::Live { retries };
         let Some(entry) = self.provider(&attempt.provider) else {
-            let failure = Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
+            let failure =
+                Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
         let request = match serde_json::from_str::<JobRequest>(&job.request)
             .map_err(|err| err.to_string())
-            .and_then(|request| super::to_chat_request(&request).map(|chat| (request, chat)).map_err(|err| err.to_string()))
-        {
+            .and_then(|request| {
+                super::to_chat_request(&request).map(|chat| (request, chat)).map_err(|err| err.to_string())
+            }) {
             Ok(request) => request,
             Err(err) => {
                 // Nothing was sent; the job cannot be driven by any provider.
@@ -370,7 +375,9 @@ impl Engine {
             expect_json: false,
         };
         if request.params.get("stream").and_then(serde_json::Value::as_bool) == Some(true) {
-            return self.run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, retries).await;
+            return self
+                .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, retries)
+                .await;
         }
         let provider = entry.provider.clone();
         let call_started = std::time::Instant::now();
@@ -384,8 +391,12 @@ impl Engine {
         let seen = match joined {
             Some(Ok(Some(Ok(response)))) => Seen::Answer { response, streamed: false },
             Some(Ok(Some(Err(failure)))) => Seen::Failure(failure),
-            Some(Ok(None)) => Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() }),
-            Some(Err(join)) => Seen::Failure(Failure::Unknown { reason: format!("the provider call task failed: {join}") }),
+            Some(Ok(None)) => {
+                Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() })
+            }
+            Some(Err(join)) => {
+                Seen::Failure(Failure::Unknown { reason: format!("the provider call task failed: {join}") })
+            }
             None => Seen::Silence {
                 reason: format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout),
                 call: Some(Pending { call, streamed: false }),

@@ -28,7 +28,11 @@ impl Engine {
         });
     }
 
-    async fn listen_late(&self, attempt: Attempt, pending: Option<Pending>) -> Result<(), super::EngineError> {
+    async fn listen_late(
+        &self,
+        attempt: Attempt,
+        pending: Option<Pending>,
+    ) -> Result<(), super::EngineError> {
         let max_execution: Option<Duration> =
             self.provider(&attempt.provider).and_then(|entry| entry.config.max_execution).map(Into::into);
         let deadline = max_execution.map(|max| {

@@ -43,7 +43,7 @@ pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
 pub use streams::{StreamEvent, StreamHub, Subscription};
-pub use submit::{SubmitError, Submission, Submitted};
+pub use submit::{Submission, SubmitError, Submitted};
 pub use tasks::Tasks;
 pub use waiters::Waiters;
 

@@ -179,7 +179,11 @@ impl Engine {
             if !job.status.can_become(JobStatus::Cancelled) {
                 return Ok(Some(job));
             }
-            if self.store().set_job_status(job_id, job.status, JobStatus::Cancelled, None, self.now_ms()).await? {
+            if self
+                .store()
+                .set_job_status(job_id, job.status, JobStatus::Cancelled, None, self.now_ms())
+                .await?
+            {
                 tracing::info!(%job_id, "job cancelled");
                 self.notify(job_id);
                 let message = "the job was cancelled".to_owned();

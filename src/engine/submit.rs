@@ -22,7 +22,7 @@ use crate::telemetry;
 /// What a request gets back.
 pub enum Submission {
     /// The job of this request's key: new, or the same intent again.
-    Accepted(Submitted),
+    Accepted(Box<Submitted>),
     /// The key is bound to another intent (R3): the job it names.
     Conflict { job_id: Uuid },
 }
@@ -77,7 +77,7 @@ impl Engine {
                         submitted.provider_time = Some(report.provider_time);
                     }
                 }
-                Ok(Submission::Accepted(submitted))
+                Ok(Submission::Accepted(Box::new(submitted)))
             }
             Creation::Existing(job) => self.found(new, job, wait, false).await,
         }
@@ -105,7 +105,7 @@ impl Engine {
                     Some(live) => submitted.live = Some(live),
                     None => submitted.job = self.settle(submitted.job, wait).await?,
                 }
-                Ok(Submission::Accepted(submitted))
+                Ok(Submission::Accepted(Box::new(submitted)))
             }
             Creation::Existing(job) => {
                 self.streams().discard(new.id);
@@ -116,7 +116,13 @@ impl Engine {
 
     /// The job a key already named: the same intent is replayed (after
     /// waiting for it, or attached to its live stream), another is a conflict.
-    async fn found(&self, new: &NewJob, job: Job, wait: Duration, stream: bool) -> Result<Submission, SubmitError> {
+    async fn found(
+        &self,
+        new: &NewJob,
+        job: Job,
+        wait: Duration,
+        stream: bool,
+    ) -> Result<Submission, SubmitError> {
         if job.fingerprint != new.fingerprint {
             metrics::counter!(telemetry::JOBS, "result" => "conflicted").increment(1);
             return Ok(Submission::Conflict { job_id: job.id });
@@ -124,14 +130,14 @@ impl Engine {
         metrics::counter!(telemetry::JOBS, "result" => "replayed").increment(1);
         let live = if stream && is_running(&job) { self.streams().attach(job.id) } else { None };
         let job = if live.is_some() { job } else { self.settle(job, wait).await? };
-        Ok(Submission::Accepted(Submitted {
+        Ok(Submission::Accepted(Box::new(Submitted {
             job,
             replayed: true,
             first_attempt: None,
             winner: None,
             provider_time: None,
             live,
-        }))
+        })))
     }
 
     /// The job once it left `pending`/`running`, or as it is after `wait`.

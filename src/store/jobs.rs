@@ -194,7 +194,11 @@ impl Store {
     }
 
     /// Jobs still to be driven whose driver stopped renewing its lease.
-    pub async fn expired_leases(&self, now_ms: i64, limit: i64) -> Result<Vec<(Uuid, JobStatus)>, StoreError> {
+    pub async fn expired_leases(
+        &self,
+        now_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, JobStatus)>, StoreError> {
         let rows: Vec<(Uuid, String)> = self
             .read_all(sql::EXPIRED_LEASES, vec![now_ms.into(), limit.into()], |row| {
                 Ok((row.get(0)?, row.get(1)?))
