@@ -15,7 +15,7 @@ use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
 use super::submit::{Submitted, submit};
 use super::view::JobView;
-use super::{AppState, Caller, Problem};
+use super::{AppState, Caller, Problem, ProblemType};
 use crate::engine::DriveOutcome;
 use crate::jobs::{Job, JobStatus};
 
@@ -75,9 +75,8 @@ pub async fn create(
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
     let body = read_body(body, state.max_body_bytes).await?;
-    let value: Value = serde_json::from_slice(&body).map_err(|err| {
-        Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
-    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
     let wait = wait_preference(&headers);
     let (job, drive) = match submit(&state, &caller, key, value).await? {
         Submitted::New(job, kickoff) => {
@@ -140,20 +139,15 @@ pub async fn find_by_key(
     Query(query): Query<ByKey>,
 ) -> Result<Response, Problem> {
     let Some(key) = query.idempotency_key else {
-        return Err(Problem::bad_request(
-            "missing-parameter",
-            "Missing query parameter",
-            "pass `?idempotency_key=<key>`",
-        ));
+        return Err(Problem::new(ProblemType::MissingParameter, "pass `?idempotency_key=<key>`"));
     };
-    let key = crate::jobs::IdempotencyKey::parse(&key).map_err(|err| {
-        Problem::bad_request("idempotency-key-invalid", "Idempotency-Key invalid", err.to_string())
-    })?;
+    let key = crate::jobs::IdempotencyKey::parse(&key)
+        .map_err(|err| Problem::new(ProblemType::IdempotencyKeyInvalid, err.to_string()))?;
     let job = state
         .store
         .job_by_key(&caller.0.owner, key.as_str())
         .await?
-        .ok_or_else(|| Problem::not_found("no job of yours has this idempotency key"))?;
+        .ok_or_else(|| Problem::new(ProblemType::NotFound, "no job of yours has this idempotency key"))?;
     let attempts = state.store.attempts(job.id).await?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
 }
@@ -226,7 +220,7 @@ async fn respond_after_wait(
 
 /// The job `id` if the caller may see it: its owner, or an admin.
 pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
-    let not_found = || Problem::not_found(format!("no job `{id}`"));
+    let not_found = || Problem::new(ProblemType::NotFound, format!("no job `{id}`"));
     let id = Uuid::parse_str(id).map_err(|_| not_found())?;
     match state.store.job(id).await? {
         Some(job) if job.owner == caller.0.owner || caller.0.is_admin() => Ok(job),
@@ -256,11 +250,6 @@ pub fn job_response(
 /// Reads the body up to `limit` bytes; more is 413 before anything is stored.
 pub async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
     axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            "Request body too large",
-            format!("the body is larger than the limit of {limit} bytes"),
-        )
+        Problem::new(ProblemType::BodyTooLarge, format!("the body is larger than the limit of {limit} bytes"))
     })
 }

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{AppState, Caller, Problem};
+use super::{AppState, Caller, Problem, ProblemType};
 use crate::engine::{Creation, Kickoff};
 use crate::jobs::{IdempotencyKey, Job, JobRequest, NewJob, canonical_json};
 use crate::telemetry;
@@ -40,32 +40,24 @@ pub fn new_job(
     body: Value,
 ) -> Result<NewJob, Problem> {
     let request: JobRequest = serde_json::from_value(body.clone()).map_err(|err| {
-        Problem::unprocessable(
-            "invalid-body",
-            "Invalid job request",
-            format!("the body is not a job request: {err}"),
-        )
+        Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
+            .titled("Invalid job request")
     })?;
     if request.input.messages.is_empty() {
-        return Err(Problem::unprocessable(
-            "invalid-body",
-            "Invalid job request",
+        return Err(Problem::new(
+            ProblemType::InvalidBody,
             "`input.messages` must hold at least one message",
-        ));
+        )
+        .titled("Invalid job request"));
     }
     if state.config.route(&request.route).is_none() {
-        return Err(Problem::unprocessable(
-            "unknown-route",
-            "Unknown route",
+        return Err(Problem::new(
+            ProblemType::UnknownRoute,
             format!("route `{}` is not configured; GET /v1/routes lists the routes", request.route),
         ));
     }
     let canonical = canonical_json(&body).map_err(|err| {
-        Problem::bad_request(
-            "malformed-json",
-            "Malformed JSON",
-            format!("the body cannot be canonicalised: {err}"),
-        )
+        Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
     })?;
     Ok(NewJob::new(caller.0.owner.clone(), key, request.route, canonical))
 }
@@ -90,9 +82,8 @@ pub async fn insert(state: &AppState, new: &NewJob) -> Result<Submitted, Problem
 }
 
 fn reused(job_id: Uuid) -> Problem {
-    Problem::conflict(
-        "idempotency-key-reused",
-        "Idempotency-Key reused",
+    Problem::new(
+        ProblemType::IdempotencyKeyReused,
         "this Idempotency-Key is already bound to a different request body; use a new key for a new intent",
     )
     .with("job_id", job_id.to_string())

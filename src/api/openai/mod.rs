@@ -18,7 +18,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
@@ -26,7 +26,7 @@ use tokio::sync::broadcast;
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
 use super::submit::{Submitted, insert, new_job};
-use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem};
+use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType};
 use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobStatus};
 use render::Completion;
@@ -122,9 +122,8 @@ pub async fn chat_completions(
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
         Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) && state.config.openai.mint_idempotency_keys => {
-            IdempotencyKey::parse(&format!("minted-{}", uuid::Uuid::now_v7())).map_err(|err| {
-                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", err.to_string())
-            })?
+            IdempotencyKey::parse(&format!("minted-{}", uuid::Uuid::now_v7()))
+                .map_err(|err| Problem::new(ProblemType::Internal, err.to_string()))?
         }
         Err(problem) => return Err(problem),
     };
@@ -185,9 +184,8 @@ pub async fn chat_completions(
 
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
-    let value: Value = serde_json::from_slice(body).map_err(|err| {
-        Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
-    })?;
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
     let Value::Object(mut fields) = value else {
         return Err(invalid("the body must be a JSON object"));
     };
@@ -215,7 +213,7 @@ fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
 }
 
 fn invalid(detail: &str) -> Problem {
-    Problem::unprocessable("invalid-body", "Invalid chat completion request", detail)
+    Problem::new(ProblemType::InvalidBody, detail).titled("Invalid chat completion request")
 }
 
 fn is_running(job: &Job) -> bool {
@@ -271,9 +269,8 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
     Ok(match job.status {
         JobStatus::Unknown => {
             let open = state.store.attempts(job.id).await?.into_iter().find(|a| a.state.is_open());
-            let mut problem = Problem::conflict(
-                "outcome-unknown",
-                "Outcome unknown",
+            let mut problem = Problem::new(
+                ProblemType::OutcomeUnknown,
                 "the provider may have done this work but no answer came back; the job is blocked until the \
                  attempt is settled. Do not retry under a new key",
             );
@@ -283,23 +280,19 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
             problem
         }
         JobStatus::Failed => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream-failed",
-            "Every provider failed",
+            ProblemType::UpstreamFailed,
             "every provider of the route's chain failed; the job's error lists each reason",
         )
-        .header(HeaderName::from_static("x-should-retry"), "false")
         .with("error_detail", job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok())),
         JobStatus::Cancelled => {
-            Problem::conflict("job-completed", "Job cancelled", "the job was cancelled and will not complete")
+            Problem::new(ProblemType::JobCompleted, "the job was cancelled and will not complete")
+                .titled("Job cancelled")
         }
         JobStatus::Pending | JobStatus::Running | JobStatus::Succeeded => Problem::new(
-            StatusCode::CONFLICT,
-            "job-in-progress",
-            "Job in progress",
-            "the job for this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
-        )
-        .header(header::RETRY_AFTER, "1"),
+            ProblemType::JobInProgress,
+            "the job for this Idempotency-Key is still running; retry after the Retry-After delay to get its \
+             answer",
+        ),
     }
     .with("job_id", job_id)
     .with_openai_error())
@@ -390,15 +383,9 @@ fn receive(
                 let last = event.is_final();
                 Some((Ok(event), if last { None } else { Some(live) }))
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => Some((
-                Err(Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "stream-lagged",
-                    "Stream lagged",
-                    "behind",
-                )),
-                None,
-            )),
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                Some((Err(Problem::new(ProblemType::StreamLagged, "behind")), None))
+            }
             Err(broadcast::error::RecvError::Closed) => None,
         }
     })

@@ -3,11 +3,16 @@
 //! Each problem has a stable `type` (a URI ending in the slug the SPEC uses,
 //! e.g. `idempotency-key-reused`) that clients can match on, and a human
 //! `detail`. Extension members (`job_id`, `attempt_id`, …) carry what a
-//! client needs to act.
+//! client needs to act. The types, with their statuses and titles, are the
+//! one table in [`ProblemType`].
+
+mod kind;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
+
+pub use kind::ProblemType;
 
 use crate::store::StoreError;
 
@@ -15,8 +20,7 @@ pub const PROBLEM_TYPE_BASE: &str = "https://intentgate.dev/problems/";
 
 #[derive(Debug)]
 pub struct Problem {
-    status: StatusCode,
-    slug: &'static str,
+    kind: ProblemType,
     title: &'static str,
     detail: String,
     extensions: Map<String, Value>,
@@ -24,13 +28,21 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(
-        status: StatusCode,
-        slug: &'static str,
-        title: &'static str,
-        detail: impl Into<String>,
-    ) -> Self {
-        Problem { status, slug, title, detail: detail.into(), extensions: Map::new(), headers: Vec::new() }
+    /// A problem of type `kind`, with the headers that type always carries.
+    pub fn new(kind: ProblemType, detail: impl Into<String>) -> Self {
+        let headers = kind
+            .headers()
+            .iter()
+            .map(|(name, value)| (HeaderName::from_static(name), HeaderValue::from_static(value)))
+            .collect();
+        Problem { kind, title: kind.title(), detail: detail.into(), extensions: Map::new(), headers }
+    }
+
+    /// A more specific title than the type's own (e.g. `Invalid resolution`
+    /// for an `invalid-body`), for people; clients match on the type.
+    pub fn titled(mut self, title: &'static str) -> Self {
+        self.title = title;
+        self
     }
 
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
@@ -38,47 +50,24 @@ impl Problem {
         self
     }
 
-    pub fn header(mut self, name: HeaderName, value: &'static str) -> Self {
-        self.headers.push((name, HeaderValue::from_static(value)));
-        self
-    }
-
     /// Adds OpenAI's `error` member, so OpenAI SDKs show the detail in the
     /// exception they raise.
     pub fn with_openai_error(self) -> Self {
-        let error = serde_json::json!({"message": self.detail, "type": self.slug, "code": self.slug});
+        let slug = self.kind.slug();
+        let error = serde_json::json!({"message": self.detail, "type": slug, "code": slug});
         self.with("error", error)
     }
 
+    pub fn kind(&self) -> ProblemType {
+        self.kind
+    }
+
     pub fn status(&self) -> StatusCode {
-        self.status
+        self.kind.status()
     }
 
     pub fn slug(&self) -> &'static str {
-        self.slug
-    }
-
-    pub fn unauthorized(detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Missing or invalid API key", detail)
-            .header(header::WWW_AUTHENTICATE, "Bearer")
-    }
-
-    pub fn not_found(detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
-    }
-
-    pub fn bad_request(slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::BAD_REQUEST, slug, title, detail)
-    }
-
-    pub fn unprocessable(slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::UNPROCESSABLE_ENTITY, slug, title, detail)
-    }
-
-    /// A conflict that retrying cannot fix: tells SDKs not to retry.
-    pub fn conflict(slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::CONFLICT, slug, title, detail)
-            .header(HeaderName::from_static("x-should-retry"), "false")
+        self.kind.slug()
     }
 }
 
@@ -88,19 +77,14 @@ impl From<StoreError> for Problem {
             StoreError::Unavailable(_) => {
                 tracing::warn!(error = %err, "job store unavailable");
                 Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "store-unavailable",
-                    "Job store unavailable",
+                    ProblemType::StoreUnavailable,
                     "the job store cannot be reached; nothing was stored and no provider was called. Retry later.",
                 )
-                .header(header::RETRY_AFTER, "1")
             }
             other => {
                 tracing::error!(error = %other, "job store error");
                 Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "Internal error",
+                    ProblemType::Internal,
                     "the job store failed unexpectedly; the error is in the gateway's log",
                 )
             }
@@ -122,15 +106,16 @@ struct ProblemBody<'a> {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
+        let status = self.kind.status();
         let body = ProblemBody {
-            kind: format!("{PROBLEM_TYPE_BASE}{}", self.slug),
+            kind: format!("{PROBLEM_TYPE_BASE}{}", self.kind.slug()),
             title: self.title,
-            status: self.status.as_u16(),
+            status: status.as_u16(),
             detail: &self.detail,
             extensions: &self.extensions,
         };
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
-        let mut response = (self.status, bytes).into_response();
+        let mut response = (status, bytes).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         for (name, value) in self.headers {
