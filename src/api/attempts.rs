@@ -10,7 +10,7 @@ use serde_json::json;
 use super::extract::{JsonBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
-use super::{AppState, Caller, Problem, ProblemType};
+use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{ManualStartError, Resolution, ResolveError};
 use crate::jobs::{JobStatus, StartBlocked};
 
@@ -67,13 +67,15 @@ pub async fn start(
             .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;
         parsed.provider
     };
+    let job_id = job.id;
+    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
     match state.engine.start_attempt_by_hand(&job, provider).await {
         Ok(_) => {
-            let job = visible_job(&state, &caller, &id).await?;
-            let attempts = state.store.attempts(job.id).await?;
+            let job = state.store.job(job_id).await.map_err(after_commit)?.unwrap_or(job);
+            let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
             Ok(job_response(StatusCode::ACCEPTED, &job, &attempts, false))
         }
-        Err(err) => Err(start_refused(err, job.id)),
+        Err(err) => Err(start_refused(err, job_id)),
     }
 }
 
@@ -97,7 +99,7 @@ fn start_refused(err: ManualStartError, job_id: uuid::Uuid) -> Problem {
             ),
         ),
         ManualStartError::NotFound => Problem::new(ProblemType::NotFound, format!("no job `{job_id}`")),
-        ManualStartError::Engine(err) => engine_problem(err),
+        ManualStartError::Engine(err) => engine_problem(err, StoreStage::AfterCommit(job_id)),
     }
 }
 
@@ -127,9 +129,11 @@ pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
     }
 }
 
-pub fn engine_problem(err: crate::engine::EngineError) -> Problem {
+/// The problem for an engine error; a store error says what `stage` the
+/// request had reached ([`Problem::store`]).
+pub fn engine_problem(err: crate::engine::EngineError, stage: StoreStage) -> Problem {
     match err {
-        crate::engine::EngineError::Store(err) => err.into(),
+        crate::engine::EngineError::Store(err) => Problem::store(err, stage),
         other => {
             tracing::error!(error = %other, "engine error");
             Problem::new(ProblemType::Internal, other.to_string())
@@ -220,7 +224,7 @@ pub async fn resolve(
         Err(err @ ResolveError::NotUnknown { .. }) => {
             Err(Problem::new(ProblemType::AttemptNotUnknown, err.to_string()))
         }
-        Err(ResolveError::Engine(err)) => Err(engine_problem(err)),
+        Err(ResolveError::Engine(err)) => Err(engine_problem(err, StoreStage::AfterCommit(job.id))),
     }
 }
 
@@ -258,7 +262,7 @@ pub async fn resolve_provider(
         .engine
         .resolve_provider(&provider, resolution, &reason, &caller.0.name)
         .await
-        .map_err(engine_problem)?;
+        .map_err(|err| engine_problem(err, StoreStage::Partway))?;
     let views: Vec<_> =
         settled.iter().map(|a| json!({"job_id": a.job_id, "attempt": AttemptView::new(a)})).collect();
     Ok(Json(json!({"provider": provider, "resolved": views})).into_response())
@@ -294,13 +298,14 @@ pub async fn cancel(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let job = visible_job(&state, &caller, &id).await?;
-    let Some(job) = state.engine.cancel(job.id).await? else {
+    let job_id = visible_job(&state, &caller, &id).await?.id;
+    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
+    let Some(job) = state.engine.cancel(job_id).await.map_err(after_commit)? else {
         return Err(Problem::new(ProblemType::NotFound, format!("no job `{id}`")));
     };
     if job.status != JobStatus::Cancelled {
         return Err(blocked_problem(&StartBlocked::Completed { status: job.status }));
     }
-    let attempts = state.store.attempts(job.id).await?;
+    let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
 }

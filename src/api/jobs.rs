@@ -15,7 +15,7 @@ use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
 use super::submit::{Submitted, submit};
 use super::view::JobView;
-use super::{AppState, Caller, Problem, ProblemType};
+use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::DriveOutcome;
 use crate::jobs::{Job, JobStatus};
 
@@ -146,9 +146,14 @@ pub async fn find_by_key(
     let job = state
         .store
         .job_by_key(&caller.0.owner, key.as_str())
-        .await?
+        .await
+        .map_err(|err| Problem::store(err, StoreStage::Lookup))?
         .ok_or_else(|| Problem::new(ProblemType::NotFound, "no job of yours has this idempotency key"))?;
-    let attempts = state.store.attempts(job.id).await?;
+    let attempts = state
+        .store
+        .attempts(job.id)
+        .await
+        .map_err(|err| Problem::store(err, StoreStage::AfterCommit(job.id)))?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
 }
 
@@ -192,7 +197,9 @@ pub async fn get(
 /// Waits up to `wait` for the job to leave `pending`/`running` (woken by
 /// the transition), then answers with the job as it is.
 /// `drive` is the drive of a job this request created: its outcome spares
-/// the read of the job.
+/// the read of the job. The job exists (and may have reached a provider),
+/// so a store that fails now answers the post-commit problem, never
+/// "nothing was stored".
 async fn respond_after_wait(
     state: &AppState,
     job: Job,
@@ -201,14 +208,16 @@ async fn respond_after_wait(
     replayed: bool,
     wait: Duration,
 ) -> Result<Response, Problem> {
+    let job_id = job.id;
+    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
     let job = if wait.is_zero() || !matches!(job.status, JobStatus::Pending | JobStatus::Running) {
         job
     } else if let Some(drive) = drive {
-        state.engine.wait_drive(job, drive, wait).await?.0
+        state.engine.wait_drive(job, drive, wait).await.map_err(after_commit)?.0
     } else {
-        state.engine.wait_settled(job.id, wait).await?.unwrap_or(job)
+        state.engine.wait_settled(job_id, wait).await.map_err(after_commit)?.unwrap_or(job)
     };
-    let attempts = state.store.attempts(job.id).await?;
+    let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
     let mut response = job_response(status, &job, &attempts, replayed);
     if !wait.is_zero()
         && let Ok(applied) = HeaderValue::from_str(&format!("wait={}", wait.as_secs()))
@@ -218,11 +227,13 @@ async fn respond_after_wait(
     Ok(response)
 }
 
-/// The job `id` if the caller may see it: its owner, or an admin.
+/// The job `id` if the caller may see it: its owner, or an admin. Until
+/// it is read, whether it exists is not known: a store failure here is a
+/// [`StoreStage::Lookup`].
 pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
     let not_found = || Problem::new(ProblemType::NotFound, format!("no job `{id}`"));
     let id = Uuid::parse_str(id).map_err(|_| not_found())?;
-    match state.store.job(id).await? {
+    match state.store.job(id).await.map_err(|err| Problem::store(err, StoreStage::Lookup))? {
         Some(job) if job.owner == caller.0.owner || caller.0.is_admin() => Ok(job),
         _ => Err(not_found()),
     }

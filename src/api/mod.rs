@@ -34,7 +34,7 @@ use tracing::Instrument;
 pub use auth::Caller;
 pub use idempotency::IDEMPOTENCY_KEY;
 pub use jobs::IDEMPOTENT_REPLAYED;
-pub use problem::{PROBLEM_TYPE_BASE, Problem, ProblemType};
+pub use problem::{PROBLEM_TYPE_BASE, Problem, ProblemType, StoreStage};
 
 use crate::auth::Principals;
 use crate::config::Config;

@@ -277,7 +277,12 @@ pub struct StoreUnavailable;
 
 impl<'r> ToResponse<'r> for StoreUnavailable {
     fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
-        ("StoreUnavailable", problem_response(&["store-unavailable"], &[("Retry-After", "`1` (seconds)")]))
+        let headers = [
+            ("Retry-After", "`1` (seconds)"),
+            ("Location", "`/v1/jobs/{id}`, when the job was stored before the store failed"),
+            ("x-intentgate-job-id", "The job's id, when it was stored before the store failed"),
+        ];
+        ("StoreUnavailable", problem_response(&["store-unavailable"], &headers))
     }
 }
 

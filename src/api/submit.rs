@@ -7,7 +7,7 @@
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{AppState, Caller, Problem, ProblemType};
+use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Creation, Kickoff};
 use crate::jobs::{IdempotencyKey, Job, JobRequest, NewJob, canonical_json};
 use crate::telemetry;
@@ -64,7 +64,12 @@ pub fn new_job(
 
 /// Inserts `new` or finds the job its key already names.
 pub async fn insert(state: &AppState, new: &NewJob) -> Result<Submitted, Problem> {
-    match state.engine.create(new).await.map_err(super::attempts::engine_problem)? {
+    let created = state
+        .engine
+        .create(new)
+        .await
+        .map_err(|err| super::attempts::engine_problem(err, StoreStage::BeforeCommit))?;
+    match created {
         Creation::New(job, kickoff) => {
             tracing::debug!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
             metrics::counter!(telemetry::JOBS, "result" => "created").increment(1);

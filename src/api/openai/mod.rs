@@ -26,12 +26,13 @@ use tokio::sync::broadcast;
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
 use super::submit::{Submitted, insert, new_job};
-use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType};
+use super::view::JOB_ID_HEADER;
+use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType, StoreStage};
 use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobStatus};
+use crate::store::StoreError;
 use render::Completion;
 
-pub const JOB_ID_HEADER: &str = "x-intentgate-job-id";
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
 
 /// `GET /v1/models`: the routes, as OpenAI lists models.
@@ -138,7 +139,7 @@ pub async fn chat_completions(
                 state.engine.track_provider_time(job.id);
                 let job_id = job.id;
                 let drive = state.engine.spawn_drive_new(job.clone(), kickoff);
-                (job_id, false, state.engine.wait_drive(job, drive, wait).await.map_err(Problem::from))
+                (job_id, false, state.engine.wait_drive(job, drive, wait).await.map_err(after_commit(job_id)))
             }
             Submitted::Existing(job) => {
                 (job.id, true, settle(&state, job, wait).await.map(|job| (job, None)))
@@ -216,6 +217,13 @@ fn invalid(detail: &str) -> Problem {
     Problem::new(ProblemType::InvalidBody, detail).titled("Invalid chat completion request")
 }
 
+/// A store failure once the job exists (this request created or found it):
+/// the post-commit problem, which names the job and says to retry under the
+/// same key, with OpenAI's `error` member so the SDK's exception says so too.
+fn after_commit(job_id: uuid::Uuid) -> impl Fn(StoreError) -> Problem {
+    move |err| Problem::store(err, StoreStage::AfterCommit(job_id)).with_openai_error()
+}
+
 fn is_running(job: &Job) -> bool {
     matches!(job.status, JobStatus::Pending | JobStatus::Running)
 }
@@ -224,7 +232,7 @@ async fn settle(state: &AppState, job: Job, wait: Duration) -> Result<Job, Probl
     if !is_running(&job) {
         return Ok(job);
     }
-    Ok(state.engine.wait_settled(job.id, wait).await?.unwrap_or(job))
+    Ok(state.engine.wait_settled(job.id, wait).await.map_err(after_commit(job.id))?.unwrap_or(job))
 }
 
 /// The answer for a job as it is now: its completion (or stream replay), or
@@ -240,7 +248,7 @@ async fn answer(
 ) -> Result<Response, Problem> {
     let winner = match (winner, job.completed_by) {
         (Some(number), _) => Some(number),
-        (None, Some(id)) => state.store.attempt_number(id).await?,
+        (None, Some(id)) => state.store.attempt_number(id).await.map_err(after_commit(job.id))?,
         (None, None) => None,
     };
     if job.status != JobStatus::Succeeded {
@@ -268,7 +276,8 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
     let job_id = job.id.to_string();
     Ok(match job.status {
         JobStatus::Unknown => {
-            let open = state.store.attempts(job.id).await?.into_iter().find(|a| a.state.is_open());
+            let attempts = state.store.attempts(job.id).await.map_err(after_commit(job.id))?;
+            let open = attempts.into_iter().find(|a| a.state.is_open());
             let mut problem = Problem::new(
                 ProblemType::OutcomeUnknown,
                 "the provider may have done this work but no answer came back; the job is blocked until the \
@@ -324,7 +333,7 @@ async fn stream_live(
         Ok(Some(Ok(event))) => event,
         Ok(Some(Err(problem))) => return Err(problem),
         Ok(None) | Err(_) => {
-            let job = state.store.job(job.id).await?.unwrap_or(job);
+            let job = state.store.job(job.id).await.map_err(after_commit(job.id))?.unwrap_or(job);
             return answer(state, &job, None, replayed, true).await;
         }
     };
@@ -332,7 +341,7 @@ async fn stream_live(
         StreamEvent::Chunk { attempt, .. } | StreamEvent::Done { attempt, .. } => *attempt,
         StreamEvent::Failed { .. } => {
             // Nothing was sent yet: answer as a plain request would.
-            let job = state.store.job(job.id).await?.unwrap_or(job);
+            let job = state.store.job(job.id).await.map_err(after_commit(job.id))?.unwrap_or(job);
             return answer(state, &job, None, replayed, true).await;
         }
     };

@@ -104,8 +104,9 @@ problem_types! {
     Internal = "internal", INTERNAL_SERVER_ERROR, "Internal error";
     /// a streaming reader fell behind before its first byte was sent
     StreamLagged = "stream-lagged", INTERNAL_SERVER_ERROR, "Stream lagged";
-    /// the database cannot be reached; nothing stored, no provider called;
-    /// `Retry-After: 1`
+    /// the database cannot be reached; `Retry-After: 1`. Before the job was
+    /// stored: nothing stored, no provider called. After (`job_id`): the job
+    /// exists and may have reached a provider; retry under the same key
     StoreUnavailable = "store-unavailable", SERVICE_UNAVAILABLE, "Job store unavailable";
 }
 

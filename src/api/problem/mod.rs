@@ -4,17 +4,18 @@
 //! e.g. `idempotency-key-reused`) that clients can match on, and a human
 //! `detail`. Extension members (`job_id`, `attempt_id`, …) carry what a
 //! client needs to act. The types, with their statuses and titles, are the
-//! one table in [`ProblemType`].
+//! one table in [`ProblemType`]; a store error becomes a problem that says
+//! how far the request had got ([`StoreStage`]).
 
 mod kind;
+mod store;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
 pub use kind::ProblemType;
-
-use crate::store::StoreError;
+pub use store::StoreStage;
 
 pub const PROBLEM_TYPE_BASE: &str = "https://intentgate.dev/problems/";
 
@@ -58,37 +59,12 @@ impl Problem {
         self.with("error", error)
     }
 
-    pub fn kind(&self) -> ProblemType {
-        self.kind
-    }
-
     pub fn status(&self) -> StatusCode {
         self.kind.status()
     }
 
     pub fn slug(&self) -> &'static str {
         self.kind.slug()
-    }
-}
-
-impl From<StoreError> for Problem {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::Unavailable(_) => {
-                tracing::warn!(error = %err, "job store unavailable");
-                Problem::new(
-                    ProblemType::StoreUnavailable,
-                    "the job store cannot be reached; nothing was stored and no provider was called. Retry later.",
-                )
-            }
-            other => {
-                tracing::error!(error = %other, "job store error");
-                Problem::new(
-                    ProblemType::Internal,
-                    "the job store failed unexpectedly; the error is in the gateway's log",
-                )
-            }
-        }
     }
 }
 
