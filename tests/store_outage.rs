@@ -105,6 +105,31 @@ async fn outage_while_waiting(path: &str, body: Value, prefer: Option<&str>) {
     assert_eq!(found["id"], id, "the same key finds the job that was stored");
 }
 
+/// SQLite reads and writes use different connections: while the file's
+/// write lock is held elsewhere (the writer thread stuck, as good as dead)
+/// reads still answer, but the gateway is not ready — `/readyz` asks the
+/// writer thread, and answers 503 within `acquire_timeout`. Ready again
+/// once the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_writer_that_cannot_write_is_not_ready() {
+    let store = TestStore::new(Backend::Sqlite).await.unwrap();
+    let mut doc = common::test_config_doc(&store.url, None);
+    doc["store"].as_table_mut().unwrap().insert("acquire_timeout".into(), "300ms".into());
+    let gw = TestGateway::start_with(common::config_from_doc(&doc)).await;
+    let ready = || async { gw.client.get(gw.url("/readyz")).send().await.unwrap() };
+    assert_eq!(ready().await.status(), 200);
+
+    let path = store.url.strip_prefix("sqlite://").unwrap();
+    let other = rusqlite::Connection::open(path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_eq!(gw.get(ALICE, "/v1/jobs?idempotency_key=none").await.status(), 404, "reads still answer");
+    let problem = assert_problem(ready().await, 503, "store-unavailable").await;
+    assert!(problem["detail"].as_str().unwrap().contains("job store"), "{problem}");
+
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(ready().await.status(), 200, "ready again once the writer can write");
+}
+
 /// A gateway whose PostgreSQL refuses connections at start-up cannot run its
 /// migrations: start-up fails with an error that says the store is
 /// unavailable (the supervisor restarts it), rather than panicking or
