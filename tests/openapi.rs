@@ -1,7 +1,7 @@
 //! `GET /openapi.json` against the code it documents: every route the router
 //! serves (read from `src/api/mod.rs`), every problem slug the code can
-//! answer with (read from `src/`), the headers, and the bearer scheme (tried
-//! against the running gateway).
+//! answer with ([`ProblemType::ALL`], each used under `src/`), the headers,
+//! and the bearer scheme (tried against the running gateway).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use common::{TestGateway, TestStore};
-use intentgate::api::PROBLEM_TYPE_BASE;
+use intentgate::api::{PROBLEM_TYPE_BASE, ProblemType};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -208,78 +208,28 @@ fn problems_are_documented(doc: &Value) {
     });
 }
 
-/// `slug → status` of every problem the code under `src/` constructs.
+/// `slug → status` of every problem type ([`ProblemType::ALL`]), each of
+/// which some code under `src/` answers with (none is stale).
 fn problems_in_code() -> BTreeMap<String, u16> {
-    let mut found = BTreeMap::new();
     let mut files = Vec::new();
     rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
-    for file in files {
-        let source = std::fs::read_to_string(&file).unwrap();
-        for (constructor, fixed) in [
-            ("Problem::new(", None),
-            ("Problem::bad_request(", Some(400)),
-            ("Problem::unprocessable(", Some(422)),
-            ("Problem::conflict(", Some(409)),
-            ("Problem::not_found(", Some(404)),
-            ("Problem::unauthorized(", Some(401)),
-        ] {
-            let mut rest = source.as_str();
-            while let Some(at) = rest.find(constructor) {
-                let args = call_arguments(&rest[at + constructor.len() - 1..]);
-                rest = &rest[at + constructor.len()..];
-                let (slug, status) = match (constructor, fixed) {
-                    ("Problem::not_found(", _) => ("not-found".to_owned(), 404),
-                    ("Problem::unauthorized(", _) => ("unauthorized".to_owned(), 401),
-                    (_, Some(status)) => match first_string_literal(args) {
-                        Some(slug) => (slug, status),
-                        None => continue, // the constructor's own body: slug is a variable
-                    },
-                    (_, None) => {
-                        let Some(slug) = first_string_literal(args) else { continue };
-                        (slug, status_named(args))
-                    }
-                };
-                assert!(
-                    slug.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
-                    "{}: `{slug}` does not look like a slug",
-                    file.display()
-                );
-                if let Some(previous) = found.insert(slug.clone(), status) {
-                    assert_eq!(previous, status, "`{slug}` is used with two statuses");
-                }
-            }
-        }
-    }
-    assert!(found.len() >= 20, "the scan found too few problems: {found:?}");
-    found
-}
-
-/// The status of `Problem::new(StatusCode::NAME, ...)`.
-fn status_named(args: &str) -> u16 {
-    let name: String = args
-        .split("StatusCode::")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no StatusCode in Problem::new({args})"))
-        .chars()
-        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+    let table = Path::new("src/api/problem/kind.rs");
+    let sources: String = files
+        .iter()
+        .filter(|file| !file.ends_with(table))
+        .map(|file| std::fs::read_to_string(file).unwrap())
         .collect();
-    match name.as_str() {
-        "BAD_REQUEST" => 400,
-        "UNAUTHORIZED" => 401,
-        "FORBIDDEN" => 403,
-        "NOT_FOUND" => 404,
-        "METHOD_NOT_ALLOWED" => 405,
-        "CONFLICT" => 409,
-        "PAYLOAD_TOO_LARGE" => 413,
-        "UNSUPPORTED_MEDIA_TYPE" => 415,
-        "UNPROCESSABLE_ENTITY" => 422,
-        "TOO_MANY_REQUESTS" => 429,
-        "INTERNAL_SERVER_ERROR" => 500,
-        "BAD_GATEWAY" => 502,
-        "SERVICE_UNAVAILABLE" => 503,
-        "GATEWAY_TIMEOUT" => 504,
-        other => panic!("add StatusCode::{other} to status_named()"),
+    let mut found = BTreeMap::new();
+    for kind in ProblemType::ALL {
+        let slug = kind.slug();
+        assert!(
+            sources.contains(&format!("ProblemType::{kind:?}")),
+            "problem `{slug}` ({kind:?}): no code under src/ answers with it"
+        );
+        assert!(found.insert(slug.to_owned(), kind.status().as_u16()).is_none(), "`{slug}` twice");
     }
+    assert!(found.len() >= 20, "too few problem types: {found:?}");
+    found
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use common::proxy::ToggleProxy;
 use common::{ALICE, Backend, TestGateway, TestStore, assert_problem, chat_body};
-use serde_json::Value;
+use intentgate_providers::sim::Simulator;
+use reqwest::Method;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_outage_gives_503_then_recovers() {
@@ -26,7 +28,16 @@ async fn postgres_outage_gives_503_then_recovers() {
     let response = gw.create(ALICE, "during", &chat_body("b")).await;
     assert_eq!(response.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
     assert_problem(response, 503, "store-unavailable").await;
-    assert_problem(gw.get(ALICE, "/v1/jobs?idempotency_key=before").await, 503, "store-unavailable").await;
+    let lookup =
+        assert_problem(gw.get(ALICE, "/v1/jobs?idempotency_key=before").await, 503, "store-unavailable")
+            .await;
+    let by_id = gw.get(ALICE, &format!("/v1/jobs/{}", before["id"].as_str().unwrap())).await;
+    let by_id = assert_problem(by_id, 503, "store-unavailable").await;
+    for problem in [&lookup, &by_id] {
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(!detail.contains("no provider was called"), "a lookup cannot know that: {detail}");
+        assert!(detail.contains("new Idempotency-Key"), "warns against a new key: {detail}");
+    }
     assert_problem(gw.client.get(gw.url("/readyz")).send().await.unwrap(), 503, "store-unavailable").await;
     assert_eq!(gw.client.get(gw.url("/healthz")).send().await.unwrap().status(), 200, "the process stays up");
 
@@ -36,6 +47,87 @@ async fn postgres_outage_gives_503_then_recovers() {
     let found: Value = gw.get(ALICE, "/v1/jobs?idempotency_key=before").await.json().await.unwrap();
     assert_eq!(found["id"], before["id"], "the job stored before the outage is still there");
     assert_eq!(gw.job_count().await, 2);
+}
+
+/// A request that waits for the job it created (`Prefer: wait`, or the
+/// OpenAI surface's own wait) when the store goes away: the job was stored
+/// and sent to its provider, so the 503 must not say that nothing was
+/// stored. It names the job and says to retry under the same key, which
+/// then finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_outage_while_a_new_job_waits_names_the_job() {
+    outage_while_waiting("/v1/jobs", chat_body("a"), Some("wait=5")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_outage_while_a_chat_completion_waits_names_the_job() {
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "a"}]});
+    outage_while_waiting("/v1/chat/completions", body, None).await;
+}
+
+async fn outage_while_waiting(path: &str, body: Value, prefer: Option<&str>) {
+    let Some(store) = TestStore::new(Backend::Postgres).await else { return };
+    let proxy = ToggleProxy::start(store.pg_host_port()).await;
+    let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut doc = common::test_config_doc(&store.url_via(&proxy.addr.to_string()), Some(sim.addr()));
+    common::set_provider(&mut doc, "sim-primary", "model", "sim:hold=answer");
+    let mut gw = TestGateway::start_with(common::config_from_doc(&doc)).await;
+    gw.sim = Some(sim);
+
+    let mut request = gw.request(Method::POST, path, ALICE).header("idempotency-key", "held").json(&body);
+    if let Some(prefer) = prefer {
+        request = request.header("prefer", prefer);
+    }
+    let waiting = tokio::spawn(request.send());
+    // The provider has the call, so the job and its attempt are committed;
+    // the store goes away before the answer can be.
+    gw.sim().wait_for_calls(1).await;
+    proxy.set_up(false);
+    gw.sim().release("answer");
+    let response = waiting.await.unwrap().unwrap();
+
+    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+    let (job_header, location) = (header("x-intentgate-job-id"), header("location"));
+    assert_eq!(header("retry-after").as_deref(), Some("1"));
+    let problem = assert_problem(response, 503, "store-unavailable").await;
+    let id = problem["job_id"].as_str().unwrap_or_else(|| panic!("no job_id in {problem}"));
+    assert_eq!(job_header.as_deref(), Some(id), "x-intentgate-job-id");
+    assert_eq!(location, Some(format!("/v1/jobs/{id}")), "Location");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(!detail.contains("nothing was stored"), "the job was stored: {detail}");
+    assert!(detail.contains(id), "names the job: {detail}");
+    assert!(detail.contains("same Idempotency-Key"), "says to retry under the same key: {detail}");
+
+    proxy.set_up(true);
+    let found = gw.get(ALICE, "/v1/jobs?idempotency_key=held").await;
+    assert_eq!(found.status(), 200);
+    let found: Value = found.json().await.unwrap();
+    assert_eq!(found["id"], id, "the same key finds the job that was stored");
+}
+
+/// SQLite reads and writes use different connections: while the file's
+/// write lock is held elsewhere (the writer thread stuck, as good as dead)
+/// reads still answer, but the gateway is not ready — `/readyz` asks the
+/// writer thread, and answers 503 within `acquire_timeout`. Ready again
+/// once the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_writer_that_cannot_write_is_not_ready() {
+    let store = TestStore::new(Backend::Sqlite).await.unwrap();
+    let mut doc = common::test_config_doc(&store.url, None);
+    doc["store"].as_table_mut().unwrap().insert("acquire_timeout".into(), "300ms".into());
+    let gw = TestGateway::start_with(common::config_from_doc(&doc)).await;
+    let ready = || async { gw.client.get(gw.url("/readyz")).send().await.unwrap() };
+    assert_eq!(ready().await.status(), 200);
+
+    let path = store.url.strip_prefix("sqlite://").unwrap();
+    let other = rusqlite::Connection::open(path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_eq!(gw.get(ALICE, "/v1/jobs?idempotency_key=none").await.status(), 404, "reads still answer");
+    let problem = assert_problem(ready().await, 503, "store-unavailable").await;
+    assert!(problem["detail"].as_str().unwrap().contains("job store"), "{problem}");
+
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(ready().await.status(), 200, "ready again once the writer can write");
 }
 
 /// A gateway whose PostgreSQL refuses connections at start-up cannot run its

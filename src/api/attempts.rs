@@ -10,7 +10,7 @@ use serde_json::json;
 use super::extract::{JsonBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
-use super::{AppState, Caller, Problem};
+use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{ManualStartError, Resolution, ResolveError};
 use crate::jobs::{JobStatus, StartBlocked};
 
@@ -64,59 +64,56 @@ pub async fn start(
         None
     } else {
         let parsed: StartAttempt = serde_json::from_slice(&body)
-            .map_err(|err| Problem::unprocessable("invalid-body", "Invalid body", err.to_string()))?;
+            .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;
         parsed.provider
     };
+    let job_id = job.id;
+    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
     match state.engine.start_attempt_by_hand(&job, provider).await {
         Ok(_) => {
-            let job = visible_job(&state, &caller, &id).await?;
-            let attempts = state.store.attempts(job.id).await?;
+            let job = state.store.job(job_id).await.map_err(after_commit)?.unwrap_or(job);
+            let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
             Ok(job_response(StatusCode::ACCEPTED, &job, &attempts, false))
         }
-        Err(err) => Err(start_refused(err, job.id)),
+        Err(err) => Err(start_refused(err, job_id)),
     }
 }
 
 fn start_refused(err: ManualStartError, job_id: uuid::Uuid) -> Problem {
     match err {
         ManualStartError::Blocked(blocked) => blocked_problem(&blocked).with("job_id", job_id.to_string()),
-        ManualStartError::Driven => Problem::conflict(
-            "attempt-in-flight",
-            "Attempt in flight",
+        ManualStartError::Driven => Problem::new(
+            ProblemType::AttemptInFlight,
             "another gateway instance is driving this job right now",
         )
         .with("job_id", job_id.to_string()),
-        ManualStartError::NotInChain(name) => Problem::unprocessable(
-            "provider-not-in-chain",
-            "Provider not in chain",
+        ManualStartError::NotInChain(name) => Problem::new(
+            ProblemType::ProviderNotInChain,
             format!("provider `{name}` is not in this job's route chain"),
         ),
-        ManualStartError::NoEligibleProvider(refused) => Problem::conflict(
-            "no-eligible-provider",
-            "No eligible provider",
+        ManualStartError::NoEligibleProvider(refused) => Problem::new(
+            ProblemType::NoEligibleProvider,
             format!(
                 "no provider of the route's chain has a passing, current contract record: {}",
                 refused.join("; ")
             ),
         ),
-        ManualStartError::NotFound => Problem::not_found(format!("no job `{job_id}`")),
-        ManualStartError::Engine(err) => engine_problem(err),
+        ManualStartError::NotFound => Problem::new(ProblemType::NotFound, format!("no job `{job_id}`")),
+        ManualStartError::Engine(err) => engine_problem(err, StoreStage::AfterCommit(job_id)),
     }
 }
 
 /// The 409 for a refused attempt, naming the attempt that blocks it (R4).
 pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
     match blocked {
-        StartBlocked::InFlight { attempt_id, number } => Problem::conflict(
-            "attempt-in-flight",
-            "Attempt in flight",
+        StartBlocked::InFlight { attempt_id, number } => Problem::new(
+            ProblemType::AttemptInFlight,
             format!("attempt {number} is starting: its request may be in flight"),
         )
         .with("attempt_id", attempt_id.to_string())
         .with("attempt", *number),
-        StartBlocked::OutcomeUnknown { attempt_id, number } => Problem::conflict(
-            "outcome-unknown",
-            "Outcome unknown",
+        StartBlocked::OutcomeUnknown { attempt_id, number } => Problem::new(
+            ProblemType::OutcomeUnknown,
             format!(
                 "attempt {number}'s outcome is unknown: the provider may have done the work. \
                  It must be settled (its late answer, or an operator's resolve) before another attempt starts"
@@ -124,21 +121,22 @@ pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
         )
         .with("attempt_id", attempt_id.to_string())
         .with("attempt", *number),
-        StartBlocked::Completed { status } => Problem::conflict(
-            "job-completed",
-            "Job completed",
+        StartBlocked::Completed { status } => Problem::new(
+            ProblemType::JobCompleted,
             format!("the job is `{status}`; no attempt can change that"),
         )
         .with("job_status", status.as_str()),
     }
 }
 
-pub fn engine_problem(err: crate::engine::EngineError) -> Problem {
+/// The problem for an engine error; a store error says what `stage` the
+/// request had reached ([`Problem::store`]).
+pub fn engine_problem(err: crate::engine::EngineError, stage: StoreStage) -> Problem {
     match err {
-        crate::engine::EngineError::Store(err) => err.into(),
+        crate::engine::EngineError::Store(err) => Problem::store(err, stage),
         other => {
             tracing::error!(error = %other, "engine error");
-            Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", other.to_string())
+            Problem::new(ProblemType::Internal, other.to_string())
         }
     }
 }
@@ -157,12 +155,13 @@ pub struct Resolve {
 
 impl Resolve {
     fn parse(self) -> Result<(Resolution, String), Problem> {
-        let resolution = self
-            .resolution
-            .parse()
-            .map_err(|msg: String| Problem::unprocessable("invalid-body", "Invalid resolution", msg))?;
+        let resolution = self.resolution.parse().map_err(|msg: String| {
+            Problem::new(ProblemType::InvalidBody, msg).titled("Invalid resolution")
+        })?;
         if self.reason.trim().is_empty() {
-            return Err(Problem::unprocessable("invalid-body", "Invalid resolution", "give a `reason`"));
+            return Err(
+                Problem::new(ProblemType::InvalidBody, "give a `reason`").titled("Invalid resolution")
+            );
         }
         Ok((resolution, self.reason))
     }
@@ -172,12 +171,7 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
     if caller.0.is_admin() {
         Ok(())
     } else {
-        Err(Problem::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "Forbidden",
-            "settling attempts needs an admin key",
-        ))
+        Err(Problem::new(ProblemType::Forbidden, "settling attempts needs an admin key"))
     }
 }
 
@@ -224,11 +218,13 @@ pub async fn resolve(
     let job = visible_job(&state, &caller, &id).await?;
     match state.engine.resolve(job.id, number, resolution, &reason, &caller.0.name).await {
         Ok(attempt) => Ok(Json(AttemptView::new(&attempt)).into_response()),
-        Err(ResolveError::NotFound) => Err(Problem::not_found(format!("job `{id}` has no attempt {number}"))),
-        Err(err @ ResolveError::NotUnknown { .. }) => {
-            Err(Problem::conflict("attempt-not-unknown", "Attempt not unknown", err.to_string()))
+        Err(ResolveError::NotFound) => {
+            Err(Problem::new(ProblemType::NotFound, format!("job `{id}` has no attempt {number}")))
         }
-        Err(ResolveError::Engine(err)) => Err(engine_problem(err)),
+        Err(err @ ResolveError::NotUnknown { .. }) => {
+            Err(Problem::new(ProblemType::AttemptNotUnknown, err.to_string()))
+        }
+        Err(ResolveError::Engine(err)) => Err(engine_problem(err, StoreStage::AfterCommit(job.id))),
     }
 }
 
@@ -266,7 +262,7 @@ pub async fn resolve_provider(
         .engine
         .resolve_provider(&provider, resolution, &reason, &caller.0.name)
         .await
-        .map_err(engine_problem)?;
+        .map_err(|err| engine_problem(err, StoreStage::Partway))?;
     let views: Vec<_> =
         settled.iter().map(|a| json!({"job_id": a.job_id, "attempt": AttemptView::new(a)})).collect();
     Ok(Json(json!({"provider": provider, "resolved": views})).into_response())
@@ -302,13 +298,14 @@ pub async fn cancel(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    let job = visible_job(&state, &caller, &id).await?;
-    let Some(job) = state.engine.cancel(job.id).await? else {
-        return Err(Problem::not_found(format!("no job `{id}`")));
+    let job_id = visible_job(&state, &caller, &id).await?.id;
+    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
+    let Some(job) = state.engine.cancel(job_id).await.map_err(after_commit)? else {
+        return Err(Problem::new(ProblemType::NotFound, format!("no job `{id}`")));
     };
     if job.status != JobStatus::Cancelled {
         return Err(blocked_problem(&StartBlocked::Completed { status: job.status }));
     }
-    let attempts = state.store.attempts(job.id).await?;
+    let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
 }

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::Problem;
+use super::{Problem, ProblemType};
 
 /// `axum::Json`, refusing with `malformed-json` (400) or `invalid-body` (422).
 pub struct JsonBody<T>(pub T);
@@ -18,9 +18,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         match axum::Json::<T>::from_request(request, state).await {
             Ok(axum::Json(value)) => Ok(JsonBody(value)),
             Err(JsonRejection::JsonDataError(err)) => {
-                Err(Problem::unprocessable("invalid-body", "Invalid body", err.body_text()))
+                Err(Problem::new(ProblemType::InvalidBody, err.body_text()))
             }
-            Err(err) => Err(Problem::bad_request("malformed-json", "Malformed JSON", err.body_text())),
+            Err(err) => Err(Problem::new(ProblemType::MalformedJson, err.body_text())),
         }
     }
 }
@@ -36,7 +36,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
             .await
             .map(|axum::extract::Path(value)| PathParams(value))
             .map_err(|err: PathRejection| {
-                Problem::not_found(format!("no such resource: {}", err.body_text()))
+                Problem::new(ProblemType::NotFound, format!("no such resource: {}", err.body_text()))
             })
     }
 }

@@ -20,14 +20,16 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// `GET /readyz`: the job store answers too.
+/// `GET /readyz`: the job store answers too — on SQLite both a reader and
+/// the writer thread, so a writer that stopped or is stuck fails it.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "operations",
     operation_id = "readyz",
     summary = "Readiness: the job store answers too",
-    description = "Needs no API key.",
+    description = "Needs no API key. On SQLite both reads and the writer thread must answer (within \
+        `[store] acquire_timeout`).",
     responses(
         (status = 200, description = "Ready", body = super::openapi::Ready),
         (status = 500, response = super::openapi::Internal),

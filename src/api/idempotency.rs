@@ -2,7 +2,7 @@
 
 use axum::http::HeaderMap;
 
-use super::Problem;
+use super::{Problem, ProblemType};
 use crate::jobs::IdempotencyKey;
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -13,14 +13,12 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, Problem> {
     let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
     let Some(value) = values.next() else {
-        return Err(Problem::bad_request(
-            "idempotency-key-missing",
-            "Idempotency-Key missing",
+        return Err(Problem::new(
+            ProblemType::IdempotencyKeyMissing,
             "a job-creating request needs an `Idempotency-Key` header naming this intent",
         ));
     };
-    let invalid =
-        |detail: String| Problem::bad_request("idempotency-key-invalid", "Idempotency-Key invalid", detail);
+    let invalid = |detail: String| Problem::new(ProblemType::IdempotencyKeyInvalid, detail);
     if values.next().is_some() {
         return Err(invalid("the `Idempotency-Key` header was sent more than once".into()));
     }

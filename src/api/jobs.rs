@@ -15,7 +15,7 @@ use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
 use super::submit::{after_commit, new_job, submit};
 use super::view::JobView;
-use super::{AppState, Caller, Problem};
+use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::jobs::{Job, JobStatus};
 
 /// Header that marks a response as the replay of an earlier request.
@@ -74,9 +74,8 @@ pub async fn create(
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
     let body = read_body(body, state.max_body_bytes).await?;
-    let value: Value = serde_json::from_slice(&body).map_err(|err| {
-        Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
-    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
     let new = new_job(&state, &caller, key, value)?;
     let wait = wait_preference(&headers);
     let submitted = submit(&state, &new, wait.unwrap_or_default(), false).await?;
@@ -148,21 +147,21 @@ pub async fn find_by_key(
     Query(query): Query<ByKey>,
 ) -> Result<Response, Problem> {
     let Some(key) = query.idempotency_key else {
-        return Err(Problem::bad_request(
-            "missing-parameter",
-            "Missing query parameter",
-            "pass `?idempotency_key=<key>`",
-        ));
+        return Err(Problem::new(ProblemType::MissingParameter, "pass `?idempotency_key=<key>`"));
     };
-    let key = crate::jobs::IdempotencyKey::parse(&key).map_err(|err| {
-        Problem::bad_request("idempotency-key-invalid", "Idempotency-Key invalid", err.to_string())
-    })?;
+    let key = crate::jobs::IdempotencyKey::parse(&key)
+        .map_err(|err| Problem::new(ProblemType::IdempotencyKeyInvalid, err.to_string()))?;
     let job = state
         .store
         .job_by_key(&caller.0.owner, key.as_str())
-        .await?
-        .ok_or_else(|| Problem::not_found("no job of yours has this idempotency key"))?;
-    let attempts = state.store.attempts(job.id).await?;
+        .await
+        .map_err(|err| Problem::store(err, StoreStage::Lookup))?
+        .ok_or_else(|| Problem::new(ProblemType::NotFound, "no job of yours has this idempotency key"))?;
+    let attempts = state
+        .store
+        .attempts(job.id)
+        .await
+        .map_err(|err| Problem::store(err, StoreStage::AfterCommit(job.id)))?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
 }
 
@@ -216,11 +215,13 @@ pub async fn get(
     Ok(response)
 }
 
-/// The job `id` if the caller may see it: its owner, or an admin.
+/// The job `id` if the caller may see it: its owner, or an admin. Until
+/// it is read, whether it exists is not known: a store failure here is a
+/// [`StoreStage::Lookup`].
 pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
-    let not_found = || Problem::not_found(format!("no job `{id}`"));
+    let not_found = || Problem::new(ProblemType::NotFound, format!("no job `{id}`"));
     let id = Uuid::parse_str(id).map_err(|_| not_found())?;
-    match state.store.job(id).await? {
+    match state.store.job(id).await.map_err(|err| Problem::store(err, StoreStage::Lookup))? {
         Some(job) if job.owner == caller.0.owner || caller.0.is_admin() => Ok(job),
         _ => Err(not_found()),
     }
@@ -248,11 +249,6 @@ pub fn job_response(
 /// Reads the body up to `limit` bytes; more is 413 before anything is stored.
 pub async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
     axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            "Request body too large",
-            format!("the body is larger than the limit of {limit} bytes"),
-        )
+        Problem::new(ProblemType::BodyTooLarge, format!("the body is larger than the limit of {limit} bytes"))
     })
 }

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -37,7 +36,7 @@ use tracing::Instrument;
 pub use auth::Caller;
 pub use idempotency::IDEMPOTENCY_KEY;
 pub use jobs::IDEMPOTENT_REPLAYED;
-pub use problem::{PROBLEM_TYPE_BASE, Problem};
+pub use problem::{PROBLEM_TYPE_BASE, Problem, ProblemType, StoreStage};
 
 use crate::auth::Principals;
 use crate::config::Config;
@@ -76,16 +75,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found() -> Problem {
-    Problem::not_found("no such endpoint")
+    Problem::new(ProblemType::NotFound, "no such endpoint")
 }
 
 async fn method_not_allowed() -> Problem {
-    Problem::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method-not-allowed",
-        "Method not allowed",
-        "this endpoint does not accept this method",
-    )
+    Problem::new(ProblemType::MethodNotAllowed, "this endpoint does not accept this method")
 }
 
 /// One span per request; the gateway-overhead histogram (request time

@@ -1,8 +1,8 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 document of the HTTP API, generated
 //! (utoipa) from the `#[utoipa::path]` attribute on each handler and the
 //! types the handlers read and answer with. `tests/openapi.rs` fails when the
-//! router serves a path or method this document leaves out, or when a
-//! problem slug in the code is missing from [`PROBLEM_TYPES`].
+//! router serves a path or method this document leaves out. The problem
+//! types are listed from [`ProblemType::ALL`], so none can be left out.
 //!
 //! Some answers are built as `serde_json::json!` values in their handlers;
 //! their shapes are described here by schema-only types (never constructed).
@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,46 +26,9 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi, PartialSchema, ToResponse, ToSchema};
 use uuid::Uuid;
 
-use super::Problem;
 use super::view::AttemptView;
 use super::{PROBLEM_TYPE_BASE, attempts, health, jobs, metrics, openai, routes};
-
-/// Every problem type the API answers with: slug, status, when. The `type`
-/// member of a problem is [`PROBLEM_TYPE_BASE`] followed by the slug.
-pub const PROBLEM_TYPES: &[(&str, u16, &str)] = &[
-    ("unauthorized", 401, "no `Authorization: Bearer`, or an unknown key"),
-    ("forbidden", 403, "an admin call without an admin key"),
-    ("not-found", 404, "no such job (or not yours), no such attempt, no such endpoint"),
-    ("method-not-allowed", 405, "the endpoint does not accept this method"),
-    ("idempotency-key-missing", 400, "no `Idempotency-Key` on a job-creating POST"),
-    (
-        "idempotency-key-invalid",
-        400,
-        "empty, over 255 characters, not visible ASCII, or sent twice (the RFC 8941 quoted form `\"abc\"` \
-         is accepted)",
-    ),
-    ("malformed-json", 400, "the body is not JSON"),
-    ("missing-parameter", 400, "a required query parameter is missing"),
-    ("invalid-body", 422, "JSON, but not a valid request (unknown fields are refused)"),
-    ("unknown-route", 422, "`route` (or `model`) is not configured"),
-    ("provider-not-in-chain", 422, "the provider asked for is not in the job's route chain"),
-    ("body-too-large", 413, "the body is over `server.max_body_bytes`"),
-    ("idempotency-key-reused", 409, "the key is bound to another request body"),
-    ("attempt-in-flight", 409, "an attempt is `starting` (or another instance drives the job)"),
-    ("outcome-unknown", 409, "an attempt is `unknown`: settle it first"),
-    ("job-completed", 409, "the job already succeeded or was cancelled"),
-    ("job-in-progress", 409, "the job for this key is still running; retry after `Retry-After`"),
-    ("attempt-not-unknown", 409, "resolving an attempt that is not `unknown`"),
-    ("no-eligible-provider", 409, "no provider of the chain has a passing, current contract record"),
-    ("upstream-failed", 502, "every provider of the route's chain failed"),
-    ("internal", 500, "an unexpected error; the detail is in the gateway's log"),
-    ("stream-lagged", 500, "a streaming reader fell behind before its first byte was sent"),
-    (
-        "store-unavailable",
-        503,
-        "the database cannot be reached; nothing stored, no provider called; `Retry-After: 1`",
-    ),
-];
+use super::{Problem, ProblemType};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -153,8 +116,7 @@ pub async fn document() -> Response {
             .into_response(),
         Err(err) => {
             tracing::error!(error = %err, "OpenAPI document failed to render");
-            Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", err.as_str())
-                .into_response()
+            Problem::new(ProblemType::Internal, err.as_str()).into_response()
         }
     }
 }
@@ -190,8 +152,13 @@ impl PartialSchema for Problem {
              people. Extension members carry what a client needs to act.\n\n\
              | slug | status | when |\n|---|---|---|\n",
         );
-        for (slug, status, when) in PROBLEM_TYPES {
-            table.push_str(&format!("| `{slug}` | {status} | {when} |\n"));
+        for kind in ProblemType::ALL {
+            table.push_str(&format!(
+                "| `{}` | {} | {} |\n",
+                kind.slug(),
+                kind.status().as_u16(),
+                kind.when()
+            ));
         }
         ObjectBuilder::new()
             .title(Some("Problem"))
@@ -202,7 +169,7 @@ impl PartialSchema for Problem {
                     .format(Some(SchemaFormat::Custom("uri".into())))
                     .description(Some(format!("`{PROBLEM_TYPE_BASE}<slug>`")))
                     .enum_values(Some(
-                        PROBLEM_TYPES.iter().map(|(slug, ..)| format!("{PROBLEM_TYPE_BASE}{slug}")),
+                        ProblemType::ALL.iter().map(|kind| format!("{PROBLEM_TYPE_BASE}{}", kind.slug())),
                     )),
             )
             .required("type")
@@ -262,7 +229,7 @@ impl ToSchema for Problem {
 }
 
 fn status_codes() -> Vec<u16> {
-    let mut codes: Vec<u16> = PROBLEM_TYPES.iter().map(|(_, status, _)| *status).collect();
+    let mut codes: Vec<u16> = ProblemType::ALL.iter().map(|kind| kind.status().as_u16()).collect();
     codes.sort_unstable();
     codes.dedup();
     codes
@@ -310,7 +277,12 @@ pub struct StoreUnavailable;
 
 impl<'r> ToResponse<'r> for StoreUnavailable {
     fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
-        ("StoreUnavailable", problem_response(&["store-unavailable"], &[("Retry-After", "`1` (seconds)")]))
+        let headers = [
+            ("Retry-After", "`1` (seconds)"),
+            ("Location", "`/v1/jobs/{id}`, when the job was stored before the store failed"),
+            ("x-intentgate-job-id", "The job's id, when it was stored before the store failed"),
+        ];
+        ("StoreUnavailable", problem_response(&["store-unavailable"], &headers))
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{AppState, Caller, Problem};
+use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
 use crate::jobs::{IdempotencyKey, JobRequest, NewJob, canonical_json};
 
@@ -30,7 +30,7 @@ pub async fn submit(
     match submission {
         Ok(Submission::Accepted(submitted)) => Ok(*submitted),
         Ok(Submission::Conflict { job_id }) => Err(reused(job_id)),
-        Err(SubmitError::BeforeCommit(err)) => Err(super::attempts::engine_problem(err)),
+        Err(SubmitError::BeforeCommit(err)) => Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit)),
         Err(SubmitError::AfterCommit { job_id, source }) => Err(after_commit(source, job_id)),
     }
 }
@@ -44,62 +44,38 @@ pub fn new_job(
     body: Value,
 ) -> Result<NewJob, Problem> {
     let request: JobRequest = serde_json::from_value(body.clone()).map_err(|err| {
-        Problem::unprocessable(
-            "invalid-body",
-            "Invalid job request",
-            format!("the body is not a job request: {err}"),
-        )
+        Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
+            .titled("Invalid job request")
     })?;
     if request.input.messages.is_empty() {
-        return Err(Problem::unprocessable(
-            "invalid-body",
-            "Invalid job request",
+        return Err(Problem::new(
+            ProblemType::InvalidBody,
             "`input.messages` must hold at least one message",
-        ));
+        )
+        .titled("Invalid job request"));
     }
     if state.config.route(&request.route).is_none() {
-        return Err(Problem::unprocessable(
-            "unknown-route",
-            "Unknown route",
+        return Err(Problem::new(
+            ProblemType::UnknownRoute,
             format!("route `{}` is not configured; GET /v1/routes lists the routes", request.route),
         ));
     }
     let canonical = canonical_json(&body).map_err(|err| {
-        Problem::bad_request(
-            "malformed-json",
-            "Malformed JSON",
-            format!("the body cannot be canonicalised: {err}"),
-        )
+        Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
     })?;
     Ok(NewJob::new(caller.0.owner.clone(), key, request.route, canonical))
 }
 
 fn reused(job_id: Uuid) -> Problem {
-    Problem::conflict(
-        "idempotency-key-reused",
-        "Idempotency-Key reused",
+    Problem::new(
+        ProblemType::IdempotencyKeyReused,
         "this Idempotency-Key is already bound to a different request body; use a new key for a new intent",
     )
     .with("job_id", job_id.to_string())
 }
 
 /// A store error once the job exists: it may have been sent, so the only
-/// safe retry is under the same key.
+/// safe retry is under the same key (see [`StoreStage::AfterCommit`]).
 pub fn after_commit(err: crate::store::StoreError, job_id: Uuid) -> Problem {
-    let problem = Problem::from(err);
-    if problem.slug() != "store-unavailable" {
-        return problem.with("job_id", job_id.to_string());
-    }
-    Problem::new(
-        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        "store-unavailable",
-        "Job store unavailable",
-        format!(
-            "job {job_id} was stored and may already have been sent to a provider, but the job store \
-             cannot be reached to tell its state. Retry with the same Idempotency-Key (or GET /v1/jobs/{job_id}); \
-             a new key would run the work again"
-        ),
-    )
-    .with("job_id", job_id.to_string())
-    .header(axum::http::header::RETRY_AFTER, "1")
+    Problem::store(err, StoreStage::AfterCommit(job_id))
 }

@@ -6,6 +6,11 @@ use uuid::Uuid;
 
 use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, rfc3339};
 
+/// The response header naming the job a response is about: on OpenAI
+/// answers (whose body has no job id), and on a problem met after the job
+/// was stored.
+pub const JOB_ID_HEADER: &str = "x-intentgate-job-id";
+
 /// A job and its attempts, as `POST /v1/jobs`, `GET /v1/jobs/{id}` and the
 /// attempt calls answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

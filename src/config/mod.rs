@@ -74,7 +74,8 @@ pub struct StoreConfig {
     pub url: String,
     #[serde(default = "default_max_connections")]
     pub max_connections: u32,
-    /// How long a request waits for a database connection before it gets 503.
+    /// How long a request waits for a database connection before it gets
+    /// 503; on SQLite also how long `/readyz` waits for the writer thread.
     #[serde(default = "default_acquire_timeout")]
     pub acquire_timeout: HumanDuration,
     /// SQLite only: how long a writer waits for the file lock.

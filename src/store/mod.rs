@@ -189,8 +189,13 @@ impl Store {
         }
     }
 
-    /// Answers when the database answers (`/readyz`).
+    /// Answers when the database answers (`/readyz`); on SQLite, when the
+    /// writer thread answers too (reads and writes use other connections).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.read_optional("SELECT 1", vec![], rows::first::<i32>).await.map(drop)
+        self.read_optional("SELECT 1", vec![], rows::first::<i32>).await?;
+        if let Store::Sqlite(store) = self {
+            store.check_writer().await?;
+        }
+        Ok(())
     }
 }

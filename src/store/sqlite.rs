@@ -28,6 +28,9 @@ pub struct SqliteStore {
     options: std::sync::Arc<SqliteConnectOptions>,
     /// Read-only connections, up to `[store] max_connections` kept open.
     pub(super) readers: std::sync::Arc<Readers>,
+    /// How long `/readyz` waits for the writer (`[store] acquire_timeout`:
+    /// the writer is the one connection a write waits for).
+    ready_timeout: std::time::Duration,
 }
 
 impl SqliteStore {
@@ -67,7 +70,14 @@ impl SqliteStore {
             writer,
             options: std::sync::Arc::new(options),
             readers: std::sync::Arc::new(readers),
+            ready_timeout: config.acquire_timeout.into(),
         })
+    }
+
+    /// Answers when the writer thread does: a reader that answers says
+    /// nothing about the writer, through which every write goes.
+    pub(super) async fn check_writer(&self) -> Result<(), StoreError> {
+        self.writer.check(self.ready_timeout).await
     }
 
     /// Runs sqlx's migrations on a connection of their own, closed after.

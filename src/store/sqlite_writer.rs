@@ -19,6 +19,7 @@
 //! thread per statement, which is what the benchmark showed dominating.
 
 use std::sync::mpsc;
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
@@ -65,6 +66,23 @@ impl Writer {
             .spawn(move || run(&conn, &queue))
             .map_err(|err| StoreError::Unavailable(DbError::Writer(format!("cannot start: {err}"))))?;
         Ok(Writer { ops })
+    }
+
+    /// Answers once an op that writes nothing has gone through a batch —
+    /// the proof `/readyz` needs that writes go through, which a read on
+    /// another connection cannot give. `Unavailable` when the thread has
+    /// stopped, or has not answered within `timeout` (stuck on the file
+    /// lock, or on a disk that hangs). Under load the op joins a batch of
+    /// others and costs no commit of its own.
+    pub(super) async fn check(&self, timeout: Duration) -> Result<(), StoreError> {
+        match tokio::time::timeout(timeout, self.write(|_| Ok(()))).await {
+            Ok(answer) => answer,
+            // The op stays queued; when it runs at last, nobody waits for it.
+            Err(_) => Err(StoreError::Unavailable(DbError::Writer(format!(
+                "the SQLite writer did not answer within {}ms",
+                timeout.as_millis()
+            )))),
+        }
     }
 
     /// Runs `work` in the next batch; answers once that batch is committed.
@@ -185,4 +203,41 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn Op>]) -> Result<(), String>
     }
     execute(conn, "COMMIT", &[]).map_err(|err| err.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stopped_writer_fails_the_check() {
+        let (ops, queue) = mpsc::channel();
+        drop(queue);
+        let writer = Writer { ops };
+        let err = writer.check(Duration::from_secs(5)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_does_not_answer_fails_the_check_in_time() {
+        let (ops, _queue) = mpsc::channel(); // nobody serves the queue
+        let writer = Writer { ops };
+        let err = writer.check(Duration::from_millis(50)).await.unwrap_err();
+        assert!(err.to_string().contains("did not answer within 50ms"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_running_writer_passes_the_check() {
+        let dir = std::env::temp_dir().join(format!("intentgate-writer-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = WriterOptions {
+            path: dir.join("check.db"),
+            synchronous: "NORMAL",
+            busy_timeout: Duration::from_secs(1),
+        };
+        let writer = Writer::open(&options).unwrap();
+        writer.check(Duration::from_secs(5)).await.unwrap();
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

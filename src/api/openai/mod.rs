@@ -18,20 +18,21 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
-use super::submit::{after_commit, new_job, submit};
-use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem};
+use super::submit::{new_job, submit};
+use super::view::JOB_ID_HEADER;
+use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType, StoreStage};
 use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobStatus};
+use crate::store::StoreError;
 use render::Completion;
 
-pub const JOB_ID_HEADER: &str = "x-intentgate-job-id";
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
 
 /// `GET /v1/models`: the routes, as OpenAI lists models.
@@ -122,9 +123,8 @@ pub async fn chat_completions(
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
         Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) && state.config.openai.mint_idempotency_keys => {
-            IdempotencyKey::parse(&format!("minted-{}", uuid::Uuid::now_v7())).map_err(|err| {
-                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", err.to_string())
-            })?
+            IdempotencyKey::parse(&format!("minted-{}", uuid::Uuid::now_v7()))
+                .map_err(|err| Problem::new(ProblemType::Internal, err.to_string()))?
         }
         Err(problem) => return Err(problem),
     };
@@ -132,7 +132,7 @@ pub async fn chat_completions(
     let (job_body, stream) = translate(&body)?;
     let new = new_job(&state, &caller, key, job_body)?;
     let wait: Duration = state.config.openai.wait.into();
-    let submitted = submit(&state, &new, wait, stream).await?;
+    let submitted = submit(&state, &new, wait, stream).await.map_err(Problem::with_openai_error)?;
     let job_id = submitted.job.id;
     if let Some(live) = submitted.live {
         return stream_live(&state, submitted.job, live, submitted.replayed, wait).await;
@@ -147,9 +147,8 @@ pub async fn chat_completions(
 
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
-    let value: Value = serde_json::from_slice(body).map_err(|err| {
-        Problem::bad_request("malformed-json", "Malformed JSON", format!("the body is not JSON: {err}"))
-    })?;
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
     let Value::Object(mut fields) = value else {
         return Err(invalid("the body must be a JSON object"));
     };
@@ -177,7 +176,14 @@ fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
 }
 
 fn invalid(detail: &str) -> Problem {
-    Problem::unprocessable("invalid-body", "Invalid chat completion request", detail)
+    Problem::new(ProblemType::InvalidBody, detail).titled("Invalid chat completion request")
+}
+
+/// A store failure once the job exists (this request created or found it):
+/// the post-commit problem, which names the job and says to retry under the
+/// same key, with OpenAI's `error` member so the SDK's exception says so too.
+fn after_commit(job_id: uuid::Uuid) -> impl Fn(StoreError) -> Problem {
+    move |err| Problem::store(err, StoreStage::AfterCommit(job_id)).with_openai_error()
 }
 
 /// The answer for a job as it is now: its completion (or stream replay), or
@@ -193,7 +199,7 @@ async fn answer(
 ) -> Result<Response, Problem> {
     let winner = match (winner, job.completed_by) {
         (Some(number), _) => Some(number),
-        (None, Some(id)) => state.store.attempt_number(id).await.map_err(|err| after_commit(err, job.id))?,
+        (None, Some(id)) => state.store.attempt_number(id).await.map_err(after_commit(job.id))?,
         (None, None) => None,
     };
     if job.status != JobStatus::Succeeded {
@@ -221,11 +227,10 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
     let job_id = job.id.to_string();
     Ok(match job.status {
         JobStatus::Unknown => {
-            let attempts = state.store.attempts(job.id).await.map_err(|err| after_commit(err, job.id))?;
+            let attempts = state.store.attempts(job.id).await.map_err(after_commit(job.id))?;
             let open = attempts.into_iter().find(|a| a.state.is_open());
-            let mut problem = Problem::conflict(
-                "outcome-unknown",
-                "Outcome unknown",
+            let mut problem = Problem::new(
+                ProblemType::OutcomeUnknown,
                 "the provider may have done this work but no answer came back; the job is blocked until the \
                  attempt is settled. Do not retry under a new key",
             );
@@ -235,23 +240,19 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
             problem
         }
         JobStatus::Failed => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream-failed",
-            "Every provider failed",
+            ProblemType::UpstreamFailed,
             "every provider of the route's chain failed; the job's error lists each reason",
         )
-        .header(HeaderName::from_static("x-should-retry"), "false")
         .with("error_detail", job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok())),
         JobStatus::Cancelled => {
-            Problem::conflict("job-completed", "Job cancelled", "the job was cancelled and will not complete")
+            Problem::new(ProblemType::JobCompleted, "the job was cancelled and will not complete")
+                .titled("Job cancelled")
         }
         JobStatus::Pending | JobStatus::Running | JobStatus::Succeeded => Problem::new(
-            StatusCode::CONFLICT,
-            "job-in-progress",
-            "Job in progress",
-            "the job for this Idempotency-Key is still running; retry after the Retry-After delay to get its answer",
-        )
-        .header(header::RETRY_AFTER, "1"),
+            ProblemType::JobInProgress,
+            "the job for this Idempotency-Key is still running; retry after the Retry-After delay to get its \
+             answer",
+        ),
     }
     .with("job_id", job_id)
     .with_openai_error())
@@ -283,7 +284,7 @@ async fn stream_live(
         Ok(Some(Ok(event))) => event,
         Ok(Some(Err(problem))) => return Err(problem),
         Ok(None) | Err(_) => {
-            let job = state.store.job(job.id).await.map_err(|err| after_commit(err, job.id))?.unwrap_or(job);
+            let job = state.store.job(job.id).await.map_err(after_commit(job.id))?.unwrap_or(job);
             return answer(state, &job, None, replayed, true).await;
         }
     };
@@ -291,7 +292,7 @@ async fn stream_live(
         StreamEvent::Chunk { attempt, .. } | StreamEvent::Done { attempt, .. } => *attempt,
         StreamEvent::Failed { .. } => {
             // Nothing was sent yet: answer as a plain request would.
-            let job = state.store.job(job.id).await.map_err(|err| after_commit(err, job.id))?.unwrap_or(job);
+            let job = state.store.job(job.id).await.map_err(after_commit(job.id))?.unwrap_or(job);
             return answer(state, &job, None, replayed, true).await;
         }
     };
@@ -342,15 +343,9 @@ fn receive(
                 let last = event.is_final();
                 Some((Ok(event), if last { None } else { Some(live) }))
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => Some((
-                Err(Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "stream-lagged",
-                    "Stream lagged",
-                    "behind",
-                )),
-                None,
-            )),
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                Some((Err(Problem::new(ProblemType::StreamLagged, "behind")), None))
+            }
             Err(broadcast::error::RecvError::Closed) => None,
         }
     })

@@ -1,0 +1,166 @@
+//! Every problem type the API answers with, each with its slug, status,
+//! title and the headers that always go with it.
+//!
+//! One table, so that a slug cannot drift from its status between two call
+//! sites, and so that the OpenAPI document (which lists [`ProblemType::ALL`])
+//! cannot miss a type the code answers with. The doc comment of a variant is
+//! the "when" column of that table.
+
+use axum::http::StatusCode;
+
+/// Declares [`ProblemType`] and its lookups from one row per variant:
+/// `Variant = "slug", STATUS, "Title";` under the variant's doc comment.
+macro_rules! problem_types {
+    ($(
+        $(#[doc = $when:literal])+
+        $variant:ident = $slug:literal, $status:ident, $title:literal;
+    )+) => {
+        /// A problem's `type`: the part of RFC 9457's problem a client
+        /// matches on.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ProblemType {
+            $($(#[doc = $when])+ $variant,)+
+        }
+
+        impl ProblemType {
+            /// Every type, in the order the documentation lists them.
+            pub const ALL: &'static [ProblemType] = &[$(ProblemType::$variant),+];
+
+            /// The last segment of the `type` URI: what clients match on.
+            pub fn slug(self) -> &'static str {
+                match self {
+                    $(ProblemType::$variant => $slug,)+
+                }
+            }
+
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(ProblemType::$variant => StatusCode::$status,)+
+                }
+            }
+
+            /// The type's title (a problem may carry a more specific one:
+            /// [`super::Problem::titled`]).
+            pub fn title(self) -> &'static str {
+                match self {
+                    $(ProblemType::$variant => $title,)+
+                }
+            }
+
+            /// When the API answers with this type, for people (the OpenAPI
+            /// document's table).
+            pub fn when(self) -> &'static str {
+                match self {
+                    $(ProblemType::$variant => concat!($($when),+).trim_ascii(),)+
+                }
+            }
+        }
+    };
+}
+
+problem_types! {
+    /// no `Authorization: Bearer`, or an unknown key
+    Unauthorized = "unauthorized", UNAUTHORIZED, "Missing or invalid API key";
+    /// an admin call without an admin key
+    Forbidden = "forbidden", FORBIDDEN, "Forbidden";
+    /// no such job (or not yours), no such attempt, no such endpoint
+    NotFound = "not-found", NOT_FOUND, "Not found";
+    /// the endpoint does not accept this method
+    MethodNotAllowed = "method-not-allowed", METHOD_NOT_ALLOWED, "Method not allowed";
+    /// no `Idempotency-Key` on a job-creating POST
+    IdempotencyKeyMissing = "idempotency-key-missing", BAD_REQUEST, "Idempotency-Key missing";
+    /// empty, over 255 characters, not visible ASCII, or sent twice (the RFC
+    /// 8941 quoted form `"abc"` is accepted)
+    IdempotencyKeyInvalid = "idempotency-key-invalid", BAD_REQUEST, "Idempotency-Key invalid";
+    /// the body is not JSON
+    MalformedJson = "malformed-json", BAD_REQUEST, "Malformed JSON";
+    /// a required query parameter is missing
+    MissingParameter = "missing-parameter", BAD_REQUEST, "Missing query parameter";
+    /// JSON, but not a valid request (unknown fields are refused)
+    InvalidBody = "invalid-body", UNPROCESSABLE_ENTITY, "Invalid body";
+    /// `route` (or `model`) is not configured
+    UnknownRoute = "unknown-route", UNPROCESSABLE_ENTITY, "Unknown route";
+    /// the provider asked for is not in the job's route chain
+    ProviderNotInChain = "provider-not-in-chain", UNPROCESSABLE_ENTITY, "Provider not in chain";
+    /// the body is over `server.max_body_bytes`
+    BodyTooLarge = "body-too-large", PAYLOAD_TOO_LARGE, "Request body too large";
+    /// the key is bound to another request body
+    IdempotencyKeyReused = "idempotency-key-reused", CONFLICT, "Idempotency-Key reused";
+    /// an attempt is `starting` (or another instance drives the job)
+    AttemptInFlight = "attempt-in-flight", CONFLICT, "Attempt in flight";
+    /// an attempt is `unknown`: settle it first
+    OutcomeUnknown = "outcome-unknown", CONFLICT, "Outcome unknown";
+    /// the job already succeeded or was cancelled
+    JobCompleted = "job-completed", CONFLICT, "Job completed";
+    /// the job for this key is still running; retry after `Retry-After`
+    JobInProgress = "job-in-progress", CONFLICT, "Job in progress";
+    /// resolving an attempt that is not `unknown`
+    AttemptNotUnknown = "attempt-not-unknown", CONFLICT, "Attempt not unknown";
+    /// no provider of the chain has a passing, current contract record
+    NoEligibleProvider = "no-eligible-provider", CONFLICT, "No eligible provider";
+    /// every provider of the route's chain failed
+    UpstreamFailed = "upstream-failed", BAD_GATEWAY, "Every provider failed";
+    /// an unexpected error; the detail is in the gateway's log
+    Internal = "internal", INTERNAL_SERVER_ERROR, "Internal error";
+    /// a streaming reader fell behind before its first byte was sent
+    StreamLagged = "stream-lagged", INTERNAL_SERVER_ERROR, "Stream lagged";
+    /// the database cannot be reached; `Retry-After: 1`. Before the job was
+    /// stored: nothing stored, no provider called. After (`job_id`): the job
+    /// exists and may have reached a provider; retry under the same key
+    StoreUnavailable = "store-unavailable", SERVICE_UNAVAILABLE, "Job store unavailable";
+}
+
+/// `x-should-retry: false`: tells the OpenAI SDKs (which retry 409 and 5xx
+/// by default) that sending the same request again cannot help.
+const NO_RETRY: &[(&str, &str)] = &[("x-should-retry", "false")];
+
+/// `Retry-After: 1`: the same request, a second later, may succeed.
+const RETRY_SOON: &[(&str, &str)] = &[("retry-after", "1")];
+
+impl ProblemType {
+    /// Headers every problem of this type carries (names in lower case).
+    pub fn headers(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            ProblemType::Unauthorized => &[("www-authenticate", "Bearer")],
+            // Conflicts that retrying cannot fix.
+            ProblemType::IdempotencyKeyReused
+            | ProblemType::AttemptInFlight
+            | ProblemType::OutcomeUnknown
+            | ProblemType::JobCompleted
+            | ProblemType::AttemptNotUnknown
+            | ProblemType::NoEligibleProvider
+            | ProblemType::UpstreamFailed => NO_RETRY,
+            ProblemType::JobInProgress | ProblemType::StoreUnavailable => RETRY_SOON,
+            ProblemType::Forbidden
+            | ProblemType::NotFound
+            | ProblemType::MethodNotAllowed
+            | ProblemType::IdempotencyKeyMissing
+            | ProblemType::IdempotencyKeyInvalid
+            | ProblemType::MalformedJson
+            | ProblemType::MissingParameter
+            | ProblemType::InvalidBody
+            | ProblemType::UnknownRoute
+            | ProblemType::ProviderNotInChain
+            | ProblemType::BodyTooLarge
+            | ProblemType::Internal
+            | ProblemType::StreamLagged => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in ProblemType::ALL {
+            let slug = kind.slug();
+            assert!(slug.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'), "{slug}");
+            assert!(seen.insert(slug), "{slug} twice");
+            assert!(kind.status().is_client_error() || kind.status().is_server_error(), "{slug}");
+            assert!(!kind.when().is_empty() && !kind.when().starts_with(' '), "{slug}");
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! `application/problem+json` (RFC 9457): every error the API returns.
+//!
+//! Each problem has a stable `type` (a URI ending in the slug the SPEC uses,
+//! e.g. `idempotency-key-reused`) that clients can match on, and a human
+//! `detail`. Extension members (`job_id`, `attempt_id`, …) carry what a
+//! client needs to act. The types, with their statuses and titles, are the
+//! one table in [`ProblemType`]; a store error becomes a problem that says
+//! how far the request had got ([`StoreStage`]).
+
+mod kind;
+mod store;
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+pub use kind::ProblemType;
+pub use store::StoreStage;
+
+pub const PROBLEM_TYPE_BASE: &str = "https://intentgate.dev/problems/";
+
+#[derive(Debug)]
+pub struct Problem {
+    kind: ProblemType,
+    title: &'static str,
+    detail: String,
+    extensions: Map<String, Value>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Problem {
+    /// A problem of type `kind`, with the headers that type always carries.
+    pub fn new(kind: ProblemType, detail: impl Into<String>) -> Self {
+        let headers = kind
+            .headers()
+            .iter()
+            .map(|(name, value)| (HeaderName::from_static(name), HeaderValue::from_static(value)))
+            .collect();
+        Problem { kind, title: kind.title(), detail: detail.into(), extensions: Map::new(), headers }
+    }
+
+    /// A more specific title than the type's own (e.g. `Invalid resolution`
+    /// for an `invalid-body`), for people; clients match on the type.
+    pub fn titled(mut self, title: &'static str) -> Self {
+        self.title = title;
+        self
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extensions.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Adds OpenAI's `error` member, so OpenAI SDKs show the detail in the
+    /// exception they raise.
+    pub fn with_openai_error(self) -> Self {
+        let slug = self.kind.slug();
+        let error = serde_json::json!({"message": self.detail, "type": slug, "code": slug});
+        self.with("error", error)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+
+    pub fn slug(&self) -> &'static str {
+        self.kind.slug()
+    }
+}
+
+/// The members in RFC 9457's order, then the extensions.
+#[derive(serde::Serialize)]
+struct ProblemBody<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    #[serde(flatten)]
+    extensions: &'a Map<String, Value>,
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = self.kind.status();
+        let body = ProblemBody {
+            kind: format!("{PROBLEM_TYPE_BASE}{}", self.kind.slug()),
+            title: self.title,
+            status: status.as_u16(),
+            detail: &self.detail,
+            extensions: &self.extensions,
+        };
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (status, bytes).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        response
+    }
+}

@@ -1,0 +1,103 @@
+//! A store error as a problem. Its detail must be true of the request it
+//! answers: "nothing was stored" is what lets a client send its intent
+//! again under a new key, so it is said only before the job was stored;
+//! once the job exists the problem names it and says to retry under the
+//! same key.
+
+use axum::http::{HeaderName, HeaderValue, header};
+use uuid::Uuid;
+
+use super::{Problem, ProblemType};
+use crate::api::view::JOB_ID_HEADER;
+use crate::store::StoreError;
+
+/// How far a request had got when the job store failed under it. The
+/// 503's detail must say it truthfully: on it a client decides whether
+/// sending its intent again is safe, and under which key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreStage {
+    /// Before the request committed anything: nothing was stored, no
+    /// provider was called for it.
+    BeforeCommit,
+    /// While looking a job up: the request changed nothing, and whether the
+    /// job exists (and what it did) cannot be known now.
+    Lookup,
+    /// After the job existed (this request created it, or found it): it may
+    /// already have been sent to a provider.
+    AfterCommit(Uuid),
+    /// Partway through a request that changes several jobs: some changes
+    /// may be stored.
+    Partway,
+}
+
+impl StoreStage {
+    fn unavailable_detail(self) -> String {
+        match self {
+            StoreStage::BeforeCommit => {
+                "the job store cannot be reached; nothing was stored and no provider was called. Retry later."
+                    .to_owned()
+            }
+            StoreStage::Lookup => "the job store cannot be reached, so no job can be read now; this \
+                request changed nothing. A job created earlier may exist and may already have been sent to a \
+                provider: retry this request later, and never send that intent again under a new \
+                Idempotency-Key."
+                .to_owned(),
+            StoreStage::AfterCommit(job_id) => format!(
+                "job {job_id} exists: it was stored and may already have been sent to a provider, but the \
+                 job store cannot be reached, so its state cannot be read or changed now. Retry later: this \
+                 request with the same Idempotency-Key, or GET /v1/jobs/{job_id}. Never send this intent \
+                 again under a new Idempotency-Key."
+            ),
+            StoreStage::Partway => "the job store cannot be reached; some of this request's changes may \
+                already be stored, and jobs they let go on may have called a provider. Retry later: what is \
+                already done is skipped."
+                .to_owned(),
+        }
+    }
+}
+
+impl Problem {
+    /// The problem for a store error: 503 `store-unavailable` (its detail
+    /// saying what `stage` the request had reached) when the database
+    /// cannot be reached, else 500 `internal`. After the job was stored,
+    /// both name it: the `job_id` member, `Location` and `x-intentgate-job-id`.
+    pub fn store(err: StoreError, stage: StoreStage) -> Problem {
+        let problem = match err {
+            StoreError::Unavailable(_) => {
+                tracing::warn!(error = %err, ?stage, "job store unavailable");
+                Problem::new(ProblemType::StoreUnavailable, stage.unavailable_detail())
+            }
+            other => {
+                tracing::error!(error = %other, ?stage, "job store error");
+                Problem::new(
+                    ProblemType::Internal,
+                    "the job store failed unexpectedly; the error is in the gateway's log",
+                )
+            }
+        };
+        match stage {
+            StoreStage::AfterCommit(job_id) => problem.naming_job(job_id),
+            StoreStage::BeforeCommit | StoreStage::Lookup | StoreStage::Partway => problem,
+        }
+    }
+
+    /// Names the job the problem is about, in the body and the headers.
+    fn naming_job(mut self, job_id: Uuid) -> Problem {
+        let id = job_id.to_string();
+        if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{id}")) {
+            self.headers.push((header::LOCATION, location));
+        }
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            self.headers.push((HeaderName::from_static(JOB_ID_HEADER), value));
+        }
+        self.with("job_id", id)
+    }
+}
+
+/// A store error before the request committed anything (see [`Problem::store`]
+/// for the other stages).
+impl From<StoreError> for Problem {
+    fn from(err: StoreError) -> Self {
+        Problem::store(err, StoreStage::BeforeCommit)
+    }
+}
