@@ -1,0 +1,1488 @@
+//! A seeded, randomized history checker: R2–R10 under one roof, on both
+//! stores. Concurrent clients send colliding keys for two owners to two
+//! gateway *processes* (the real binary) sharing the store; every request's
+//! route runs a chain of scripted provider behaviours (answers, late
+//! answers, hangs, 500s, 429s, garbage, resets, cut bodies); an operator
+//! resolves unknown attempts now and then; one gateway is killed with
+//! `kill -9` in the middle and restarted. Then every job must settle, and
+//! the invariants below are checked on what the HTTP API answered along the
+//! way, on what reached the provider, and on the final state.
+//!
+//! Black box only: the HTTP API, the simulator's call counts, and a TCP
+//! proxy in front of the simulator that logs each upstream request's
+//! `Idempotency-Key` and `X-Intentgate-Attempt` (the simulator itself only
+//! counts per key). The engine's internals may change under this test.
+//!
+//! The seed (`INTENTGATE_HISTORY_SEED=<u64>`, random otherwise, printed at
+//! the start and in every failure) fixes the plan: routes, keys, bodies,
+//! owners, gateways, pauses, operator choices, when the kill happens and how
+//! the victim comes back. The interleaving is the machine's, so a replay
+//! runs the same plan, not necessarily the same schedule.
+//!
+//! Invariants (each failure names one):
+//! - I1 one job per (owner, key): every 200/201 for it names one job, at
+//!   most one 201, the bound body is the only one accepted, another body is
+//!   `409 idempotency-key-reused` naming that job; owners never share a job;
+//!   the store holds no other job.
+//! - I2 no re-sent attempt: the provider saw each (job, attempt number) at
+//!   most once, only for attempts the job records, on that attempt's
+//!   provider; every attempt that got an answer or a proven failure was seen.
+//! - I3 the winner's answer: a succeeded job's `completed_by` is its only
+//!   `succeeded` attempt, the result is that provider's echo of the prompt,
+//!   and the version rose once past the winner's; no other job has a winner.
+//! - I3b no answer thrown away: a `superseded` attempt lost to another
+//!   attempt of a succeeded job (or its job was cancelled).
+//! - I3c classification: an attempt ends only in states its provider's
+//!   script allows (an error is never `succeeded`, silence never `failed`,
+//!   an answer never `failed`).
+//! - I4 nothing stuck: every job ends succeeded, failed or cancelled, with
+//!   no attempt `starting` or `unknown` (every provider has `max_execution`).
+//! - I5 no panic, no 5xx but 503 while a gateway is down, no transport error
+//!   but from the killed process.
+//! - I6 history: what clients observed of a job only moves forward along the
+//!   documented state machines (job, attempts, version, result).
+//! - I7 chain order: attempts follow the route's chain; only a 429 repeats
+//!   a provider, at most `retries` times; a failed job exhausted its chain.
+//! - I8 cancel: a job whose cancel answered 200 ends cancelled; only a job
+//!   someone tried to cancel is cancelled.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use common::{ADMIN, ALICE, BOB, TestStore};
+use intentgate_providers::sim::Simulator;
+use reqwest::RequestBuilder;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Barrier, watch};
+
+store_matrix!(randomized_history);
+
+const CLIENTS: usize = 10;
+const OPS_PER_CLIENT: usize = 40;
+const KEYS: usize = 40;
+const ROUTES: usize = 8;
+const ATTEMPT_TIMEOUT: &str = "300ms";
+const MAX_EXECUTION: &str = "1500ms";
+const LEASE_TTL: &str = "1s";
+const SWEEP_INTERVAL: &str = "250ms";
+const RETRIES: usize = 1;
+/// How long every job gets, after the last client op, to settle.
+const DRAIN: Duration = Duration::from_secs(25);
+/// 503s are allowed from the kill until this long after the restart.
+const OUTAGE_GRACE: Duration = Duration::from_secs(3);
+
+/// (API key, owner) of the two users.
+const OWNERS: [(&str, &str); 2] = [(ALICE, "alice"), (BOB, "bob")];
+
+/// What a provider's script makes of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A usable answer (maybe after the attempt timeout).
+    Answers,
+    /// A proven failure: an error status or an unusable body.
+    Errors,
+    /// No complete answer, ever: a hang, a reset, a body cut halfway.
+    Silent,
+}
+
+struct Chaos {
+    name: &'static str,
+    dialect: &'static str,
+    script: &'static str,
+    kind: Kind,
+}
+
+/// The providers, one simulator script each (the model name scripts it).
+const CHAOS: &[Chaos] = &[
+    Chaos { name: "ok", dialect: "openai", script: "ok", kind: Kind::Answers },
+    Chaos { name: "ok-anthropic", dialect: "anthropic", script: "ok", kind: Kind::Answers },
+    Chaos { name: "slow", dialect: "openai", script: "delay=100ms", kind: Kind::Answers },
+    // Longer than the attempt timeout, shorter than max_execution.
+    Chaos { name: "late", dialect: "anthropic", script: "delay=700ms", kind: Kind::Answers },
+    Chaos { name: "hang", dialect: "openai", script: "hang", kind: Kind::Silent },
+    Chaos { name: "reset", dialect: "anthropic", script: "reset-after-body", kind: Kind::Silent },
+    Chaos { name: "cut", dialect: "openai", script: "stream-cut", kind: Kind::Silent },
+    Chaos { name: "status-500", dialect: "anthropic", script: "status=500", kind: Kind::Errors },
+    Chaos { name: "status-429", dialect: "openai", script: "status=429;retry_after=0", kind: Kind::Errors },
+    Chaos { name: "garbage", dialect: "openai", script: "malformed-json", kind: Kind::Errors },
+];
+
+fn chaos(name: &str) -> Option<&'static Chaos> {
+    CHAOS.iter().find(|c| c.name == name)
+}
+
+// ---------------------------------------------------------------- the seed
+
+/// splitmix64: tiny, good enough, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn fork(&mut self) -> Rng {
+        Rng(self.next())
+    }
+}
+
+/// One seed per test process, shared by both stores' runs.
+fn seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| match std::env::var("INTENTGATE_HISTORY_SEED") {
+        Ok(text) => {
+            text.trim().parse().unwrap_or_else(|_| panic!("INTENTGATE_HISTORY_SEED={text:?} is not a u64"))
+        }
+        Err(_) => {
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            Rng(nanos as u64 ^ (u64::from(std::process::id()) << 40)).next()
+        }
+    })
+}
+
+/// Everything the seed decides before the run.
+struct Plan {
+    /// Chains of routes `r0`, `r1`, …
+    routes: Vec<Vec<&'static str>>,
+    /// The route each key's bodies name.
+    key_route: Vec<usize>,
+    /// The gateway that is killed, after how many client ops, and how it
+    /// comes back.
+    victim: usize,
+    kill_after_ops: usize,
+    restart_pause: Duration,
+    restart_same_id: bool,
+    clients: Vec<Rng>,
+    operator: Rng,
+}
+
+impl Plan {
+    fn new(seed: u64) -> Plan {
+        let mut rng = Rng(seed);
+        // Two fixed stories, the rest at random: a late answer racing an
+        // exhausted chain (when an operator gives up on it), and the plain path.
+        let mut routes = vec![vec!["late", "status-500"], vec!["ok"]];
+        let answers: Vec<&str> = CHAOS.iter().filter(|c| c.kind == Kind::Answers).map(|c| c.name).collect();
+        while routes.len() < ROUTES {
+            let mut chain: Vec<&'static str> = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let pick = CHAOS[rng.below(CHAOS.len())].name;
+                if !chain.contains(&pick) {
+                    chain.push(pick);
+                }
+            }
+            if rng.chance(60) {
+                let pick = answers[rng.below(answers.len())];
+                if !chain.contains(&pick) {
+                    chain.push(pick);
+                }
+            }
+            routes.push(chain);
+        }
+        let key_route = (0..KEYS).map(|_| rng.below(ROUTES)).collect();
+        let total = CLIENTS * OPS_PER_CLIENT;
+        Plan {
+            routes,
+            key_route,
+            victim: rng.below(2),
+            kill_after_ops: total * (25 + rng.below(30)) / 100,
+            restart_pause: Duration::from_millis(200 + rng.below(600) as u64),
+            restart_same_id: rng.chance(50),
+            clients: (0..CLIENTS).map(|_| rng.fork()).collect(),
+            operator: rng.fork(),
+        }
+    }
+
+    fn route_name(index: usize) -> String {
+        format!("r{index}")
+    }
+
+    fn key_name(key: usize) -> String {
+        format!("history-{key}")
+    }
+
+    /// The prompt of a (key, variant): unique, so a job's stored request
+    /// tells which body it was bound to.
+    fn content(key: usize, variant: usize) -> String {
+        format!("intent {key} variant {variant}")
+    }
+
+    fn body(&self, key: usize, variant: usize) -> Value {
+        json!({
+            "route": Plan::route_name(self.key_route[key]),
+            "input": {"messages": [{"role": "user", "content": Plan::content(key, variant)}]},
+        })
+    }
+}
+
+// ------------------------------------------- the provider side: a sniffer
+
+/// One request that reached the provider.
+#[derive(Debug, Clone)]
+struct UpstreamCall {
+    job_id: String,
+    attempt: String,
+    path: String,
+}
+
+/// A TCP proxy in front of the simulator that logs each HTTP/1.1 request's
+/// job and attempt headers before passing its bytes on. It forwards bytes
+/// only, so resets, hangs and cut bodies reach the gateway as they are.
+struct Sniffer {
+    addr: SocketAddr,
+    calls: Arc<Mutex<Vec<UpstreamCall>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sniffer {
+    async fn start(target: SocketAddr) -> Sniffer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let calls: Arc<Mutex<Vec<UpstreamCall>>> = Arc::default();
+        let log = calls.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let Ok(outbound) = TcpStream::connect(target).await else { return };
+                    let _ = (inbound.set_nodelay(true), outbound.set_nodelay(true));
+                    let (mut in_read, mut in_write) = inbound.into_split();
+                    let (mut out_read, mut out_write) = outbound.into_split();
+                    let upstream = async {
+                        let mut parser = RequestHeads::default();
+                        let mut buf = vec![0u8; 16 * 1024];
+                        loop {
+                            let n = match in_read.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            // Logged before the provider can see it.
+                            log.lock().unwrap().extend(parser.feed(&buf[..n]));
+                            if out_write.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    let downstream = async {
+                        let _ = tokio::io::copy(&mut out_read, &mut in_write).await;
+                    };
+                    // Either side closing closes both: a provider that drops
+                    // the connection drops it for the gateway too.
+                    tokio::select! {
+                        () = upstream => {}
+                        () = downstream => {}
+                    }
+                });
+            }
+        });
+        Sniffer { addr, calls, task }
+    }
+
+    fn calls(&self) -> Vec<UpstreamCall> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Sniffer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Splits a client-to-server HTTP/1.1 byte stream into request heads,
+/// skipping bodies by `Content-Length`.
+#[derive(Default)]
+struct RequestHeads {
+    buf: Vec<u8>,
+    body_left: usize,
+}
+
+impl RequestHeads {
+    fn feed(&mut self, bytes: &[u8]) -> Vec<UpstreamCall> {
+        self.buf.extend_from_slice(bytes);
+        let mut calls = Vec::new();
+        loop {
+            if self.body_left > 0 {
+                let n = self.body_left.min(self.buf.len());
+                self.buf.drain(..n);
+                self.body_left -= n;
+                if self.body_left > 0 {
+                    break;
+                }
+            }
+            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else { break };
+            let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+            self.buf.drain(..end + 4);
+            let mut lines = head.split("\r\n");
+            let path = lines.next().and_then(|line| line.split(' ').nth(1)).unwrap_or_default().to_owned();
+            let (mut job_id, mut attempt) = (None, None);
+            for line in lines {
+                let Some((name, value)) = line.split_once(':') else { continue };
+                let value = value.trim().to_owned();
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "content-length" => self.body_left = value.parse().unwrap(),
+                    "transfer-encoding" => {
+                        panic!("harness: a chunked upstream request ({value}) is not parsed")
+                    }
+                    "idempotency-key" => job_id = Some(value),
+                    "x-intentgate-attempt" => attempt = Some(value),
+                    _ => {}
+                }
+            }
+            if let Some(job_id) = job_id {
+                calls.push(UpstreamCall { job_id, attempt: attempt.unwrap_or_default(), path });
+            }
+        }
+        calls
+    }
+}
+
+// ------------------------------------------------------ what was observed
+
+/// A job as some response showed it, and when that request was in flight.
+struct Snapshot {
+    sent: Duration,
+    received: Duration,
+    job: Value,
+}
+
+/// One answered `POST /v1/jobs`.
+struct Post {
+    owner: usize,
+    key: usize,
+    variant: usize,
+    status: u16,
+    received: Duration,
+    job_id: Option<String>,
+    /// The problem type's slug, for an error.
+    problem: Option<String>,
+    body: Value,
+}
+
+/// One answered `GET /v1/jobs?idempotency_key=`.
+struct Lookup {
+    owner: usize,
+    key: usize,
+    sent: Duration,
+    found: Option<String>,
+}
+
+struct ServerError {
+    at: Duration,
+    gateway: usize,
+    status: u16,
+    body: Value,
+}
+
+struct TransportError {
+    at: Duration,
+    gateway: usize,
+    generation: u32,
+    error: String,
+}
+
+#[derive(Default)]
+struct Record {
+    posts: Vec<Post>,
+    lookups: Vec<Lookup>,
+    snapshots: Vec<Snapshot>,
+    server_errors: Vec<ServerError>,
+    transport_errors: Vec<TransportError>,
+    cancel_tried: HashSet<String>,
+    cancelled: HashSet<String>,
+    resolved: usize,
+    known: Vec<String>,
+    violations: Vec<String>,
+}
+
+#[derive(Clone)]
+struct Target {
+    url: String,
+    generation: u32,
+}
+
+struct Reply {
+    status: u16,
+    body: Value,
+    sent: Duration,
+    received: Duration,
+}
+
+/// What every task shares: the gateways' addresses, the HTTP client, and
+/// the record of everything observed.
+struct Shared {
+    tag: String,
+    start: Instant,
+    http: reqwest::Client,
+    targets: RwLock<[Target; 2]>,
+    record: Mutex<Record>,
+    ops_done: watch::Sender<usize>,
+}
+
+impl Shared {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn violation(&self, invariant: &str, message: String) {
+        let line = format!("[{}] {invariant}: {message}", self.tag);
+        self.record.lock().unwrap().violations.push(line);
+    }
+
+    /// One HTTP exchange with gateway `gateway`; `None` when it broke off
+    /// (recorded as a transport error).
+    async fn call(
+        &self,
+        gateway: usize,
+        build: impl FnOnce(&reqwest::Client, &str) -> RequestBuilder,
+    ) -> Option<Reply> {
+        let target = self.targets.read().unwrap()[gateway].clone();
+        let sent = self.now();
+        let exchange = async {
+            let response = build(&self.http, &target.url).timeout(Duration::from_secs(20)).send().await?;
+            let status = response.status().as_u16();
+            let bytes = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        };
+        match exchange.await {
+            Ok((status, bytes)) => {
+                let received = self.now();
+                let body = serde_json::from_slice(&bytes)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+                if status >= 500 {
+                    let error = ServerError { at: received, gateway, status, body: body.clone() };
+                    self.record.lock().unwrap().server_errors.push(error);
+                }
+                Some(Reply { status, body, sent, received })
+            }
+            Err(err) => {
+                let mut error = err.to_string();
+                let mut source = std::error::Error::source(&err);
+                while let Some(cause) = source {
+                    error.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                let at = self.now();
+                let error = TransportError { at, gateway, generation: target.generation, error };
+                self.record.lock().unwrap().transport_errors.push(error);
+                None
+            }
+        }
+    }
+
+    fn snapshot(&self, reply: &Reply) {
+        let snapshot = Snapshot { sent: reply.sent, received: reply.received, job: reply.body.clone() };
+        self.record.lock().unwrap().snapshots.push(snapshot);
+    }
+
+    fn learn(&self, job_id: &str) {
+        let mut record = self.record.lock().unwrap();
+        if !record.known.iter().any(|known| known == job_id) {
+            record.known.push(job_id.to_owned());
+        }
+    }
+}
+
+fn slug(body: &Value) -> Option<String> {
+    body["type"].as_str().and_then(|t| t.rsplit('/').next()).map(str::to_owned)
+}
+
+fn str_of(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+// ------------------------------------------------------------- the clients
+
+async fn client(shared: Arc<Shared>, plan: Arc<Plan>, mut rng: Rng, barrier: Arc<Barrier>) {
+    barrier.wait().await;
+    let mut mine: Vec<(usize, String)> = Vec::new();
+    for _ in 0..OPS_PER_CLIENT {
+        tokio::time::sleep(Duration::from_millis(rng.below(80) as u64)).await;
+        client_op(&shared, &plan, &mut rng, &mut mine).await;
+        shared.ops_done.send_modify(|done| *done += 1);
+    }
+}
+
+/// One client op: mostly creates (colliding keys, two owners, now and then
+/// another body), reads of its own jobs, and lookups by key.
+async fn client_op(shared: &Shared, plan: &Plan, rng: &mut Rng, mine: &mut Vec<(usize, String)>) {
+    let roll = rng.below(100);
+    if roll < 70 || mine.is_empty() {
+        let owner = rng.below(2);
+        let key = rng.below(KEYS);
+        let variant = usize::from(rng.chance(12));
+        if let Some(id) = create(shared, plan, rng, owner, key, variant).await {
+            if rng.chance(10) {
+                read_as_stranger(shared, rng, owner, &id).await;
+            }
+            if rng.chance(4) {
+                cancel(shared, rng, owner, &id).await;
+            }
+            mine.push((owner, id));
+        }
+    } else if roll < 88 {
+        let (owner, id) = mine[rng.below(mine.len())].clone();
+        let wait = rng.chance(30);
+        let reply = shared
+            .call(rng.below(2), |http, url| {
+                let request = http.get(format!("{url}/v1/jobs/{id}")).bearer_auth(OWNERS[owner].0);
+                if wait { request.header("prefer", "wait=1") } else { request }
+            })
+            .await;
+        let Some(reply) = reply else { return };
+        if reply.status == 200 && reply.body["id"] == id.as_str() {
+            shared.snapshot(&reply);
+        } else if reply.status != 503 {
+            let message = format!("GET of its own job {id} answered {}: {}", reply.status, reply.body);
+            shared.violation("I1", message);
+        }
+    } else {
+        let owner = rng.below(2);
+        let key = rng.below(KEYS);
+        let reply = shared
+            .call(rng.below(2), |http, url| {
+                http.get(format!("{url}/v1/jobs?idempotency_key={}", Plan::key_name(key)))
+                    .bearer_auth(OWNERS[owner].0)
+            })
+            .await;
+        let Some(reply) = reply else { return };
+        let found = match reply.status {
+            200 => {
+                shared.snapshot(&reply);
+                Some(str_of(&reply.body["id"]))
+            }
+            404 => None,
+            503 => return,
+            other => {
+                shared.violation("I1", format!("GET by key answered {other}: {}", reply.body));
+                return;
+            }
+        };
+        let lookup = Lookup { owner, key, sent: reply.sent, found };
+        shared.record.lock().unwrap().lookups.push(lookup);
+    }
+}
+
+/// `POST /v1/jobs`, retried like a careful client: the same intent again,
+/// on the other gateway, when the exchange broke off or the store was away.
+async fn create(
+    shared: &Shared,
+    plan: &Plan,
+    rng: &mut Rng,
+    owner: usize,
+    key: usize,
+    variant: usize,
+) -> Option<String> {
+    let body = plan.body(key, variant);
+    let wait = rng.chance(35);
+    let mut gateway = rng.below(2);
+    for _ in 0..10 {
+        let reply = shared
+            .call(gateway, |http, url| {
+                let request = http
+                    .post(format!("{url}/v1/jobs"))
+                    .bearer_auth(OWNERS[owner].0)
+                    .header("idempotency-key", Plan::key_name(key))
+                    .json(&body);
+                if wait { request.header("prefer", "wait=2") } else { request }
+            })
+            .await;
+        let Some(reply) = reply else {
+            gateway = 1 - gateway;
+            continue;
+        };
+        if reply.status == 503 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let ok = matches!(reply.status, 200 | 201);
+        let job_id = if ok {
+            Some(str_of(&reply.body["id"]))
+        } else {
+            reply.body["job_id"].as_str().map(str::to_owned)
+        };
+        if ok {
+            shared.snapshot(&reply);
+            shared.learn(job_id.as_deref().unwrap_or_default());
+        }
+        let post = Post {
+            owner,
+            key,
+            variant,
+            status: reply.status,
+            received: reply.received,
+            job_id: job_id.clone(),
+            problem: if ok { None } else { slug(&reply.body) },
+            body: reply.body,
+        };
+        shared.record.lock().unwrap().posts.push(post);
+        return if ok { job_id } else { None };
+    }
+    shared.violation("I5", format!("POST of key {key} for {} never got an answer", OWNERS[owner].1));
+    None
+}
+
+/// The other owner must not see the job.
+async fn read_as_stranger(shared: &Shared, rng: &mut Rng, owner: usize, id: &str) {
+    let stranger = OWNERS[1 - owner].0;
+    let reply = shared
+        .call(rng.below(2), |http, url| http.get(format!("{url}/v1/jobs/{id}")).bearer_auth(stranger))
+        .await;
+    if let Some(reply) = reply
+        && !matches!(reply.status, 404 | 503)
+    {
+        let message = format!(
+            "{} read {}'s job {id}: {} {}",
+            OWNERS[1 - owner].1,
+            OWNERS[owner].1,
+            reply.status,
+            reply.body
+        );
+        shared.violation("I1", message);
+    }
+}
+
+async fn cancel(shared: &Shared, rng: &mut Rng, owner: usize, id: &str) {
+    shared.record.lock().unwrap().cancel_tried.insert(id.to_owned());
+    let reply = shared
+        .call(rng.below(2), |http, url| {
+            http.post(format!("{url}/v1/jobs/{id}/cancel")).bearer_auth(OWNERS[owner].0)
+        })
+        .await;
+    let Some(reply) = reply else { return };
+    match reply.status {
+        200 if reply.body["status"] == "cancelled" => {
+            shared.snapshot(&reply);
+            shared.record.lock().unwrap().cancelled.insert(id.to_owned());
+        }
+        409 if slug(&reply.body).as_deref() == Some("job-completed") => {}
+        503 => {}
+        _ => shared.violation("I8", format!("cancel of {id} answered {}: {}", reply.status, reply.body)),
+    }
+}
+
+/// Now and then an admin looks at a known job and gives up on its unknown
+/// attempt (`abandoned`: its late answer, if any, must still count).
+async fn operator(shared: Arc<Shared>, mut rng: Rng, stop: watch::Receiver<bool>) {
+    while !*stop.borrow() {
+        tokio::time::sleep(Duration::from_millis(80 + rng.below(120) as u64)).await;
+        let ids: Vec<String> = {
+            let record = shared.record.lock().unwrap();
+            if record.known.is_empty() {
+                continue;
+            }
+            (0..2).map(|_| record.known[rng.below(record.known.len())].clone()).collect()
+        };
+        for id in ids {
+            let gateway = rng.below(2);
+            let reply = shared
+                .call(gateway, |http, url| http.get(format!("{url}/v1/jobs/{id}")).bearer_auth(ADMIN))
+                .await;
+            let Some(reply) = reply.filter(|reply| reply.status == 200) else { continue };
+            shared.snapshot(&reply);
+            let unknown: Vec<i64> = reply.body["attempts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|attempt| attempt["state"] == "unknown")
+                .filter_map(|attempt| attempt["number"].as_i64())
+                .collect();
+            for number in unknown {
+                if !rng.chance(60) {
+                    continue;
+                }
+                let reason = json!({"as": "abandoned", "reason": "history test: operator gives up"});
+                let reply = shared
+                    .call(gateway, |http, url| {
+                        http.post(format!("{url}/v1/jobs/{id}/attempts/{number}/resolve"))
+                            .bearer_auth(ADMIN)
+                            .json(&reason)
+                    })
+                    .await;
+                let Some(reply) = reply else { continue };
+                match reply.status {
+                    // Abandoned, or already past it: its late answer came in since.
+                    200 if reachable(ATTEMPT_EDGES, "abandoned", &str_of(&reply.body["state"])) => {
+                        shared.record.lock().unwrap().resolved += 1;
+                    }
+                    409 if slug(&reply.body).as_deref() == Some("attempt-not-unknown") => {}
+                    503 => {}
+                    _ => shared.violation(
+                        "I5",
+                        format!("resolve of {id}/{number} answered {}: {}", reply.status, reply.body),
+                    ),
+                }
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ the gateways
+
+fn write_config(store: &TestStore, upstream: SocketAddr, plan: &Plan, instance: &str, dir: &Path) -> PathBuf {
+    let mut doc = common::test_config_doc(&store.url, Some(upstream));
+    let providers: Vec<toml::Value> = CHAOS
+        .iter()
+        .map(|chaos| {
+            let base_url = match chaos.dialect {
+                "openai" => format!("http://{upstream}/v1"),
+                _ => format!("http://{upstream}"),
+            };
+            let mut provider = toml::Table::new();
+            provider.insert("name".into(), chaos.name.into());
+            provider.insert("dialect".into(), chaos.dialect.into());
+            provider.insert("base_url".into(), base_url.into());
+            provider.insert("model".into(), format!("sim:{}", chaos.script).into());
+            provider.insert("max_execution".into(), MAX_EXECUTION.into());
+            provider.into()
+        })
+        .collect();
+    doc.insert("providers".into(), providers.into());
+    let routes: Vec<toml::Value> = plan
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(index, chain)| {
+            let mut route = toml::Table::new();
+            route.insert("name".into(), Plan::route_name(index).into());
+            let chain: Vec<toml::Value> = chain.iter().map(|name| (*name).into()).collect();
+            route.insert("chain".into(), chain.into());
+            route.insert("attempt_timeout".into(), ATTEMPT_TIMEOUT.into());
+            route.insert("retries".into(), (RETRIES as i64).into());
+            route.insert("retry_backoff".into(), "20ms".into());
+            route.insert("max_retry_wait".into(), "1s".into());
+            route.insert("require_contract_for_primary".into(), false.into());
+            route.insert("require_contract_for_fallback".into(), false.into());
+            route.into()
+        })
+        .collect();
+    doc.insert("routes".into(), routes.into());
+    let mut engine = toml::Table::new();
+    engine.insert("instance_id".into(), instance.into());
+    engine.insert("lease_ttl".into(), LEASE_TTL.into());
+    engine.insert("sweep_interval".into(), SWEEP_INTERVAL.into());
+    doc.insert("engine".into(), engine.into());
+    let path = dir.join(format!("{instance}-{}.toml", uuid::Uuid::now_v7()));
+    std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
+    path
+}
+
+async fn spawn_gateway(config: &Path) -> common::Spawned {
+    common::spawn_binary(&["serve", "--config", config.to_str().unwrap()], &[]).await
+}
+
+// ----------------------------------------------------------- the scenario
+
+async fn randomized_history(store: TestStore) {
+    let seed = seed();
+    let backend = match store.backend {
+        common::Backend::Sqlite => "sqlite",
+        common::Backend::Postgres => "postgres",
+    };
+    let tag = format!("seed={seed} {backend}");
+    common::loud(&format!(
+        "\n=== history [{tag}]: replay with INTENTGATE_HISTORY_SEED={seed} cargo test --test history ===\n"
+    ));
+    let began = Instant::now();
+    let plan = Arc::new(Plan::new(seed));
+    let chains: Vec<String> =
+        plan.routes.iter().enumerate().map(|(i, chain)| format!("r{i}={}", chain.join(">"))).collect();
+    common::loud(&format!(
+        "=== history [{tag}]: routes {}; kill gateway {} after {} ops, back after {:?} as {} instance id\n",
+        chains.join(" "),
+        plan.victim,
+        plan.kill_after_ops,
+        plan.restart_pause,
+        if plan.restart_same_id { "the same" } else { "a new" },
+    ));
+
+    let sim = Simulator::new(seed).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let sniffer = Sniffer::start(sim.addr()).await;
+    let dir = std::env::temp_dir().join(format!("intentgate-history-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let names = ["history-a", "history-b"];
+    let mut processes = Vec::new();
+    for name in names {
+        let config = write_config(&store, sniffer.addr, &plan, name, &dir);
+        processes.push(spawn_gateway(&config).await);
+    }
+    let shared = Arc::new(Shared {
+        tag: tag.clone(),
+        start: Instant::now(),
+        http: common::client(),
+        targets: RwLock::new([0, 1].map(|i| Target { url: processes[i].url.clone(), generation: 0 })),
+        record: Mutex::default(),
+        ops_done: watch::Sender::new(0),
+    });
+
+    // The run: clients from a barrier, an operator, and the kill.
+    let barrier = Arc::new(Barrier::new(CLIENTS));
+    let clients: Vec<_> = plan
+        .clients
+        .iter()
+        .map(|rng| {
+            let task = client(shared.clone(), plan.clone(), Rng(rng.0), barrier.clone());
+            tokio::spawn(task)
+        })
+        .collect();
+    let (stop, stopped) = watch::channel(false);
+    let operator = tokio::spawn(operator(shared.clone(), Rng(plan.operator.0), stopped));
+
+    shared.ops_done.subscribe().wait_for(|done| *done >= plan.kill_after_ops).await.unwrap();
+    let killed_at = shared.now();
+    let killed_utc = chrono::Utc::now();
+    let victim = &mut processes[plan.victim];
+    victim.child.start_kill().unwrap(); // SIGKILL: no shutdown, no cleanup
+    victim.child.wait().await.unwrap();
+    tokio::time::sleep(plan.restart_pause).await;
+    let instance = if plan.restart_same_id {
+        names[plan.victim].to_owned()
+    } else {
+        format!("{}-reborn", names[plan.victim])
+    };
+    let config = write_config(&store, sniffer.addr, &plan, &instance, &dir);
+    let reborn = spawn_gateway(&config).await;
+    shared.targets.write().unwrap()[plan.victim] = Target { url: reborn.url.clone(), generation: 1 };
+    let restarted_at = shared.now();
+    let restarted_utc = chrono::Utc::now();
+    processes.push(reborn);
+
+    for client in clients {
+        client.await.unwrap();
+    }
+    stop.send_replace(true);
+    operator.await.unwrap();
+    let ops_ended = began.elapsed();
+
+    // Drain: every job found, by the ids clients learned and by every
+    // (owner, key) of the pool, must settle.
+    let mut ids: Vec<String> = shared.record.lock().unwrap().known.clone();
+    let mut by_key: HashMap<(usize, usize), String> = HashMap::new();
+    let live = 1 - plan.victim;
+    for (owner, (api_key, _)) in OWNERS.iter().enumerate() {
+        for key in 0..KEYS {
+            let reply = shared
+                .call(live, |http, url| {
+                    http.get(format!("{url}/v1/jobs?idempotency_key={}", Plan::key_name(key)))
+                        .bearer_auth(api_key)
+                })
+                .await
+                .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+            match reply.status {
+                200 => {
+                    let id = str_of(&reply.body["id"]);
+                    if !ids.contains(&id) {
+                        ids.push(id.clone());
+                    }
+                    by_key.insert((owner, key), id);
+                }
+                404 => {}
+                other => shared.violation("I1", format!("GET by key answered {other}: {}", reply.body)),
+            }
+        }
+    }
+    let deadline = Instant::now() + DRAIN;
+    let mut finals: BTreeMap<String, Value> = BTreeMap::new();
+    for id in &ids {
+        loop {
+            let reply = shared
+                .call(live, |http, url| {
+                    http.get(format!("{url}/v1/jobs/{id}")).bearer_auth(ADMIN).header("prefer", "wait=2")
+                })
+                .await
+                .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+            assert_eq!(reply.status, 200, "[{tag}] GET /v1/jobs/{id}: {}", reply.body);
+            shared.snapshot(&reply);
+            if settled(&reply.body) || Instant::now() > deadline {
+                finals.insert(id.clone(), reply.body);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let drained = began.elapsed();
+
+    // The store holds no job the API did not show.
+    let config = common::config_from_doc(&common::test_config_doc(&store.url, None));
+    let direct = intentgate::store::Store::connect(&config.store).await.unwrap();
+    let stored = direct.count_jobs(None).await.unwrap();
+    if stored != finals.len() as i64 {
+        shared.violation("I1", format!("the store holds {stored} jobs, the API showed {}", finals.len()));
+    }
+
+    let logs: Vec<String> = processes.iter().map(|p| p.logs.lock().unwrap().clone()).collect();
+    for mut process in processes {
+        let _ = process.child.start_kill();
+        let _ = process.child.wait().await;
+    }
+
+    let check = Check {
+        shared: &shared,
+        plan: &plan,
+        finals: &finals,
+        by_key: &by_key,
+        upstream: sniffer.calls(),
+        sim_by_key: sim.calls().by_key,
+        killed_at,
+        restarted_at,
+        victim: plan.victim,
+        logs,
+        found: Mutex::default(),
+    };
+    check.all();
+
+    let record = shared.record.lock().unwrap();
+    let mut statuses: BTreeMap<String, usize> = BTreeMap::new();
+    let mut attempt_states: BTreeMap<String, usize> = BTreeMap::new();
+    for job in finals.values() {
+        *statuses.entry(str_of(&job["status"])).or_default() += 1;
+        for attempt in job["attempts"].as_array().unwrap() {
+            *attempt_states.entry(str_of(&attempt["state"])).or_default() += 1;
+        }
+    }
+    common::loud(&format!(
+        "=== history [{tag}]: {} posts, {} jobs {statuses:?}, attempts {attempt_states:?}, {} upstream calls, \
+         {} resolved by the operator, {} cancelled, {} transport errors, {} 5xx; ops {:.1?}, drained {:.1?}; \
+         gateway {} killed at {killed_utc}, back at {restarted_utc}\n",
+        record.posts.len(),
+        finals.len(),
+        check.upstream.len(),
+        record.resolved,
+        record.cancelled.len(),
+        record.transport_errors.len(),
+        record.server_errors.len(),
+        ops_ended,
+        drained,
+        plan.victim,
+    ));
+    if record.violations.is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    // Kept for the post-mortem: the configs and every process's log.
+    let process_names =
+        [names[0].to_owned(), names[1].to_owned(), format!("{}-restarted", names[plan.victim])];
+    for (name, log) in process_names.iter().zip(&check.logs) {
+        std::fs::write(dir.join(format!("{name}.log")), log).unwrap();
+    }
+    panic!(
+        "history seed={seed} ({backend}): {} invariant violation(s); replay with INTENTGATE_HISTORY_SEED={seed}; \
+         gateway logs in {}\n  {}",
+        record.violations.len(),
+        dir.display(),
+        record.violations.join("\n  ")
+    );
+}
+
+/// Terminal, with no attempt left open, and no late answer still possible:
+/// an `abandoned` attempt may still answer (and must still count) until its
+/// provider's `max_execution` has passed since it started.
+fn settled(job: &Value) -> bool {
+    let max_execution = humantime::parse_duration(MAX_EXECUTION).unwrap() + Duration::from_millis(500);
+    let quiet_since = chrono::Utc::now() - chrono::Duration::from_std(max_execution).unwrap();
+    matches!(job["status"].as_str(), Some("succeeded" | "failed" | "cancelled"))
+        && job["attempts"].as_array().unwrap().iter().all(|a| match a["state"].as_str() {
+            Some("starting" | "unknown") => false,
+            Some("abandoned") => chrono::DateTime::parse_from_rfc3339(&str_of(&a["started_at"]))
+                .is_ok_and(|started| started < quiet_since),
+            _ => true,
+        })
+}
+
+// ------------------------------------------------------------- the checks
+
+struct Check<'a> {
+    shared: &'a Shared,
+    plan: &'a Plan,
+    finals: &'a BTreeMap<String, Value>,
+    by_key: &'a HashMap<(usize, usize), String>,
+    upstream: Vec<UpstreamCall>,
+    sim_by_key: BTreeMap<String, u64>,
+    killed_at: Duration,
+    restarted_at: Duration,
+    victim: usize,
+    logs: Vec<String>,
+    /// Found here, handed to the record at the end (the record's lock is
+    /// held while checking).
+    found: Mutex<Vec<String>>,
+}
+
+impl Check<'_> {
+    fn fail(&self, invariant: &str, message: String) {
+        self.found.lock().unwrap().push(format!("[{}] {invariant}: {message}", self.shared.tag));
+    }
+
+    fn all(&self) {
+        self.one_job_per_key();
+        self.no_resent_attempt();
+        for (id, job) in self.finals {
+            self.job_final_state(id, job);
+        }
+        self.history_moves_forward();
+        self.no_server_trouble();
+        let found = std::mem::take(&mut *self.found.lock().unwrap());
+        self.shared.record.lock().unwrap().violations.extend(found);
+    }
+
+    /// I1.
+    fn one_job_per_key(&self) {
+        let record = self.shared.record.lock().unwrap();
+        let mut posts: HashMap<(usize, usize), Vec<&Post>> = HashMap::new();
+        for post in &record.posts {
+            posts.entry((post.owner, post.key)).or_default().push(post);
+        }
+        for ((owner, key), posts) in &posts {
+            let who = format!("{}/{}", OWNERS[*owner].1, Plan::key_name(*key));
+            let Some(id) = self.by_key.get(&(*owner, *key)) else {
+                if posts.iter().any(|p| matches!(p.status, 200 | 201 | 409)) {
+                    self.fail("I1", format!("{who}: answered with a job, but no job has this key"));
+                }
+                continue;
+            };
+            let Some(job) = self.finals.get(id) else { continue };
+            let bound = str_of(&job["request"]["input"]["messages"][0]["content"]);
+            let bound_variant = (0..2).find(|v| Plan::content(*key, *v) == bound);
+            if job["owner"] != OWNERS[*owner].1 || job["idempotency_key"] != Plan::key_name(*key).as_str() {
+                self.fail("I1", format!("{who}: job {id} is {}/{}", job["owner"], job["idempotency_key"]));
+            }
+            if job["request"]["route"] != Plan::route_name(self.plan.key_route[*key]).as_str() {
+                self.fail("I1", format!("{who}: job {id} stored request {}", job["request"]));
+            }
+            let created = posts.iter().filter(|p| p.status == 201).count();
+            if created > 1 {
+                self.fail("I1", format!("{who}: {created} responses were 201 Created"));
+            }
+            for post in posts {
+                let same_body = Some(post.variant) == bound_variant;
+                let fine = match post.status {
+                    200 | 201 => same_body && post.job_id.as_deref() == Some(id.as_str()),
+                    409 => {
+                        !same_body
+                            && post.problem.as_deref() == Some("idempotency-key-reused")
+                            && post.job_id.as_deref() == Some(id.as_str())
+                    }
+                    _ => false,
+                };
+                if !fine {
+                    self.fail(
+                        "I1",
+                        format!(
+                            "{who}: body variant {} (the job is bound to {bound:?}, job {id}) answered {} at {:?}: {}",
+                            post.variant, post.status, post.received, post.body
+                        ),
+                    );
+                }
+                if matches!(post.status, 200 | 201) && post.body["owner"] != OWNERS[*owner].1 {
+                    self.fail("I1", format!("{who}: a response showed owner {}", post.body["owner"]));
+                }
+            }
+            // Once a create was answered, the key finds the job.
+            let first_answer =
+                posts.iter().filter(|p| matches!(p.status, 200 | 201)).map(|p| p.received).min();
+            for lookup in record.lookups.iter().filter(|l| (l.owner, l.key) == (*owner, *key)) {
+                let late_miss = lookup.found.is_none() && first_answer.is_some_and(|at| lookup.sent > at);
+                if late_miss || lookup.found.as_ref().is_some_and(|found| found != id) {
+                    self.fail(
+                        "I1",
+                        format!("{who}: GET by key sent at {:?} found {:?}", lookup.sent, lookup.found),
+                    );
+                }
+            }
+        }
+        for key in 0..KEYS {
+            if let (Some(a), Some(b)) = (self.by_key.get(&(0, key)), self.by_key.get(&(1, key)))
+                && a == b
+            {
+                self.fail("I1", format!("alice and bob share job {a} for key {}", Plan::key_name(key)));
+            }
+        }
+    }
+
+    /// I2.
+    fn no_resent_attempt(&self) {
+        let mut seen: HashMap<(&str, &str), Vec<&UpstreamCall>> = HashMap::new();
+        let mut per_job: HashMap<&str, u64> = HashMap::new();
+        for call in &self.upstream {
+            seen.entry((&call.job_id, &call.attempt)).or_default().push(call);
+            *per_job.entry(&call.job_id).or_default() += 1;
+        }
+        for ((job_id, number), calls) in &seen {
+            if calls.len() > 1 {
+                self.fail("I2", format!("job {job_id} attempt {number} was sent {} times", calls.len()));
+            }
+            let attempt = self.finals.get(*job_id).and_then(|job| {
+                job["attempts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["number"].as_u64().is_some_and(|n| number.parse() == Ok(n)))
+                    .cloned()
+            });
+            let Some(attempt) = attempt else {
+                self.fail(
+                    "I2",
+                    format!("the provider saw job {job_id} attempt {number:?}, which no job records"),
+                );
+                continue;
+            };
+            let expected_path = match chaos(&str_of(&attempt["provider"])).map(|c| c.dialect) {
+                Some("openai") => "/v1/chat/completions",
+                _ => "/v1/messages",
+            };
+            if calls.iter().any(|call| call.path != expected_path) {
+                self.fail(
+                    "I2",
+                    format!(
+                        "job {job_id} attempt {number} is on {} but went to {}",
+                        attempt["provider"], calls[0].path
+                    ),
+                );
+            }
+        }
+        for (id, job) in self.finals {
+            for attempt in job["attempts"].as_array().unwrap() {
+                let state = str_of(&attempt["state"]);
+                let number = attempt["number"].to_string();
+                let sent = seen.get(&(id.as_str(), number.as_str())).map_or(0, Vec::len);
+                // An answer or a proven failure came from the provider.
+                if matches!(state.as_str(), "succeeded" | "superseded" | "failed") && sent == 0 {
+                    self.fail(
+                        "I2",
+                        format!(
+                            "job {id} attempt {number} is {state} but never reached the provider: {attempt}"
+                        ),
+                    );
+                }
+            }
+            let proxied = per_job.get(id.as_str()).copied().unwrap_or(0);
+            let counted = self.sim_by_key.get(id).copied().unwrap_or(0);
+            if proxied != counted {
+                self.fail("I2", format!("job {id}: the proxy saw {proxied} calls, the simulator {counted}"));
+            }
+        }
+    }
+
+    /// I3, I3b, I3c, I4, I7, I8 on one job's final state.
+    fn job_final_state(&self, id: &str, job: &Value) {
+        let status = str_of(&job["status"]);
+        let mut attempts: Vec<&Value> = job["attempts"].as_array().unwrap().iter().collect();
+        attempts.sort_by_key(|a| a["number"].as_i64());
+        let show = |a: &Value| {
+            format!(
+                "#{} {} {} ({})",
+                a["number"],
+                str_of(&a["provider"]),
+                str_of(&a["state"]),
+                str_of(&a["detail"])
+            )
+        };
+        let history: Vec<String> = attempts.iter().map(|a| show(a)).collect();
+        let about = format!("job {id} ({} {}, attempts [{}])", job["route"], status, history.join("; "));
+
+        // I4.
+        if !matches!(status.as_str(), "succeeded" | "failed" | "cancelled") {
+            self.fail("I4", format!("{about} did not settle within {DRAIN:?} of the last op"));
+        }
+        for attempt in &attempts {
+            if matches!(attempt["state"].as_str(), Some("starting" | "unknown")) {
+                self.fail("I4", format!("{about}: attempt {} stayed open", show(attempt)));
+            }
+        }
+        for (i, attempt) in attempts.iter().enumerate() {
+            if attempt["number"].as_i64() != Some(i as i64 + 1) {
+                self.fail("I4", format!("{about}: attempt numbers are not 1..n"));
+                break;
+            }
+        }
+
+        // I3.
+        let winners: Vec<&&Value> = attempts.iter().filter(|a| a["state"] == "succeeded").collect();
+        if status == "succeeded" {
+            match winners.as_slice() {
+                [winner] => {
+                    let content = str_of(&job["request"]["input"]["messages"][0]["content"]);
+                    let result = &job["result"];
+                    if job["completed_by"] != winner["id"] {
+                        self.fail(
+                            "I3",
+                            format!("{about}: completed_by {} is not the winner", job["completed_by"]),
+                        );
+                    }
+                    if result["provider"] != winner["provider"]
+                        || result["text"] != format!("echo: {content}").as_str()
+                    {
+                        self.fail(
+                            "I3",
+                            format!("{about}: result {result} is not {}'s answer", winner["provider"]),
+                        );
+                    }
+                    if job["version"].as_i64() != winner["job_version"].as_i64().map(|v| v + 1) {
+                        self.fail(
+                            "I3",
+                            format!(
+                                "{about}: version {} after a winner that read {}",
+                                job["version"], winner["job_version"]
+                            ),
+                        );
+                    }
+                }
+                _ => self.fail("I3", format!("{about}: {} succeeded attempts", winners.len())),
+            }
+        } else if !winners.is_empty() || !job["completed_by"].is_null() || !job["result"].is_null() {
+            self.fail(
+                "I3",
+                format!("{about}: a winner or result on a job that did not succeed: {}", job["result"]),
+            );
+        }
+
+        // I3b: `superseded` means another attempt's answer won.
+        for attempt in &attempts {
+            if attempt["state"] == "superseded" {
+                let lost_to_another = status == "succeeded" && job["completed_by"] != attempt["id"];
+                if !lost_to_another && status != "cancelled" {
+                    self.fail(
+                        "I3b",
+                        format!("{about}: attempt {} answered and its answer was thrown away", show(attempt)),
+                    );
+                }
+            }
+        }
+
+        // I3c.
+        for attempt in &attempts {
+            let state = str_of(&attempt["state"]);
+            let Some(chaos) = chaos(&str_of(&attempt["provider"])) else {
+                self.fail("I3c", format!("{about}: unknown provider {}", attempt["provider"]));
+                continue;
+            };
+            let allowed: &[&str] = match chaos.kind {
+                Kind::Answers => &["succeeded", "superseded", "abandoned"],
+                Kind::Errors => &["failed", "abandoned"],
+                Kind::Silent => &["abandoned"],
+            };
+            if !allowed.contains(&state.as_str()) && !matches!(state.as_str(), "starting" | "unknown") {
+                self.fail(
+                    "I3c",
+                    format!(
+                        "{about}: attempt {} on `{}` ({:?}) cannot be {state}",
+                        show(attempt),
+                        chaos.script,
+                        chaos.kind
+                    ),
+                );
+            }
+        }
+
+        // I7.
+        let route = str_of(&job["route"]);
+        let chain = route
+            .strip_prefix('r')
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| self.plan.routes.get(i));
+        let Some(chain) = chain else {
+            self.fail("I7", format!("{about}: route {route} is not one of the test's"));
+            return;
+        };
+        let positions: Vec<Option<usize>> =
+            attempts.iter().map(|a| chain.iter().position(|p| a["provider"] == *p)).collect();
+        let mut run = 0;
+        for (i, position) in positions.iter().enumerate() {
+            let Some(position) = position else {
+                self.fail("I7", format!("{about}: attempt {} is not on the chain {chain:?}", i + 1));
+                continue;
+            };
+            let previous = if i == 0 { None } else { positions[i - 1] };
+            run = if previous == Some(*position) { run + 1 } else { 0 };
+            let in_order =
+                previous.is_none_or(|p| p < *position || (p == *position && chain[p] == "status-429"));
+            if !in_order || run > RETRIES {
+                self.fail("I7", format!("{about}: attempts out of the chain's order {chain:?}"));
+                break;
+            }
+        }
+        if status == "failed" && positions.last().copied().flatten() != Some(chain.len() - 1) {
+            self.fail("I7", format!("{about}: failed before its chain {chain:?} was exhausted"));
+        }
+        if status == "failed" && job["error"].is_null() {
+            self.fail("I7", format!("{about}: failed without an error"));
+        }
+
+        // I8.
+        let record = self.shared.record.lock().unwrap();
+        if record.cancelled.contains(id) && status != "cancelled" {
+            self.fail("I8", format!("{about}: its cancel answered 200"));
+        }
+        if status == "cancelled" && !record.cancel_tried.contains(id) {
+            self.fail("I8", format!("{about}: cancelled, but nobody asked"));
+        }
+    }
+
+    /// I6: no observation of a job shows it younger than an observation
+    /// that had been received before it was sent.
+    fn history_moves_forward(&self) {
+        let record = self.shared.record.lock().unwrap();
+        let mut per_job: HashMap<String, Vec<&Snapshot>> = HashMap::new();
+        for snapshot in &record.snapshots {
+            per_job.entry(str_of(&snapshot.job["id"])).or_default().push(snapshot);
+        }
+        for (id, snapshots) in per_job {
+            let mut reported = false;
+            for before in &snapshots {
+                for after in snapshots.iter().filter(|s| s.sent > before.received) {
+                    if let Err(why) = moves_forward(&before.job, &after.job) {
+                        self.fail(
+                            "I6",
+                            format!(
+                                "job {id}: seen at {:?} then at {:?}: {why}\n    before: {}\n    after:  {}",
+                                before.received, after.sent, before.job, after.job
+                            ),
+                        );
+                        reported = true;
+                        break;
+                    }
+                }
+                if reported {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// I5.
+    fn no_server_trouble(&self) {
+        let record = self.shared.record.lock().unwrap();
+        let outage = self.killed_at..self.restarted_at + OUTAGE_GRACE;
+        for error in &record.server_errors {
+            if error.status != 503 || !outage.contains(&error.at) {
+                self.fail(
+                    "I5",
+                    format!(
+                        "gateway {} answered {} at {:?} (kill at {:?}, back at {:?}): {}",
+                        error.gateway, error.status, error.at, self.killed_at, self.restarted_at, error.body
+                    ),
+                );
+            }
+        }
+        for error in &record.transport_errors {
+            let from_the_killed =
+                error.gateway == self.victim && error.generation == 0 && error.at >= self.killed_at;
+            if !from_the_killed {
+                self.fail(
+                    "I5",
+                    format!(
+                        "request to gateway {} (generation {}) broke off at {:?} (kill at {:?}): {}",
+                        error.gateway, error.generation, error.at, self.killed_at, error.error
+                    ),
+                );
+            }
+        }
+        for (i, log) in self.logs.iter().enumerate() {
+            if let Some(at) = log.find("panicked") {
+                let line_start = log[..at].rfind('\n').map_or(0, |n| n + 1);
+                let excerpt: String = log[line_start..].chars().take(600).collect();
+                self.fail("I5", format!("gateway process {i} panicked: {excerpt}"));
+            }
+        }
+    }
+}
+
+/// Whether `after` can follow `before` along the documented state machines.
+fn moves_forward(before: &Value, after: &Value) -> Result<(), String> {
+    let (from, to) = (str_of(&before["status"]), str_of(&after["status"]));
+    if !reachable(JOB_EDGES, &from, &to) {
+        return Err(format!("status {from} → {to}"));
+    }
+    if after["version"].as_i64() < before["version"].as_i64() {
+        return Err(format!("version {} → {}", before["version"], after["version"]));
+    }
+    if from == "succeeded"
+        && (after["completed_by"] != before["completed_by"] || after["result"] != before["result"])
+    {
+        return Err("the result changed after success".into());
+    }
+    let later = after["attempts"].as_array().unwrap();
+    for attempt in before["attempts"].as_array().unwrap() {
+        let Some(now) = later.iter().find(|a| a["number"] == attempt["number"]) else {
+            return Err(format!("attempt {} disappeared", attempt["number"]));
+        };
+        let (from, to) = (str_of(&attempt["state"]), str_of(&now["state"]));
+        if now["id"] != attempt["id"]
+            || now["provider"] != attempt["provider"]
+            || !reachable(ATTEMPT_EDGES, &from, &to)
+        {
+            return Err(format!(
+                "attempt {} {from} → {to} ({} → {})",
+                attempt["number"], attempt["provider"], now["provider"]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// README, "Jobs and attempts".
+const JOB_EDGES: &[(&str, &str)] = &[
+    ("pending", "running"),
+    ("pending", "failed"),
+    ("pending", "cancelled"),
+    ("running", "succeeded"),
+    ("running", "failed"),
+    ("running", "unknown"),
+    ("running", "cancelled"),
+    ("unknown", "running"),
+    ("unknown", "succeeded"),
+    ("unknown", "failed"),
+    ("unknown", "cancelled"),
+    ("failed", "running"),
+];
+
+const ATTEMPT_EDGES: &[(&str, &str)] = &[
+    ("starting", "succeeded"),
+    ("starting", "failed"),
+    ("starting", "unknown"),
+    ("starting", "superseded"),
+    ("unknown", "succeeded"),
+    ("unknown", "failed"),
+    ("unknown", "abandoned"),
+    ("unknown", "superseded"),
+    ("abandoned", "succeeded"),
+    ("abandoned", "superseded"),
+];
+
+fn reachable(edges: &[(&str, &str)], from: &str, to: &str) -> bool {
+    let mut seen = vec![from.to_owned()];
+    let mut i = 0;
+    while i < seen.len() {
+        if seen[i] == to {
+            return true;
+        }
+        for (a, b) in edges {
+            if *a == seen[i] && !seen.iter().any(|s| s == b) {
+                seen.push((*b).to_owned());
+            }
+        }
+        i += 1;
+    }
+    false
+}
