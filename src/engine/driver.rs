@@ -215,6 +215,12 @@ impl Engine {
                         _ => {
                             let attempts =
                                 if is_fresh { Vec::new() } else { self.store().attempts(job_id).await? };
+                            if let Some(open) = attempts.iter().find(|a| a.state.is_open()) {
+                                // Only one driver holds the lease, but say it here too: an
+                                // attempt in flight is never counted as a failed link of the chain.
+                                tracing::debug!(%job_id, attempt = open.number, state = %open.state, "an attempt is open; not driving on");
+                                return Ok(Next::Stop);
+                            }
                             match self
                                 .choose_provider(&route, plan::remaining(&route.chain, &attempts))
                                 .await?

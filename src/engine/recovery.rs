@@ -9,7 +9,8 @@
 //! driver's attempt was in flight stays `cancelled`, and its attempt becomes
 //! `unknown` so that its late answer, `max_execution` or an operator can
 //! settle it. A job still to be driven with no open attempt simply goes on
-//! with its chain.
+//! with its chain, and so does a job left `unknown` after its attempt was
+//! settled (a process that died between the two writes).
 
 use uuid::Uuid;
 
@@ -42,6 +43,10 @@ impl Engine {
             if self.take_over(job_id, status).await? {
                 taken += 1;
             }
+        }
+        for job_id in self.store().stranded_unknown_jobs(BATCH).await? {
+            tracing::warn!(%job_id, "resuming a job left `unknown` after its attempt was settled");
+            self.resume(job_id).await?;
         }
         self.abandon_overdue().await?;
         Ok(taken)

@@ -193,6 +193,12 @@ impl Store {
         Ok(())
     }
 
+    /// Jobs `unknown` with no open attempt left (see `sql::STRANDED_UNKNOWN`).
+    pub async fn stranded_unknown_jobs(&self, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+        let ids = self.read_all(sql::STRANDED_UNKNOWN, vec![limit.into()], first::<Uuid>).await?;
+        Ok(ids.into_iter().map(|(id,)| id).collect())
+    }
+
     /// Jobs still to be driven whose driver stopped renewing its lease.
     pub async fn expired_leases(
         &self,

@@ -128,9 +128,11 @@ pub(super) const COMPLETE_JOB_PG: &str = concat!(
      FROM settled LEFT JOIN won ON true"
 );
 
-/// R10: take the lease if it is free, expired, or already ours.
+/// R10: take the lease if it is free or expired. Not re-entrant: a lease
+/// this instance holds belongs to one of its drives, and a second task of
+/// the same instance (a resume, the sweep) must not drive the job beside it.
 pub(super) const CLAIM_LEASE: &str = "UPDATE jobs SET lease_owner = $2, lease_expires_at = $3 \
-     WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $4)";
+     WHERE id = $1 AND (lease_owner IS NULL OR lease_expires_at < $4)";
 
 pub(super) const RENEW_LEASE: &str =
     "UPDATE jobs SET lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2";
@@ -146,6 +148,15 @@ pub(super) const EXPIRED_LEASES: &str = "SELECT id, status FROM jobs \
      WHERE lease_expires_at < $1 \
         OR (lease_expires_at IS NULL AND status IN ('pending', 'running')) \
      ORDER BY lease_expires_at LIMIT $2";
+
+/// Jobs left `unknown` with no open attempt: their attempt was settled but
+/// the move back to `running` never happened (the process died between the
+/// two writes, or an operator settled the attempt before its job was marked
+/// `unknown`). The sweep resumes them.
+pub(super) const STRANDED_UNKNOWN: &str = "SELECT id FROM jobs WHERE status = 'unknown' \
+     AND NOT EXISTS (SELECT 1 FROM attempts WHERE attempts.job_id = jobs.id \
+                     AND attempts.state IN ('starting', 'unknown')) \
+     LIMIT $1";
 
 pub(super) const LIST_JOBS: &str = concat!(
     "SELECT ",
