@@ -38,7 +38,7 @@ pub struct StartAttempt {
     responses(
         (status = 202, description = "The attempt is started; the job as it is now",
             body = super::view::JobView),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 401, response = super::problem::Unauthorized),
         (status = 404, description = "`not-found`: no such job, or not the caller's",
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`attempt-in-flight`, `outcome-unknown`, `job-completed`, \
@@ -48,8 +48,8 @@ pub struct StartAttempt {
         )),
         (status = 422, description = "`provider-not-in-chain`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn start(
@@ -146,7 +146,7 @@ pub fn engine_problem(err: crate::engine::EngineError, stage: StoreStage) -> Pro
 #[serde(deny_unknown_fields)]
 pub struct Resolve {
     #[serde(rename = "as")]
-    #[schema(value_type = super::openapi::ResolveAs)]
+    #[schema(value_type = ResolveAs)]
     resolution: String,
     /// Why; recorded on the attempt. Must not be blank.
     #[schema(min_length = 1)]
@@ -193,8 +193,8 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
     request_body(content = Resolve),
     responses(
         (status = 200, description = "The settled attempt", body = AttemptView),
-        (status = 401, response = super::openapi::Unauthorized),
-        (status = 403, response = super::openapi::Forbidden),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 403, response = super::problem::Forbidden),
         (status = 404, description = "`not-found`: no such job or attempt",
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`attempt-not-unknown`",
@@ -203,8 +203,8 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
         )),
         (status = 422, description = "`invalid-body`: not `abandoned`/`failed`, or no `reason`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn resolve(
@@ -241,13 +241,13 @@ pub async fn resolve(
     params(("name" = String, Path, description = "The provider name")),
     request_body(content = Resolve),
     responses(
-        (status = 200, description = "The attempts settled", body = super::openapi::ProviderResolved),
-        (status = 401, response = super::openapi::Unauthorized),
-        (status = 403, response = super::openapi::Forbidden),
+        (status = 200, description = "The attempts settled", body = ProviderResolved),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 403, response = super::problem::Forbidden),
         (status = 422, description = "`invalid-body`: not `abandoned`/`failed`, or no `reason`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn resolve_provider(
@@ -282,15 +282,15 @@ pub async fn resolve_provider(
     params(("id" = uuid::Uuid, Path, description = "The job id")),
     responses(
         (status = 200, description = "The cancelled job", body = super::view::JobView),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 401, response = super::problem::Unauthorized),
         (status = 404, description = "`not-found`: no such job, or not the caller's",
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`job-completed`: it already succeeded (`job_status`)",
             body = Problem, content_type = "application/problem+json", headers(
                 ("x-should-retry" = String, description = "`false`"),
         )),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn cancel(
@@ -308,4 +308,33 @@ pub async fn cancel(
     }
     let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
+}
+
+// Schema-only types for the OpenAPI document, never constructed: `resolve`
+// reads `as` as a string, and `resolve_provider` answers with a `json!` value.
+
+/// How an operator settles an `unknown` attempt.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum ResolveAs {
+    /// Given up on: a late answer is still honoured.
+    Abandoned,
+    /// Known not to have done the work.
+    Failed,
+}
+
+/// `POST /v1/providers/{name}/resolve`: what was settled.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ProviderResolved {
+    provider: String,
+    resolved: Vec<ResolvedAttempt>,
+}
+
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ResolvedAttempt {
+    job_id: uuid::Uuid,
+    attempt: AttemptView<'static>,
 }

@@ -14,7 +14,7 @@ use super::{AppState, Problem};
     operation_id = "healthz",
     summary = "Liveness: the process is up",
     description = "Needs no API key.",
-    responses((status = 200, description = "Up", body = super::openapi::Health))
+    responses((status = 200, description = "Up", body = Health))
 )]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
@@ -31,12 +31,33 @@ pub async fn healthz() -> Json<Value> {
     description = "Needs no API key. On SQLite both reads and the writer thread must answer (within \
         `[store] acquire_timeout`).",
     responses(
-        (status = 200, description = "Ready", body = super::openapi::Ready),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 200, description = "Ready", body = Ready),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
     state.store.ping().await?;
     Ok(Json(json!({"status": "ready", "store": state.store.backend()})))
+}
+
+// Schema-only types for the OpenAPI document, never constructed: the answers
+// above are built as `json!` values of these shapes.
+
+/// `GET /healthz`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct Health {
+    /// `ok`
+    status: String,
+}
+
+/// `GET /readyz`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct Ready {
+    /// `ready`
+    status: String,
+    /// `sqlite` or `postgres`
+    store: String,
 }

@@ -53,7 +53,7 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
         )),
         (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 401, response = super::problem::Unauthorized),
         (status = 409, description = "`idempotency-key-reused`: the key names another body (`job_id`)",
             body = Problem, content_type = "application/problem+json", headers(
                 ("x-should-retry" = String, description = "`false`"),
@@ -62,8 +62,8 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
             body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid-body`, `unknown-route`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn create(
@@ -134,11 +134,11 @@ pub struct ByKey {
         (status = 200, description = "The job", body = JobView),
         (status = 400, description = "`missing-parameter`, `idempotency-key-invalid`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 401, response = super::problem::Unauthorized),
         (status = 404, description = "`not-found`: no job of the caller's has this key",
             body = Problem, content_type = "application/problem+json"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn find_by_key(
@@ -184,11 +184,11 @@ pub async fn find_by_key(
         (status = 200, description = "The job", body = JobView, headers(
             ("Preference-Applied" = String, description = "`wait=N` when `Prefer: wait` was honoured"),
         )),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 401, response = super::problem::Unauthorized),
         (status = 404, description = "`not-found`: no such job, or not the caller's",
             body = Problem, content_type = "application/problem+json"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn get(

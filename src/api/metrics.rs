@@ -18,8 +18,8 @@ use crate::telemetry;
     responses(
         (status = 200, description = "Prometheus text format", body = String,
             content_type = "text/plain; version=0.0.4; charset=utf-8"),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> {

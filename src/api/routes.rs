@@ -17,10 +17,10 @@ use super::{AppState, Caller, Problem};
         route, and why.",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The routes", body = super::openapi::RouteList),
-        (status = 401, response = super::openapi::Unauthorized),
-        (status = 500, response = super::openapi::Internal),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 200, description = "The routes", body = RouteList),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 500, response = super::problem::Internal),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, Problem> {
@@ -56,4 +56,48 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
         })
         .collect();
     Ok(Json(json!({"routes": routes})))
+}
+
+// Schema-only types for the OpenAPI document, never constructed: the answers
+// above are built as `json!` values of these shapes.
+
+/// `GET /v1/routes`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct RouteList {
+    routes: Vec<RouteInfo>,
+}
+
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct RouteInfo {
+    name: String,
+    /// Providers in the order they are tried.
+    chain: Vec<ChainEntry>,
+    /// e.g. `10s`
+    attempt_timeout: String,
+    retries: u32,
+    /// e.g. `7days`
+    contract_max_age: String,
+}
+
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ChainEntry {
+    provider: String,
+    role: ChainRole,
+    /// Whether the contract gate applies to this provider on this route.
+    contract_required: bool,
+    /// Whether the gate lets it serve the route now.
+    eligible: bool,
+    /// Why it is (not) eligible.
+    reason: String,
+}
+
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum ChainRole {
+    Primary,
+    Fallback,
 }

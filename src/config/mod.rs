@@ -298,15 +298,23 @@ pub struct ProviderConfig {
     pub max_temperature: Option<f64>,
 }
 
+/// Why a provider's settings cannot be built when it is about to be used
+/// (validation cannot see the environment the gateway will run in). Its
+/// own type so that config depends on nothing above it; the engine and the
+/// contract runner wrap it.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderSettingsError {
+    #[error("provider `{provider}`: environment variable `{var}` (api_key_env) is not set")]
+    ApiKeyMissing { provider: String, var: String },
+}
+
 /// `tokenizer = "remote"`: the provider's own tokenize/detokenize endpoints.
 pub const REMOTE_TOKENIZER: &str = "remote";
 
 impl ProviderConfig {
     /// The provider crate's view of this provider, with its API key read
     /// from the environment now (it is never stored anywhere else).
-    pub fn to_provider_config(
-        &self,
-    ) -> Result<intentgate_providers::ProviderConfig, crate::engine::EngineError> {
+    pub fn to_provider_config(&self) -> Result<intentgate_providers::ProviderConfig, ProviderSettingsError> {
         let dialect = match self.dialect {
             DialectConfig::Openai => intentgate_providers::Dialect::OpenAi,
             DialectConfig::Anthropic => intentgate_providers::Dialect::Anthropic,
@@ -320,9 +328,9 @@ impl ProviderConfig {
             stream_idle: self.stream_idle_timeout.into(),
         };
         if let Some(var) = &self.api_key_env {
-            let key = std::env::var(var).map_err(|_| crate::engine::EngineError::Provider {
-                name: self.name.clone(),
-                message: format!("environment variable `{var}` (api_key_env) is not set"),
+            let key = std::env::var(var).map_err(|_| ProviderSettingsError::ApiKeyMissing {
+                provider: self.name.clone(),
+                var: var.clone(),
             })?;
             config.api_key = Some(intentgate_providers::Secret::new(key));
         }

@@ -58,6 +58,8 @@ pub enum EngineError {
     #[error("contract suites: {0}")]
     Contracts(String),
     #[error(transparent)]
+    ProviderSettings(#[from] crate::config::ProviderSettingsError),
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 

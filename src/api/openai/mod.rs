@@ -11,6 +11,7 @@
 //! (streams attach live); the wait is bounded by `[openai] wait`.
 
 mod render;
+mod schema;
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -32,6 +33,7 @@ use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobStatus};
 use crate::store::StoreError;
 use render::Completion;
+pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
 
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
 
@@ -44,8 +46,8 @@ pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
     summary = "The routes, as OpenAI lists models",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "One model per route", body = super::openapi::ModelList),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 200, description = "One model per route", body = schema::ModelList),
+        (status = 401, response = super::problem::Unauthorized),
     )
 )]
 pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
@@ -79,11 +81,11 @@ pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Valu
                 quoted form `\"abc\"` is accepted. Optional only with `[openai] mint_idempotency_keys \
                 = true`, which gives each request without it a fresh key (and no deduplication)."),
     ),
-    request_body(content = super::openapi::ChatCompletionRequest),
+    request_body(content = schema::ChatCompletionRequest),
     responses(
         (status = 200, description = "The completion (or its stream)",
             content(
-                (super::openapi::ChatCompletion = "application/json"),
+                (schema::ChatCompletion = "application/json"),
                 (String = "text/event-stream"),
             ),
             headers(
@@ -94,7 +96,7 @@ pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Valu
             )),
         (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 401, response = super::openapi::Unauthorized),
+        (status = 401, response = super::problem::Unauthorized),
         (status = 409, description = "`idempotency-key-reused`, `outcome-unknown` (do not retry under a new \
             key), `job-completed` (cancelled), `job-in-progress` (retry after `Retry-After`); with `job_id`",
             body = Problem, content_type = "application/problem+json", headers(
@@ -111,7 +113,7 @@ pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Valu
             body = Problem, content_type = "application/problem+json", headers(
                 ("x-should-retry" = String, description = "`false`"),
         )),
-        (status = 503, response = super::openapi::StoreUnavailable),
+        (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
 pub async fn chat_completions(

@@ -8,6 +8,7 @@
 //! how far the request had got ([`StoreStage`]).
 
 mod kind;
+mod schema;
 mod store;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -15,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
 pub use kind::ProblemType;
+pub use schema::{Forbidden, Internal, StoreUnavailable, Unauthorized};
 pub use store::StoreStage;
 
 pub const PROBLEM_TYPE_BASE: &str = "https://intentgate.dev/problems/";
