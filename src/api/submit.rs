@@ -30,7 +30,9 @@ pub async fn submit(
     match submission {
         Ok(Submission::Accepted(submitted)) => Ok(*submitted),
         Ok(Submission::Conflict { job_id }) => Err(reused(job_id)),
-        Err(SubmitError::BeforeCommit(err)) => Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit)),
+        Err(SubmitError::BeforeCommit(err)) => {
+            Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit))
+        }
         Err(SubmitError::AfterCommit { job_id, source }) => Err(after_commit(source, job_id)),
     }
 }
