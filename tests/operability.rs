@@ -6,9 +6,12 @@ mod common;
 
 use common::{ALICE, TestGateway, TestStore, chat_body, set_provider, set_route, wait_for_attempt};
 use intentgate::jobs::AttemptState;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-store_matrix!(cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once);
+store_matrix!(
+    cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once,
+    shutdown_lets_a_drive_settle_and_does_not_wait_for_listeners,
+);
 
 const BIN: &str = env!("CARGO_BIN_EXE_intentgate");
 
@@ -121,4 +124,45 @@ async fn logs_carry_job_spans_and_no_secrets() {
         "a log line carries the job id and the attempt"
     );
     let _ = std::fs::remove_file(path);
+}
+
+/// A graceful shutdown (what SIGTERM does): the server stops, a drive in
+/// flight is let settle — its answer is recorded, not dropped — and a late
+/// listener waiting on a hung provider does not hold the process up.
+async fn shutdown_lets_a_drive_settle_and_does_not_wait_for_listeners(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hold=in-flight");
+        set_provider(doc, "sim-fallback", "model", "sim:hang");
+        set_route(doc, "extract", "attempt_timeout", "100ms");
+        set_route(doc, "extract", "chain", toml::Value::Array(vec!["sim-fallback".into()]));
+    })
+    .await;
+    let mut events = gw.events();
+    let hung: Value = gw
+        .create(
+            ALICE,
+            "hung",
+            &json!({"route": "extract", "input": {"messages": [{"role": "user", "content": "x"}]}}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let hung = hung["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &hung, 1, AttemptState::Unknown).await;
+    let held: Value = gw.create(ALICE, "held", &chat_body("x")).await.json().await.unwrap();
+    let held: uuid::Uuid = held["id"].as_str().unwrap().parse().unwrap();
+    gw.sim().wait_for_calls(2).await;
+
+    let common::TestGateway { gateway, sim, .. } = gw;
+    let (store_handle, sim) = (gateway.store.clone(), sim.unwrap());
+    let mut stopping = tokio::spawn(gateway.shutdown());
+    let early = tokio::time::timeout(std::time::Duration::from_millis(300), &mut stopping).await;
+    assert!(early.is_err(), "shutdown must wait for the drive whose provider has not answered yet");
+    sim.release("in-flight");
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(5), stopping).await;
+    assert!(stopped.is_ok(), "the drive settled and the listener was stopped: shutdown is done");
+    let job = store_handle.job(held).await.unwrap().unwrap();
+    assert_eq!(job.status, intentgate::jobs::JobStatus::Succeeded, "the answer in flight was recorded");
+    assert_eq!(sim.calls().total, 2, "nothing was sent twice");
 }

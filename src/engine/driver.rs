@@ -29,7 +29,7 @@ pub(super) enum First {
 }
 
 /// What [`Engine::create`] did.
-pub enum Creation {
+pub(super) enum Creation {
     /// A new job, committed (with its attempt 1 when the gate allowed one):
     /// hand it to [`Engine::spawn_drive_new`].
     New(Job, Kickoff),
@@ -39,7 +39,7 @@ pub enum Creation {
 
 /// How a job created by [`Engine::create`] starts: its attempt 1, inserted
 /// with it, and the providers the gate refused before that one.
-pub struct Kickoff {
+pub(super) struct Kickoff {
     attempt: Option<Box<Attempt>>,
     refused: Vec<String>,
 }
@@ -87,7 +87,7 @@ impl Engine {
     /// exists and, when the gate lets a provider of the chain serve it,
     /// attempt 1 on that provider in the same transaction. A job created
     /// here is leased to this instance; [`Engine::spawn_drive_new`] drives it.
-    pub async fn create(&self, new: &NewJob) -> Result<Creation, EngineError> {
+    pub(super) async fn create(&self, new: &NewJob) -> Result<Creation, EngineError> {
         let pick = match self.route(&new.route) {
             Some(route) => Some((route, self.pick_provider(route, 0..route.chain.len()).await?)),
             None => None,

@@ -38,7 +38,8 @@ use uuid::Uuid;
 
 pub use clock::Clock;
 pub use decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
-pub use driver::{Completed, Creation, Kickoff};
+pub use driver::Completed;
+use driver::Kickoff;
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
@@ -89,7 +90,7 @@ struct Inner {
 
 /// How the drive of a new job ended, for the request that created it:
 /// [`Engine::wait_drive`].
-pub struct DriveOutcome(tokio::sync::oneshot::Receiver<DriveReport>);
+pub(super) struct DriveOutcome(tokio::sync::oneshot::Receiver<DriveReport>);
 
 /// What the drive of a new job reports when it ends.
 #[derive(Debug)]
@@ -218,7 +219,7 @@ impl Engine {
     /// Drives a job this instance has just created: it was inserted already
     /// leased to this instance, so no claim is needed. The returned
     /// [`DriveOutcome`] reports how the drive ended.
-    pub fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) -> DriveOutcome {
+    fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) -> DriveOutcome {
         let engine = self.clone();
         let job_id = job.id;
         let (report, outcome) = tokio::sync::oneshot::channel();
@@ -242,7 +243,7 @@ impl Engine {
     /// that created it: from its own drive when that completed it (no
     /// read), else as [`Engine::wait_settled`] finds it. With the drive's
     /// report when the drive ended within `timeout`.
-    pub async fn wait_drive(
+    async fn wait_drive(
         &self,
         job: Job,
         drive: DriveOutcome,
