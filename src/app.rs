@@ -49,8 +49,8 @@ impl RunningGateway {
     }
 
     /// Stops accepting, lets in-flight requests finish, gives in-flight
-    /// drives a grace period to settle (stopping late-answer listeners at
-    /// once: the recovery sweep settles what they would have), and waits.
+    /// drives a grace period to settle (late-answer listeners are not waited
+    /// for: the recovery sweep settles what they would have), and waits.
     pub async fn shutdown(self) -> std::io::Result<()> {
         let _ = self.shutdown.send(true);
         self.task.await.unwrap_or_else(|join| Err(std::io::Error::other(join)))

@@ -5,9 +5,9 @@
 //! Two kinds of work:
 //! - **drives** (a job being taken through its chain, an answer being
 //!   recorded): on shutdown they get a grace period to settle;
-//! - **watches** (late-answer listeners, lease renewers, the sweep, the
-//!   provider calls they await): they may wait for minutes, so shutdown stops
-//!   them at once. What they would have settled is the recovery sweep's to
+//! - **watches** (late-answer listeners, lease renewers, the sweep, provider
+//!   calls): they may wait for minutes, so shutdown does not wait for them;
+//!   it stops them once the drives are done. What they would have settled is the recovery sweep's to
 //!   settle, on this instance's next start or on another replica: leases
 //!   expire, `starting` attempts become `unknown`, `max_execution` abandons.
 //!
@@ -56,17 +56,18 @@ impl Tasks {
         (self.drives.len(), self.watches.len())
     }
 
-    /// Stops the watches, gives the drives `grace` to finish, then stops
-    /// them too. Returns how many drives were cut short (their jobs are left
-    /// to the recovery sweep).
+    /// Gives the drives `grace` to finish, then stops every task: the
+    /// watches are not waited for (a provider call a drive awaits is a watch
+    /// too, so they are stopped only once the drives are done). Returns how
+    /// many drives were cut short (their jobs are left to the recovery sweep).
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        self.stop_watches.cancel();
         self.drives.close();
         self.watches.close();
         let cut = match tokio::time::timeout(grace, self.drives.wait()).await {
             Ok(()) => 0,
             Err(_) => self.drives.len(),
         };
+        self.stop_watches.cancel();
         self.stop_drives.cancel();
         self.drives.wait().await;
         self.watches.wait().await;
