@@ -121,7 +121,7 @@ impl Engine {
                     Seen::Silence { call, .. } => call,
                     _ => None,
                 };
-                self.spawn_late_listener(attempt.clone(), pending);
+                self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
                 Ok(Next::Stop)
             }
             Step::KeepWaiting => Ok(Next::Wait),

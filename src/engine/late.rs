@@ -18,11 +18,14 @@ use super::driver::Next;
 use crate::jobs::Attempt;
 
 impl Engine {
-    pub(super) fn spawn_late_listener(&self, attempt: Attempt, pending: Option<Pending>) {
+    /// Listens for `attempt`'s late answer; `route` is its job's route
+    /// (passed in, so that listening needs no read of a store that may be
+    /// down right now).
+    pub(super) fn spawn_late_listener(&self, attempt: Attempt, route: String, pending: Option<Pending>) {
         let engine = self.clone();
         self.tasks().spawn_watch(async move {
             let job_id = attempt.job_id;
-            if let Err(err) = engine.listen_late(attempt, pending).await {
+            if let Err(err) = engine.listen_late(attempt, &route, pending).await {
                 tracing::error!(%job_id, error = %err, "cannot settle an unknown attempt; the recovery sweep will");
             }
         });
@@ -31,6 +34,7 @@ impl Engine {
     async fn listen_late(
         &self,
         attempt: Attempt,
+        route: &str,
         pending: Option<Pending>,
     ) -> Result<(), super::EngineError> {
         let max_execution: Option<Duration> =
@@ -39,7 +43,6 @@ impl Engine {
             let left = self.clock().until(attempt.started_at_ms + super::clock::millis(max));
             tokio::time::Instant::now() + left
         });
-        let Some(route) = self.store().job(attempt.job_id).await?.map(|job| job.route) else { return Ok(()) };
         if let Some(Pending { call, streamed }) = pending {
             let answer = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
@@ -54,7 +57,7 @@ impl Engine {
                 None => Some(Seen::Silence { reason: "max_execution passed".into(), call: None }),
             };
             if let Some(seen) = seen
-                && !matches!(self.conclude(&attempt, &route, Phase::Late, seen).await?, Next::Wait)
+                && !matches!(self.conclude(&attempt, route, Phase::Late, seen).await?, Next::Wait)
             {
                 return Ok(());
             }
@@ -63,6 +66,6 @@ impl Engine {
         let Some(deadline) = deadline else { return Ok(()) };
         tokio::time::sleep_until(deadline).await;
         let silence = Seen::Silence { reason: "max_execution passed".into(), call: None };
-        self.conclude(&attempt, &route, Phase::Late, silence).await.map(drop)
+        self.conclude(&attempt, route, Phase::Late, silence).await.map(drop)
     }
 }
