@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::outcome::Failure;
 use crate::stream::{Decoded, Step};
@@ -53,6 +53,9 @@ struct Block {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -69,23 +72,60 @@ impl From<AnthropicUsage> for Usage {
     }
 }
 
+/// OpenAI's `usage` member for token counts.
+fn openai_usage(usage: Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+    })
+}
+
+/// A `tool_use` block as an OpenAI tool call.
+fn tool_call(id: Option<&str>, name: Option<&str>, arguments: String) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
+/// The message translated into OpenAI's `chat.completion` shape: text blocks
+/// become `content`, `tool_use` blocks `tool_calls`.
 pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
     let message: MessageBody = serde_json::from_slice(body).map_err(|err| format!("not a message: {err}"))?;
     let mut text = String::new();
-    let mut any = false;
-    for block in message.content.iter().filter(|b| b.kind == "text") {
-        text.push_str(block.text.as_deref().unwrap_or_default());
-        any = true;
+    let mut any_text = false;
+    let mut calls = Vec::new();
+    for block in &message.content {
+        match block.kind.as_str() {
+            "text" => {
+                text.push_str(block.text.as_deref().unwrap_or_default());
+                any_text = true;
+            }
+            "tool_use" => {
+                let input = block.input.clone().unwrap_or_else(|| json!({}));
+                calls.push(tool_call(block.id.as_deref(), block.name.as_deref(), input.to_string()));
+            }
+            _ => {}
+        }
     }
-    if !any {
-        return Err("the message has no text block".into());
+    if !any_text && calls.is_empty() {
+        return Err("the message has neither a text nor a tool_use block".into());
     }
-    Ok(Decoded {
-        text,
-        usage: message.usage.map(Usage::from),
-        finish_reason: message.stop_reason.map(finish_reason),
-        model: message.model,
-    })
+    let finish_reason = message.stop_reason.map(finish_reason);
+    let usage = message.usage.map(Usage::from);
+    let mut reply = Map::new();
+    reply.insert("role".into(), "assistant".into());
+    reply.insert("content".into(), if any_text { Value::String(text.clone()) } else { Value::Null });
+    if !calls.is_empty() {
+        reply.insert("tool_calls".into(), Value::Array(calls));
+    }
+    let mut completion = json!({
+        "object": "chat.completion",
+        "model": message.model,
+        "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason}],
+    });
+    if let (Some(usage), Some(object)) = (usage, completion.as_object_mut()) {
+        object.insert("usage".into(), openai_usage(usage));
+    }
+    Ok(Decoded { completion, text, usage, finish_reason, model: message.model })
 }
 
 /// Maps `stop_reason` onto OpenAI's `finish_reason` vocabulary.
@@ -99,17 +139,22 @@ fn finish_reason(stop_reason: String) -> String {
 }
 
 /// Stream state: `message_start` carries the input tokens, `message_delta`
-/// the output tokens, and a chunk reports both.
+/// the output tokens, and a chunk reports both. Anthropic numbers content
+/// blocks (text and tool_use alike); OpenAI numbers tool calls only.
 #[derive(Debug, Default)]
 pub(crate) struct StreamState {
     input_tokens: u64,
+    /// `(content block index, tool call index)` of every tool_use block.
+    tool_blocks: Vec<(u64, usize)>,
 }
 
 #[derive(Deserialize)]
 struct Event {
     #[serde(rename = "type")]
     kind: String,
+    index: Option<u64>,
     message: Option<StartMessage>,
+    content_block: Option<Block>,
     delta: Option<EventDelta>,
     usage: Option<AnthropicUsage>,
     error: Option<ErrorBody>,
@@ -125,6 +170,7 @@ struct EventDelta {
     #[serde(rename = "type")]
     kind: Option<String>,
     text: Option<String>,
+    partial_json: Option<String>,
     stop_reason: Option<String>,
 }
 
@@ -132,6 +178,14 @@ struct EventDelta {
 struct ErrorBody {
     #[serde(rename = "type")]
     kind: String,
+}
+
+/// An OpenAI chunk of choice 0 with this `delta` (and `finish_reason`).
+fn openai_chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    })
 }
 
 impl StreamState {
@@ -142,8 +196,13 @@ impl StreamState {
                 return Err(Failure::bad_output(format!("stream event is not an event: {err}"), data));
             }
         };
-        let mut chunk =
-            StreamChunk { delta: String::new(), finish_reason: None, usage: None, raw: Bytes::new() };
+        let mut chunk = StreamChunk {
+            chunk: Value::Null,
+            delta: String::new(),
+            finish_reason: None,
+            usage: None,
+            raw: Bytes::new(),
+        };
         match event.kind.as_str() {
             "message_stop" => return Ok(Step::End),
             "error" => {
@@ -153,19 +212,45 @@ impl StreamState {
             }
             "message_start" => {
                 self.input_tokens = event.message.and_then(|m| m.usage).unwrap_or_default().input_tokens;
+                chunk.chunk = openai_chunk(json!({"role": "assistant", "content": ""}), None);
             }
-            "content_block_delta" => {
-                if let Some(delta) = event.delta.filter(|d| d.kind.as_deref() == Some("text_delta")) {
-                    chunk.delta = delta.text.unwrap_or_default();
+            "content_block_start" => {
+                if let Some(block) = event.content_block.filter(|b| b.kind == "tool_use") {
+                    let call = self.tool_blocks.len();
+                    self.tool_blocks.push((event.index.unwrap_or_default(), call));
+                    let mut start = tool_call(block.id.as_deref(), block.name.as_deref(), String::new());
+                    if let Some(object) = start.as_object_mut() {
+                        object.insert("index".into(), call.into());
+                    }
+                    chunk.chunk = openai_chunk(json!({"tool_calls": [start]}), None);
                 }
             }
+            "content_block_delta" => match event.delta {
+                Some(delta) if delta.kind.as_deref() == Some("text_delta") => {
+                    chunk.delta = delta.text.unwrap_or_default();
+                    chunk.chunk = openai_chunk(json!({"content": chunk.delta}), None);
+                }
+                Some(delta) if delta.kind.as_deref() == Some("input_json_delta") => {
+                    let block = event.index.unwrap_or_default();
+                    let call = self.tool_blocks.iter().find(|(b, _)| *b == block).map_or(0, |(_, call)| *call);
+                    let fragment = delta.partial_json.unwrap_or_default();
+                    let part = json!({"index": call, "function": {"arguments": fragment}});
+                    chunk.chunk = openai_chunk(json!({"tool_calls": [part]}), None);
+                }
+                _ => {}
+            },
             "message_delta" => {
                 chunk.finish_reason = event.delta.and_then(|d| d.stop_reason).map(finish_reason);
                 chunk.usage = event
                     .usage
                     .map(|u| Usage { prompt_tokens: self.input_tokens, completion_tokens: u.output_tokens });
+                let mut finish = openai_chunk(json!({}), chunk.finish_reason.as_deref());
+                if let (Some(usage), Some(object)) = (chunk.usage, finish.as_object_mut()) {
+                    object.insert("usage".into(), openai_usage(usage));
+                }
+                chunk.chunk = finish;
             }
-            _ => {} // ping, content_block_start/stop, future event types
+            _ => {} // ping, content_block_stop, future event types
         }
         chunk.raw = data;
         Ok(Step::Chunk(chunk))

@@ -25,7 +25,9 @@ mod transport;
 mod types;
 
 pub mod sim;
+mod assemble;
 
+pub use assemble::assemble;
 pub use config::{ConfigError, Dialect, ProviderConfig, Timeouts};
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
 pub use provider::{Anthropic, OpenAi, Provider};

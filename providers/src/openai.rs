@@ -8,6 +8,7 @@ use crate::outcome::Failure;
 use crate::stream::{Decoded, Step};
 use crate::types::{ChatRequest, StreamChunk, Usage};
 
+
 pub(crate) const PATH: &str = "/chat/completions";
 
 pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
@@ -27,34 +28,38 @@ pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Resu
     Ok(body)
 }
 
-#[derive(Deserialize)]
-struct Completion {
-    model: Option<String>,
-    choices: Vec<Choice>,
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    message: ChoiceMessage,
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceMessage {
-    content: Option<String>,
-}
-
+/// The provider's completion, kept whole: only what the gateway must
+/// understand is checked (there are choices, each with a message; choice 0
+/// says something or calls a tool), the rest passes through untouched.
 pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
-    let completion: Completion =
-        serde_json::from_slice(body).map_err(|err| format!("not a chat completion: {err}"))?;
-    let choice = completion.choices.into_iter().next().ok_or("no choices in the completion")?;
-    let text = choice.message.content.ok_or("choices[0].message.content is missing")?;
+    let completion: Value = serde_json::from_slice(body).map_err(|err| format!("not a chat completion: {err}"))?;
+    let choices = completion.get("choices").and_then(Value::as_array).ok_or("no `choices` in the completion")?;
+    let first = choices.first().ok_or("no choices in the completion")?;
+    for (index, choice) in choices.iter().enumerate() {
+        if !choice.get("message").is_some_and(Value::is_object) {
+            return Err(format!("choices[{index}].message is missing"));
+        }
+    }
+    let message = &first["message"];
+    let text = match message.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        None | Some(Value::Null) => String::new(),
+        Some(_) => return Err("choices[0].message.content is neither a string nor null".into()),
+    };
+    let says_something = !text.is_empty()
+        || message.get("tool_calls").and_then(Value::as_array).is_some_and(|calls| !calls.is_empty())
+        || message.get("refusal").is_some_and(Value::is_string)
+        || message.get("content").is_some_and(Value::is_string);
+    if !says_something {
+        return Err("choices[0].message has neither content nor tool_calls nor a refusal".into());
+    }
+    let usage = completion.get("usage").and_then(|usage| serde_json::from_value(usage.clone()).ok());
     Ok(Decoded {
         text,
-        usage: completion.usage,
-        finish_reason: choice.finish_reason,
-        model: completion.model,
+        usage,
+        finish_reason: first.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
+        model: completion.get("model").and_then(Value::as_str).map(str::to_owned),
+        completion,
     })
 }
 
@@ -68,6 +73,8 @@ struct ChunkBody {
 
 #[derive(Deserialize)]
 struct ChunkChoice {
+    #[serde(default)]
+    index: u32,
     #[serde(default)]
     delta: Delta,
     finish_reason: Option<String>,
@@ -98,10 +105,12 @@ pub(crate) fn decode_event(data: Bytes) -> Result<Step, Failure> {
             body: String::from_utf8_lossy(&data).into_owned(),
         });
     }
-    let first = chunk.choices.into_iter().next();
+    let first = chunk.choices.into_iter().find(|choice| choice.index == 0);
     let (delta, finish_reason) = match first {
         Some(choice) => (choice.delta.content.unwrap_or_default(), choice.finish_reason),
         None => (String::new(), None),
     };
-    Ok(Step::Chunk(StreamChunk { delta, finish_reason, usage: chunk.usage, raw: data }))
+    let whole: Value = serde_json::from_slice(&data)
+        .map_err(|err| Failure::bad_output(format!("stream event is not a chunk: {err}"), data.clone()))?;
+    Ok(Step::Chunk(StreamChunk { chunk: whole, delta, finish_reason, usage: chunk.usage, raw: data }))
 }

@@ -102,7 +102,7 @@ impl Provider {
             Provider::OpenAi(_) => openai::decode_response(&raw),
             Provider::Anthropic(_) => anthropic::decode_response(&raw),
         };
-        let Decoded { text, usage, finish_reason, model } =
+        let Decoded { completion, text, usage, finish_reason, model } =
             decoded.map_err(|reason| Failure::bad_output(reason, raw.clone()))?;
         let json = match ctx.expect_json {
             false => None,
@@ -110,7 +110,7 @@ impl Provider {
                 Failure::bad_output(format!("JSON was asked for, the answer is not JSON: {err}"), raw.clone())
             })?),
         };
-        Ok(ChatResponse { text, json, usage, finish_reason, raw, model })
+        Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model })
     }
 
     /// One streamed call. Resolves once the response headers are in: an

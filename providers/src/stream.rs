@@ -24,6 +24,8 @@ pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<StreamChunk, Failure>> +
 /// A decoded non-streamed answer, before the `expect_json` check.
 #[derive(Debug)]
 pub(crate) struct Decoded {
+    /// The answer in OpenAI's `chat.completion` shape.
+    pub(crate) completion: serde_json::Value,
     pub(crate) text: String,
     pub(crate) usage: Option<Usage>,
     pub(crate) finish_reason: Option<String>,

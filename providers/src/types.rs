@@ -37,6 +37,9 @@ impl ChatRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
+    /// `null` (or absent) where OpenAI allows it: an assistant message that
+    /// only calls tools.
+    #[serde(default)]
     pub content: Content,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -60,19 +63,23 @@ impl Message {
     }
 }
 
-/// Message content: a plain string, or OpenAI content parts passed through
-/// as they are (`{"type":"text","text":...}` is also Anthropic's text block).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Message content: a plain string, OpenAI content parts passed through as
+/// they are (`{"type":"text","text":...}` is also Anthropic's text block), or
+/// none (`null`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Content {
     Text(String),
     Parts(Vec<Value>),
+    #[default]
+    None,
 }
 
 impl Content {
     /// The text of the content; for parts, the `text` parts concatenated.
     pub fn text(&self) -> String {
         match self {
+            Content::None => String::new(),
             Content::Text(text) => text.clone(),
             Content::Parts(parts) => parts
                 .iter()
@@ -93,6 +100,14 @@ pub struct Usage {
 /// A complete, usable answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
+    /// The whole answer in OpenAI's `chat.completion` shape: the provider's
+    /// own body for the OpenAI dialect (every field kept: all `choices`,
+    /// `tool_calls`, `refusal`, `logprobs`, `usage` with its details,
+    /// `system_fingerprint`, fields we do not know), a translation into that
+    /// shape for other dialects. This is what a client gets back.
+    pub completion: Value,
+    /// The text of choice 0 (empty when it only calls tools): what contract
+    /// checks read.
     pub text: String,
     /// `text` parsed as JSON, present when the call asked for `expect_json`.
     pub json: Option<Value>,
@@ -109,7 +124,13 @@ pub struct ChatResponse {
 /// `message_stop`) is not yielded: a stream that simply ends has seen it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamChunk {
-    /// New text; empty for events that carry none (role, ping, usage).
+    /// The event in OpenAI's `chat.completion.chunk` shape (the provider's
+    /// own chunk for the OpenAI dialect, every field kept; a translation for
+    /// others), or `Value::Null` for events that mean nothing to a client
+    /// (Anthropic's `ping`, `content_block_stop`…).
+    pub chunk: Value,
+    /// New text of choice 0; empty for events that carry none (role, tool
+    /// call fragments, usage).
     pub delta: String,
     pub finish_reason: Option<String>,
     /// Totals so far when the event carries them; the last one seen wins.

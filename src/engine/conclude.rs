@@ -160,6 +160,7 @@ impl Engine {
             json: response.json.clone(),
             usage: response.usage.and_then(|usage| serde_json::to_value(usage).ok()),
             finish_reason: response.finish_reason.clone(),
+            completion: Some(response.completion.clone()),
             chunks,
         }
         .encode();

@@ -72,7 +72,7 @@ impl Engine {
 
     /// Reads the provider's stream, passing every chunk to the job's readers
     /// as it arrives, and assembles the whole answer. `raw` of the result is
-    /// the JSON list of chunks, which a replay sends again byte for byte.
+    /// the JSON list of the chunks, which a replay sends again.
     fn spawn_stream(
         &self,
         provider: Arc<Provider>,
@@ -89,15 +89,9 @@ impl Engine {
                 Err(failure) => return Streamed { outcome: Err(failure), after_first_chunk: false },
             };
             let mut first_chunk = Some(first_chunk);
-            let mut response = ChatResponse {
-                text: String::new(),
-                json: None,
-                usage: None,
-                finish_reason: None,
-                raw: Default::default(),
-                model: None,
-            };
-            let mut deltas: Vec<String> = Vec::new();
+            let mut text = String::new();
+            let (mut finish_reason, mut usage) = (None, None);
+            let mut chunks: Vec<serde_json::Value> = Vec::new();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
                     Ok(chunk) => chunk,
@@ -105,24 +99,31 @@ impl Engine {
                         return Streamed { outcome: Err(failure), after_first_chunk: first_chunk.is_none() };
                     }
                 };
+                if chunk.chunk.is_null() {
+                    continue; // nothing a client would see (a ping, a block's end)
+                }
                 if let Some(signal) = first_chunk.take() {
                     let _ = signal.send(());
                 }
-                if !chunk.delta.is_empty() {
-                    engine
-                        .streams()
-                        .publish(job_id, StreamEvent::Chunk { attempt: number, delta: chunk.delta.clone() });
-                    response.text.push_str(&chunk.delta);
-                    deltas.push(chunk.delta);
-                }
-                response.finish_reason = chunk.finish_reason.or(response.finish_reason);
-                response.usage = chunk.usage.or(response.usage);
+                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: chunk.chunk.clone() });
+                text.push_str(&chunk.delta);
+                chunks.push(chunk.chunk);
+                finish_reason = chunk.finish_reason.or(finish_reason);
+                usage = chunk.usage.or(usage);
             }
             let after_first_chunk = first_chunk.is_none();
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
-            response.raw = serde_json::to_vec(&deltas).unwrap_or_default().into();
+            let response = ChatResponse {
+                completion: intentgate_providers::assemble(&chunks),
+                text,
+                json: None,
+                usage,
+                finish_reason,
+                raw: serde_json::to_vec(&chunks).unwrap_or_default().into(),
+                model: None,
+            };
             Streamed { outcome: Ok(response), after_first_chunk }
         })
     }

@@ -17,7 +17,9 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
     /// A piece of the answer of attempt `attempt`.
-    Chunk { attempt: i32, delta: String },
+    /// One chunk in OpenAI's `chat.completion.chunk` shape, as the provider
+    /// sent it (or its dialect translated it).
+    Chunk { attempt: i32, chunk: serde_json::Value },
     /// The answer is complete and is the job's result.
     Done { attempt: i32, finish_reason: Option<String> },
     /// The stream broke after it began; no failover happens any more.

@@ -22,9 +22,15 @@ pub struct JobResult {
     #[schema(value_type = Option<Object>)]
     pub usage: Option<Value>,
     pub finish_reason: Option<String>,
-    /// A streamed answer's text deltas in the order they arrived, so that a
-    /// replay sends the same chunks again.
-    pub chunks: Option<Vec<String>>,
+    /// The whole answer in OpenAI's `chat.completion` shape (every choice,
+    /// `tool_calls`, `refusal`, `logprobs`, `usage` with its details,
+    /// `system_fingerprint`…); for a streamed answer, its chunks assembled.
+    #[schema(value_type = Option<Object>)]
+    pub completion: Option<Value>,
+    /// A streamed answer's chunks (`chat.completion.chunk` objects) in the
+    /// order they arrived, so that a replay sends the same stream again.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub chunks: Option<Vec<Value>>,
 }
 
 impl JobResult {

@@ -306,7 +306,7 @@ async fn stream_live(
                 return futures_util::future::ready(None);
             }
             let bytes = match event {
-                Ok(StreamEvent::Chunk { delta, .. }) => render::content_event(&completion, &delta),
+                Ok(StreamEvent::Chunk { chunk, .. }) => render::content_event(&completion, chunk.pointer("/choices/0/delta/content").and_then(Value::as_str).unwrap_or_default()),
                 Ok(StreamEvent::Done { finish_reason, .. }) => {
                     *ended = true;
                     render::finish_events(&completion, finish_reason.as_deref())
