@@ -17,6 +17,20 @@ pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
     vec![("x-api-key", key.to_owned())]
 }
 
+/// What an OpenAI-shaped request asks for that the messages API has no way
+/// to say (see `Provider::cannot_express`).
+pub(crate) fn cannot_express(req: &ChatRequest) -> Option<String> {
+    if req.extra.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+        return Some("`n` > 1: the messages API answers one choice".into());
+    }
+    for field in ["logprobs", "top_logprobs"] {
+        if req.extra.get(field).is_some_and(|v| !v.is_null() && *v != Value::Bool(false)) {
+            return Some(format!("`{field}`: the messages API has no log probabilities"));
+        }
+    }
+    None
+}
+
 /// Moves system (and `developer`) messages to the top-level `system` field,
 /// fills in `max_tokens`, and passes every other field through unchanged.
 pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Result<Value, serde_json::Error> {

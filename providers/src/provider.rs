@@ -164,6 +164,17 @@ impl Provider {
         Ok(chunk_stream(response, decoder, endpoint.timeouts, deadline))
     }
 
+    /// Why this provider's dialect cannot express `req` (e.g. `n > 1` or
+    /// `logprobs` on Anthropic), or `None` when it can. A request it cannot
+    /// express is never sent to it with the field dropped: the engine skips
+    /// the provider for that request and says why in the job's error.
+    pub fn cannot_express(&self, req: &ChatRequest) -> Option<String> {
+        match self {
+            Provider::OpenAi(_) => None,
+            Provider::Anthropic(_) => anthropic::cannot_express(req),
+        }
+    }
+
     /// The dialect's body for `req`, then this provider's configured
     /// temperature cap and request overrides, which win over the caller.
     fn body(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
