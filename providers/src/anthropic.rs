@@ -246,7 +246,8 @@ impl StreamState {
                 }
                 Some(delta) if delta.kind.as_deref() == Some("input_json_delta") => {
                     let block = event.index.unwrap_or_default();
-                    let call = self.tool_blocks.iter().find(|(b, _)| *b == block).map_or(0, |(_, call)| *call);
+                    let call =
+                        self.tool_blocks.iter().find(|(b, _)| *b == block).map_or(0, |(_, call)| *call);
                     let fragment = delta.partial_json.unwrap_or_default();
                     let part = json!({"index": call, "function": {"arguments": fragment}});
                     chunk.chunk = openai_chunk(json!({"tool_calls": [part]}), None);

@@ -62,16 +62,25 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/cancel", post(attempts::cancel))
         .route("/v1/providers/{name}/resolve", post(attempts::resolve_provider))
         .route("/v1/routes", get(routes::list))
-        .route("/v1/chat/completions", post(openai::chat_completions))
-        .route("/v1/models", get(openai::models))
         .route("/metrics", get(metrics::render))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(openapi::document))
+        .merge(openai_routes())
         .route_layer(middleware::from_fn(trace_request))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// The OpenAI-compatible surface: its problems also speak OpenAI's
+/// `error` shape (see `openai::errors`).
+fn openai_routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/models/{id}", get(openai::model))
+        .route_layer(middleware::from_fn(openai::errors::openai_errors))
 }
 
 async fn not_found() -> Problem {

@@ -44,6 +44,7 @@ use super::{attempts, health, jobs, metrics, openai, routes};
         routes::list,
         openai::chat_completions,
         openai::models,
+        openai::model,
         health::healthz,
         health::readyz,
         document,

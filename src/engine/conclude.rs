@@ -343,9 +343,7 @@ impl Engine {
         if let Some(current) = self.store().job(job_id).await?
             && current.status.can_become(JobStatus::Failed)
         {
-            self.store()
-                .set_job_status(job_id, current.status, JobStatus::Failed, Some(&error), self.now_ms())
-                .await?;
+            self.store().fail_job(job_id, current.status, &error, self.instance(), self.now_ms()).await?;
             tracing::warn!(%job_id, error, "job failed");
         }
         self.streams()

@@ -89,7 +89,9 @@ impl Engine {
     /// here is leased to this instance; [`Engine::spawn_drive_new`] drives it.
     pub(super) async fn create(&self, new: &NewJob) -> Result<Creation, EngineError> {
         let pick = match self.route(&new.route) {
-            Some(route) => Some((route, self.pick_provider(route, 0..route.chain.len()).await?)),
+            Some(route) => {
+                Some((route, self.pick_provider(route, 0..route.chain.len(), &new.request).await?))
+            }
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
@@ -222,7 +224,11 @@ impl Engine {
                                 return Ok(Next::Stop);
                             }
                             match self
-                                .choose_provider(&route, plan::remaining(&route.chain, &attempts))
+                                .choose_provider(
+                                    &route,
+                                    plan::remaining(&route.chain, &attempts),
+                                    &job.request,
+                                )
                                 .await?
                             {
                                 Ok((name, refused)) => {
@@ -296,8 +302,9 @@ impl Engine {
         &self,
         route: &RouteConfig,
         positions: std::ops::Range<usize>,
+        request: &str,
     ) -> Result<Result<(String, Vec<String>), Vec<String>>, EngineError> {
-        let pick = self.pick_provider(route, positions).await?;
+        let pick = self.pick_provider(route, positions, request).await?;
         let refused = self.report_refused(route, &pick.refused);
         Ok(match pick.provider {
             Some(name) => Ok((name, refused)),
@@ -307,23 +314,41 @@ impl Engine {
 
     /// What [`Engine::choose_provider`] decides, without telling anyone yet
     /// (a duplicate request must not log its would-be job's refusals).
+    /// `request` is the job's stored request: a provider whose dialect
+    /// cannot express it (`n` > 1 on Anthropic, say) is passed over with the
+    /// reason, never sent the request with the field dropped.
     pub(super) async fn pick_provider(
         &self,
         route: &RouteConfig,
         positions: std::ops::Range<usize>,
+        request: &str,
     ) -> Result<Pick, EngineError> {
         self.gate().refresh(self.store()).await?;
         let mut refused = Vec::new();
         for index in positions {
             let name = &route.chain[index];
-            match self.gate().check(route, name, index) {
-                Some(verdict) if !verdict.is_eligible() => {
-                    refused.push((name.clone(), verdict.reason().to_owned()))
-                }
-                _ => return Ok(Pick { provider: Some(name.clone()), refused }),
+            if let Some(verdict) = self.gate().check(route, name, index).filter(|v| !v.is_eligible()) {
+                refused.push((name.clone(), verdict.reason().to_owned()));
+                continue;
             }
+            if let Some(reason) = self.cannot_express(name, request) {
+                refused.push((name.clone(), format!("its dialect cannot express this request: {reason}")));
+                continue;
+            }
+            return Ok(Pick { provider: Some(name.clone()), refused });
         }
         Ok(Pick { provider: None, refused })
+    }
+
+    /// Why provider `name` cannot be sent `request`, if it cannot.
+    fn cannot_express(&self, name: &str, request: &str) -> Option<String> {
+        let entry = self.provider(name)?;
+        if entry.provider.dialect() == intentgate_providers::Dialect::OpenAi {
+            return None; // the request's own shape: nothing to lose
+        }
+        let request: JobRequest = serde_json::from_str(request).ok()?;
+        let chat = super::to_chat_request(&request).ok()?;
+        entry.provider.cannot_express(&chat)
     }
 
     /// Logs, counts and announces the gate's refusals; returns them as the
@@ -332,7 +357,7 @@ impl Engine {
         refused
             .iter()
             .map(|(name, reason)| {
-                tracing::warn!(route = %route.name, provider = %name, reason, "provider refused by the contract gate");
+                tracing::warn!(route = %route.name, provider = %name, reason, "provider passed over");
                 let _ = self.inner.events.send(super::EngineEvent::ProviderRefused {
                     route: route.name.clone(),
                     provider: name.clone(),

@@ -99,7 +99,7 @@ impl Engine {
                 if positions.is_empty() {
                     positions = 0..route.chain.len();
                 }
-                match self.choose_provider(&route, positions).await? {
+                match self.choose_provider(&route, positions, &job.request).await? {
                     Ok((name, _refused)) => name,
                     Err(refused) => return Err(ManualStartError::NoEligibleProvider(refused)),
                 }

@@ -105,7 +105,9 @@ impl Engine {
                 if let Some(signal) = first_chunk.take() {
                     let _ = signal.send(());
                 }
-                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: chunk.chunk.clone() });
+                engine
+                    .streams()
+                    .publish(job_id, StreamEvent::Chunk { attempt: number, chunk: chunk.chunk.clone() });
                 text.push_str(&chunk.delta);
                 chunks.push(chunk.chunk);
                 finish_reason = chunk.finish_reason.or(finish_reason);

@@ -176,6 +176,21 @@ impl Store {
         Ok(rows == 1)
     }
 
+    /// Fails the job from `from`, releasing the lease if `holder` holds it;
+    /// false when the job was not in `from`.
+    pub async fn fail_job(
+        &self,
+        id: Uuid,
+        from: JobStatus,
+        error: &str,
+        holder: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        debug_assert!(from.can_become(JobStatus::Failed), "{from} → failed");
+        let args = vec![id.into(), from.as_str().into(), error.into(), now_ms.into(), holder.into()];
+        Ok(self.execute(sql::FAIL_JOB, args).await? == 1)
+    }
+
     /// Takes (or re-takes) the lease unless another live instance holds it.
     pub async fn claim_lease(&self, id: Uuid, lease: Lease<'_>, now_ms: i64) -> Result<bool, StoreError> {
         let args = vec![id.into(), lease.owner.into(), lease.expires_at_ms.into(), now_ms.into()];

@@ -64,6 +64,13 @@ pub(super) const COUNT_JOBS: &str = "SELECT COUNT(*) FROM jobs WHERE ($1 IS NULL
 pub(super) const SET_JOB_STATUS: &str = "UPDATE jobs SET status = $3, error = COALESCE($4, error), updated_at = $5 \
      WHERE id = $1 AND status = $2";
 
+/// A driver fails the job it holds the lease of (`$5`): the lease goes with
+/// the same write, so that a new attempt by hand can claim it at once.
+pub(super) const FAIL_JOB: &str = "UPDATE jobs SET status = 'failed', error = $3, updated_at = $4, \
+     lease_owner = CASE WHEN lease_owner = $5 THEN NULL ELSE lease_owner END, \
+     lease_expires_at = CASE WHEN lease_owner = $5 THEN NULL ELSE lease_expires_at END \
+     WHERE id = $1 AND status = $2";
+
 /// R6: the only statement that writes a job's result. Zero rows = another
 /// attempt already won (or the job was cancelled meanwhile). A job that
 /// failed meanwhile still takes the answer (`failed → succeeded`: the work

@@ -10,6 +10,7 @@
 //! result, identically every time; a duplicate of a running job waits for it
 //! (streams attach live); the wait is bounded by `[openai] wait`.
 
+pub mod errors;
 mod render;
 mod schema;
 
@@ -30,12 +31,16 @@ use super::submit::{new_job, submit};
 use super::view::JOB_ID_HEADER;
 use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType, StoreStage};
 use crate::engine::{StreamEvent, Subscription};
-use crate::jobs::{IdempotencyKey, Job, JobStatus};
+use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus};
 use crate::store::StoreError;
 use render::Completion;
 pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
 
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
+/// The provider whose answer this is.
+pub const PROVIDER_HEADER: &str = "x-intentgate-provider";
+/// The model that provider says answered.
+pub const MODEL_HEADER: &str = "x-intentgate-model";
 
 /// `GET /v1/models`: the routes, as OpenAI lists models.
 #[utoipa::path(
@@ -51,13 +56,42 @@ pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
     )
 )]
 pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
-    let data: Vec<Value> = state
-        .config
-        .routes
-        .iter()
-        .map(|route| json!({"id": route.name, "object": "model", "created": 0, "owned_by": "intentgate"}))
-        .collect();
+    let data: Vec<Value> = state.config.routes.iter().map(|route| model_object(&route.name)).collect();
     Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /v1/models/{id}`: one route, as OpenAI describes a model.
+#[utoipa::path(
+    get,
+    path = "/v1/models/{id}",
+    tag = "openai",
+    operation_id = "retrieve_model",
+    summary = "One route, as OpenAI describes a model",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "A route name")),
+    responses(
+        (status = 200, description = "The route", body = schema::Model),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 404, description = "`not-found`: no such route",
+            body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn model(
+    State(state): State<AppState>,
+    _caller: Caller,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<Value>, Problem> {
+    match state.config.route(&id) {
+        Some(route) => Ok(Json(model_object(&route.name))),
+        None => Err(Problem::new(
+            ProblemType::NotFound,
+            format!("no model (route) `{id}`; GET /v1/models lists them"),
+        )),
+    }
+}
+
+fn model_object(route: &str) -> Value {
+    json!({"id": route, "object": "model", "created": 0, "owned_by": "intentgate"})
 }
 
 /// `POST /v1/chat/completions`.
@@ -207,7 +241,13 @@ async fn answer(
     if job.status != JobStatus::Succeeded {
         return Err(not_succeeded(state, job).await?);
     }
-    let result: Value = job.result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+    let Some(result) = job.result.as_deref().and_then(JobResult::decode) else {
+        tracing::error!(job_id = %job.id, "a succeeded job's result does not decode");
+        return Err(Problem::new(
+            ProblemType::Internal,
+            "the job's stored result cannot be read; the error is in the gateway's log",
+        ));
+    };
     let completion = Completion::of(job);
     let (content_type, bytes) = if stream {
         ("text/event-stream", render::replay_stream(&completion, &result))
@@ -221,7 +261,19 @@ async fn answer(
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     identify(headers, job, winner);
+    name_provider(headers, &result.provider, result.model.as_deref());
     Ok(response)
+}
+
+/// Which provider and model answered: the body's `model` stays the route
+/// the caller asked for.
+fn name_provider(headers: &mut HeaderMap, provider: &str, model: Option<&str>) {
+    if let Ok(value) = HeaderValue::from_str(provider) {
+        headers.insert(PROVIDER_HEADER, value);
+    }
+    if let Some(value) = model.and_then(|model| HeaderValue::from_str(model).ok()) {
+        headers.insert(MODEL_HEADER, value);
+    }
 }
 
 /// Why a job has no completion to give (yet), as the SDKs should see it.
@@ -299,30 +351,29 @@ async fn stream_live(
         }
     };
     let completion = Completion::of(&job);
-    let opening = render::role_event(&completion);
-    let body = stream::once(async move { Ok::<_, Infallible>(Bytes::from(opening)) }).chain(
-        stream::once(async move { Ok(first) }).chain(events).scan(false, move |ended, event| {
-            if *ended {
-                return futures_util::future::ready(None);
+    // The provider's chunks pass through as they came (every choice index,
+    // tool-call fragments, the usage chunk), stamped with the job's identity.
+    let body = stream::once(async move { Ok(first) }).chain(events).scan(false, move |ended, event| {
+        if *ended {
+            return futures_util::future::ready(None);
+        }
+        let bytes = match event {
+            Ok(StreamEvent::Chunk { chunk, .. }) => render::chunk_event(&completion, &chunk),
+            Ok(StreamEvent::Done { .. }) => {
+                *ended = true;
+                render::DONE_EVENT.to_vec()
             }
-            let bytes = match event {
-                Ok(StreamEvent::Chunk { chunk, .. }) => render::content_event(&completion, chunk.pointer("/choices/0/delta/content").and_then(Value::as_str).unwrap_or_default()),
-                Ok(StreamEvent::Done { finish_reason, .. }) => {
-                    *ended = true;
-                    render::finish_events(&completion, finish_reason.as_deref())
-                }
-                Ok(StreamEvent::Failed { code, message, .. }) => {
-                    *ended = true;
-                    render::error_event(code, &message)
-                }
-                Err(problem) => {
-                    *ended = true;
-                    render::error_event(problem.slug(), "the stream reader fell behind")
-                }
-            };
-            futures_util::future::ready(Some(Ok::<_, Infallible>(Bytes::from(bytes))))
-        }),
-    );
+            Ok(StreamEvent::Failed { code, message, .. }) => {
+                *ended = true;
+                render::error_event(code, &message)
+            }
+            Err(problem) => {
+                *ended = true;
+                render::error_event(problem.slug(), "the stream reader fell behind")
+            }
+        };
+        futures_util::future::ready(Some(Ok::<_, Infallible>(Bytes::from(bytes))))
+    });
     let mut response = Response::new(Body::from_stream(body));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -331,6 +382,9 @@ async fn stream_live(
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     identify(headers, &job, Some(attempt));
+    if let Ok(Some(started)) = state.store.attempt(job.id, attempt).await {
+        name_provider(response.headers_mut(), &started.provider, None);
+    }
     Ok(response)
 }
 

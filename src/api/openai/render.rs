@@ -4,9 +4,9 @@
 //! same chunks (stored with the result).
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::jobs::Job;
+use crate::jobs::{Job, JobResult};
 
 /// The parts of a job an OpenAI response is made of.
 pub struct Completion {
@@ -25,58 +25,61 @@ impl Completion {
     }
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: [Choice<'a>; 1],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<Usage>,
-}
-
-#[derive(Serialize)]
-struct Choice<'a> {
-    index: u32,
-    message: Message<'a>,
-    finish_reason: &'a str,
-}
-
-#[derive(Serialize)]
-struct Message<'a> {
-    role: &'static str,
-    content: &'a str,
-}
-
-#[derive(Serialize)]
-struct Usage {
-    prompt_tokens: u64,
-    completion_tokens: u64,
-    total_tokens: u64,
-}
-
-/// `chat.completion` for a succeeded job's stored `result`.
-pub fn completion_body(completion: &Completion, result: &Value) -> Vec<u8> {
-    let usage = result.get("usage").filter(|u| !u.is_null()).map(|u| {
-        let prompt = u["prompt_tokens"].as_u64().unwrap_or(0);
-        let completion = u["completion_tokens"].as_u64().unwrap_or(0);
-        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
-    });
-    let body = Body {
-        id: &completion.id,
-        object: "chat.completion",
-        created: completion.created,
-        model: &completion.model,
-        choices: [Choice {
-            index: 0,
-            message: Message { role: "assistant", content: result["text"].as_str().unwrap_or_default() },
-            finish_reason: result["finish_reason"].as_str().unwrap_or("stop"),
-        }],
-        usage,
+/// `chat.completion` for a succeeded job's stored result: the provider's
+/// completion as it answered (every choice, `tool_calls`, `refusal`,
+/// `logprobs`, `usage` with its details, `system_fingerprint`, fields we do
+/// not know), with the gateway's `id`, `created` and `model` (the route the
+/// caller asked for; the provider's own model is in `x-intentgate-model`).
+pub fn completion_body(completion: &Completion, result: &JobResult) -> Vec<u8> {
+    let body = match &result.completion {
+        Some(answer) => stamped(completion, answer, "chat.completion"),
+        None => legacy_completion(completion, result),
     };
     serde_json::to_vec(&body).unwrap_or_default()
 }
+
+/// `value` (a provider's completion or chunk) with this job's identity.
+fn stamped(completion: &Completion, value: &Value, object: &str) -> Value {
+    let mut value = value.clone();
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("id".into(), completion.id.clone().into());
+        fields.insert("object".into(), object.into());
+        fields.insert("created".into(), completion.created.into());
+        fields.insert("model".into(), completion.model.clone().into());
+    }
+    value
+}
+
+/// A result stored before completions were kept whole: its text as the one
+/// choice.
+fn legacy_completion(completion: &Completion, result: &JobResult) -> Value {
+    let mut body = json!({
+        "id": completion.id, "object": "chat.completion", "created": completion.created, "model": completion.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                     "finish_reason": result.finish_reason.as_deref().unwrap_or("stop")}],
+    });
+    if let (Some(usage), Some(fields)) = (&result.usage, body.as_object_mut()) {
+        let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
+        let done = usage["completion_tokens"].as_u64().unwrap_or(0);
+        let usage =
+            json!({"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done});
+        fields.insert("usage".into(), usage);
+    }
+    body
+}
+
+/// One server-sent event carrying a provider's chunk with this job's
+/// identity. Live and replayed streams both go through here, so a replay
+/// is the same bytes.
+pub fn chunk_event(completion: &Completion, chunk: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(serde_json::to_vec(&stamped(completion, chunk, "chat.completion.chunk")).unwrap_or_default());
+    out.extend(b"\n\n");
+    out
+}
+
+/// The end of a stream that ended well.
+pub const DONE_EVENT: &[u8] = b"data: [DONE]\n\n";
 
 #[derive(Serialize)]
 struct Chunk<'a> {
@@ -144,17 +147,24 @@ pub fn error_event(code: &str, message: &str) -> Vec<u8> {
 }
 
 /// The whole stream of a succeeded job, from its stored chunks (or, for a
-/// job that was not streamed, its text as one chunk).
-pub fn replay_stream(completion: &Completion, result: &Value) -> Vec<u8> {
-    let mut out = role_event(completion);
-    match result.get("chunks").and_then(Value::as_array) {
-        Some(chunks) => {
-            for chunk in chunks.iter().filter_map(Value::as_str) {
-                out.extend(content_event(completion, chunk));
-            }
+/// job that was not streamed or predates whole chunks, its text).
+pub fn replay_stream(completion: &Completion, result: &JobResult) -> Vec<u8> {
+    let chunks = result.chunks.as_deref().unwrap_or_default();
+    if !chunks.is_empty() && chunks.iter().all(Value::is_object) {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(chunk_event(completion, chunk));
         }
-        None => out.extend(content_event(completion, result["text"].as_str().unwrap_or_default())),
+        out.extend(DONE_EVENT);
+        return out;
     }
-    out.extend(finish_events(completion, result["finish_reason"].as_str()));
+    let mut out = role_event(completion);
+    if chunks.is_empty() {
+        out.extend(content_event(completion, &result.text));
+    }
+    for text in chunks.iter().filter_map(Value::as_str) {
+        out.extend(content_event(completion, text));
+    }
+    out.extend(finish_events(completion, result.finish_reason.as_deref()));
     out
 }
