@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
-use crate::jobs::{IdempotencyKey, JobRequest, NewJob, canonical_json};
+use crate::jobs::{IdempotencyKey, InvalidMessage, JobRequest, NewJob, canonical_json, validate_messages};
 
 /// Submits `new` and waits up to `wait`: plain (`stream = false`) or with
 /// its live stream opened first.
@@ -45,17 +45,14 @@ pub fn new_job(
     key: IdempotencyKey,
     body: Value,
 ) -> Result<NewJob, Problem> {
+    if let Some(messages) = body.pointer("/input/messages") {
+        validate_messages(messages)
+            .map_err(|err| invalid_messages(err.under("/input/messages"), "Invalid job request"))?;
+    }
     let request: JobRequest = serde_json::from_value(body.clone()).map_err(|err| {
         Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
             .titled("Invalid job request")
     })?;
-    if request.input.messages.is_empty() {
-        return Err(Problem::new(
-            ProblemType::InvalidBody,
-            "`input.messages` must hold at least one message",
-        )
-        .titled("Invalid job request"));
-    }
     if state.config.route(&request.route).is_none() {
         return Err(Problem::new(
             ProblemType::UnknownRoute,
@@ -66,6 +63,15 @@ pub fn new_job(
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
     })?;
     Ok(NewJob::new(caller.0.owner.clone(), key, request.route, canonical))
+}
+
+/// `invalid-body` for messages refused at the door, with the JSON pointer of
+/// the fault both in the detail (for people) and as `path` (for code), so a
+/// client can point at the message it built wrong.
+pub fn invalid_messages(err: InvalidMessage, title: &'static str) -> Problem {
+    Problem::new(ProblemType::InvalidBody, format!("the messages do not follow OpenAI's chat schema: {err}"))
+        .titled(title)
+        .with("path", err.path)
 }
 
 fn reused(job_id: Uuid) -> Problem {

@@ -9,6 +9,7 @@ mod attempt;
 mod fingerprint;
 mod idempotency_key;
 mod job;
+mod messages;
 mod outcome;
 mod request;
 mod result;
@@ -18,6 +19,10 @@ pub use attempt::{Attempt, AttemptState};
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
 pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
 pub use job::{Job, JobStatus, NewJob};
+/// Every message shape the door accepts, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) use messages::tests::accepted_shapes as accepted_message_shapes;
+pub use messages::{InvalidMessage, validate_messages};
 pub use outcome::AttemptOutcome;
 pub use request::{ChatMessage, JobInput, JobRequest};
 pub use result::{AttemptSummary, JobError, JobResult};

@@ -27,7 +27,10 @@ pub struct JobInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChatMessage {
     pub role: String,
-    /// A string, or OpenAI-style content parts.
+    /// A string, OpenAI-style content parts, or `null` (absent reads as
+    /// `null`: an assistant message that only calls tools may leave it out).
+    /// [`super::validate_messages`] decides which, per role, at the door.
+    #[serde(default)]
     pub content: Value,
     /// Vendor fields on a message (`name`, `tool_call_id`…) pass through.
     #[serde(flatten)]

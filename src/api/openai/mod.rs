@@ -27,11 +27,11 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
-use super::submit::{new_job, submit};
+use super::submit::{invalid_messages, new_job, submit};
 use super::view::JOB_ID_HEADER;
 use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType, StoreStage};
 use crate::engine::{StreamEvent, Subscription};
-use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus};
+use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus, validate_messages};
 use crate::store::StoreError;
 use render::Completion;
 pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
@@ -165,8 +165,10 @@ pub async fn chat_completions(
         Err(problem) => return Err(problem),
     };
     let body = super::jobs::read_body(body, state.max_body_bytes).await?;
-    let (job_body, stream) = translate(&body)?;
-    let new = new_job(&state, &caller, key, job_body)?;
+    // Refusals before the job exists carry OpenAI's `error` member too, so
+    // the SDK's exception says what was wrong.
+    let (job_body, stream) = translate(&body).map_err(Problem::with_openai_error)?;
+    let new = new_job(&state, &caller, key, job_body).map_err(Problem::with_openai_error)?;
     let wait: Duration = state.config.openai.wait.into();
     let submitted = submit(&state, &new, wait, stream).await.map_err(Problem::with_openai_error)?;
     let job_id = submitted.job.id;
@@ -194,6 +196,10 @@ fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
     let Some(messages) = fields.remove("messages") else {
         return Err(invalid("`messages` is required"));
     };
+    // Checked here, not only by `new_job`, so the path names `/messages` as
+    // this caller sent it rather than the job body it becomes.
+    validate_messages(&messages)
+        .map_err(|err| invalid_messages(err.under("/messages"), "Invalid chat completion request"))?;
     let stream = match fields.get("stream") {
         None | Some(Value::Null) | Some(Value::Bool(false)) => {
             fields.remove("stream");
