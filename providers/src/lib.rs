@@ -24,8 +24,8 @@ mod tokenize;
 mod transport;
 mod types;
 
-pub mod sim;
 mod assemble;
+pub mod sim;
 
 pub use assemble::assemble;
 pub use config::{ConfigError, Dialect, ProviderConfig, Timeouts};

@@ -8,7 +8,6 @@ use crate::outcome::Failure;
 use crate::stream::{Decoded, Step};
 use crate::types::{ChatRequest, StreamChunk, Usage};
 
-
 pub(crate) const PATH: &str = "/chat/completions";
 
 pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
@@ -32,8 +31,10 @@ pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Resu
 /// understand is checked (there are choices, each with a message; choice 0
 /// says something or calls a tool), the rest passes through untouched.
 pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
-    let completion: Value = serde_json::from_slice(body).map_err(|err| format!("not a chat completion: {err}"))?;
-    let choices = completion.get("choices").and_then(Value::as_array).ok_or("no `choices` in the completion")?;
+    let completion: Value =
+        serde_json::from_slice(body).map_err(|err| format!("not a chat completion: {err}"))?;
+    let choices =
+        completion.get("choices").and_then(Value::as_array).ok_or("no `choices` in the completion")?;
     let first = choices.first().ok_or("no choices in the completion")?;
     for (index, choice) in choices.iter().enumerate() {
         if !choice.get("message").is_some_and(Value::is_object) {

@@ -54,6 +54,7 @@ mod handler;
 mod reply;
 mod script;
 mod state;
+mod tool;
 
 use std::net::SocketAddr;
 use std::ops::Deref;
