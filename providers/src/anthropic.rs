@@ -1,5 +1,7 @@
 //! The Anthropic messages dialect.
 
+mod request;
+
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -28,23 +30,27 @@ pub(crate) fn cannot_express(req: &ChatRequest) -> Option<String> {
             return Some(format!("`{field}`: the messages API has no log probabilities"));
         }
     }
-    None
+    request::untranslatable(req)
 }
 
 /// Moves system (and `developer`) messages to the top-level `system` field,
-/// fills in `max_tokens`, and passes every other field through unchanged.
+/// translates the conversation, tools and tool choice (see [`request`]),
+/// drops what only OpenAI understands, fills in `max_tokens`, and passes
+/// every other field through unchanged. A conversation with no translation
+/// is an error: it is never sent with the untranslatable part dropped.
 pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Result<Value, serde_json::Error> {
     let mut body: Map<String, Value> = req.extra.clone();
-    let (system, messages): (Vec<_>, Vec<_>) =
-        req.messages.iter().partition(|m| m.role == "system" || m.role == "developer");
+    let (system, messages): (Vec<_>, Vec<_>) = req.messages.iter().partition(|m| request::is_system(m));
     if !system.is_empty() {
         let text: Vec<String> = system.iter().map(|m| m.content.text()).collect();
         body.insert("system".into(), text.join("\n\n").into());
     }
-    body.insert("messages".into(), serde_json::to_value(messages)?);
+    let messages = request::messages(&messages).map_err(<serde_json::Error as serde::de::Error>::custom)?;
+    body.insert("messages".into(), Value::Array(messages));
     body.insert("model".into(), model.into());
     body.remove("stream");
     body.insert("max_tokens".into(), req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).into());
+    request::fields(req, &mut body);
     if let Some(temperature) = req.temperature {
         body.insert("temperature".into(), temperature.into());
     }
@@ -305,6 +311,153 @@ mod tests {
             })
         );
         Ok(())
+    }
+
+    /// An OpenAI-shaped request from JSON, as a client sends it.
+    fn openai(body: Value) -> ChatRequest {
+        serde_json::from_value(body).unwrap_or_default()
+    }
+
+    #[test]
+    fn tools_and_tool_choice_are_translated() -> Result<(), serde_json::Error> {
+        let weather = json!({"type": "function", "function": {"name": "weather", "description": "d",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+        let bare = json!({"type": "function", "function": {"name": "now"}});
+        let cases = [
+            (json!("auto"), None, json!({"type": "auto"})),
+            (json!("required"), None, json!({"type": "any"})),
+            (json!("none"), Some(false), json!({"type": "none"})),
+            (
+                json!({"type": "function", "function": {"name": "now"}}),
+                None,
+                json!({"type": "tool", "name": "now"}),
+            ),
+            (json!("auto"), Some(false), json!({"type": "auto", "disable_parallel_tool_use": true})),
+            (Value::Null, Some(false), json!({"type": "auto", "disable_parallel_tool_use": true})),
+        ];
+        for (choice, parallel, expected) in cases {
+            let mut req =
+                openai(json!({"messages": [{"role": "user", "content": "hi"}], "tools": [weather, bare]}));
+            if !choice.is_null() {
+                req.extra.insert("tool_choice".into(), choice.clone());
+            }
+            if let Some(parallel) = parallel {
+                req.extra.insert("parallel_tool_calls".into(), parallel.into());
+            }
+            let body = request_body(&req, "claude", false)?;
+            assert_eq!(body["tool_choice"], expected, "{choice} {parallel:?}");
+            assert!(body.get("parallel_tool_calls").is_none());
+            assert_eq!(
+                body["tools"],
+                json!([
+                    {"name": "weather", "description": "d",
+                     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+                    {"name": "now", "input_schema": {"type": "object"}}
+                ])
+            );
+        }
+        let plain =
+            openai(json!({"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": false}));
+        let body = request_body(&plain, "claude", false)?;
+        assert!(body.get("tool_choice").is_none(), "no tools, no tool choice: {body}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_tool_round_trip_becomes_tool_use_and_one_tool_result_turn() -> Result<(), serde_json::Error> {
+        let req = openai(json!({"messages": [
+            {"role": "user", "content": "weather in Utrecht and Delft?"},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Utrecht\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Delft\"}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "rain"},
+            {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "sun"}]},
+            {"role": "user", "content": "and tomorrow?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_3", "type": "function", "function": {"name": "now", "arguments": ""}}
+            ]}
+        ]}));
+        assert_eq!(cannot_express(&req), None);
+        let body = request_body(&req, "claude", false)?;
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": "weather in Utrecht and Delft?"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Utrecht"}},
+                    {"type": "tool_use", "id": "call_2", "name": "weather", "input": {"city": "Delft"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_1", "content": "rain"},
+                    {"type": "tool_result", "tool_use_id": "call_2", "content": [{"type": "text", "text": "sun"}]},
+                    {"type": "text", "text": "and tomorrow?"}
+                ]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "call_3", "name": "now", "input": {}}]}
+            ])
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn image_parts_become_image_blocks() -> Result<(), serde_json::Error> {
+        let req = openai(json!({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0"}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg", "detail": "low"}}
+        ]}]}));
+        let body = request_body(&req, "claude", false)?;
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0"}},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}}
+            ])
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn openai_only_fields_are_dropped_or_translated() -> Result<(), serde_json::Error> {
+        let req = openai(json!({"messages": [{"role": "user", "content": "hi"}], "n": 1,
+            "stream_options": {"include_usage": true}, "response_format": {"type": "text"},
+            "stop": "END", "max_completion_tokens": 77, "top_k": 3}));
+        assert_eq!(cannot_express(&req), None);
+        let body = request_body(&req, "claude", true)?;
+        assert_eq!(
+            body,
+            json!({"model": "claude", "max_tokens": 77, "stream": true, "top_k": 3, "stop_sequences": ["END"],
+                "messages": [{"role": "user", "content": "hi"}]})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn what_has_no_translation_cannot_be_expressed() {
+        let user = |content: Value| openai(json!({"messages": [{"role": "user", "content": content}]}));
+        let audio = user(json!([{"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}}]));
+        let file = user(json!([{"type": "file", "file": {"file_id": "file-1"}}]));
+        let bad_args = openai(json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"city\":"}}]}]}));
+        let mut schema = user(json!("hi"));
+        schema.extra.insert("response_format".into(), json!({"type": "json_schema", "json_schema": {}}));
+        let mut object = user(json!("hi"));
+        object.extra.insert("response_format".into(), json!({"type": "json_object"}));
+        for (req, why) in [
+            (audio, "input_audio"),
+            (file, "file"),
+            (bad_args, "not JSON"),
+            (schema, "json_schema"),
+            (object, "json_object"),
+        ] {
+            let reason = cannot_express(&req).unwrap_or_default();
+            assert!(reason.contains(why), "{why}: {reason}");
+        }
+        let bad_args = openai(json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "nope"}}]}]}));
+        assert!(request_body(&bad_args, "claude", false).is_err(), "never sent with the call dropped");
     }
 
     #[test]

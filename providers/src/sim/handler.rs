@@ -96,9 +96,9 @@ pub(crate) async fn handle(
 
 fn answer(dialect: Dialect, sim: &Simulator, json: &Value, output: &Output, kill: KillSwitch) -> Response {
     let prompt = Prompt::read(json, sim.seed);
-    let text = prompt.answer(sim.seed, output);
+    let said = prompt.said(dialect, sim.seed, output);
     if !prompt.stream {
-        let full = reply::body(dialect, &prompt, &text).to_string();
+        let full = reply::body(dialect, &prompt, &said).to_string();
         let sent = if output.malformed_json { reply::truncated(&full).to_owned() } else { full.clone() };
         let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
         return match output.fault {
@@ -113,7 +113,7 @@ fn answer(dialect: Dialect, sim: &Simulator, json: &Value, output: &Output, kill
             }
         };
     }
-    let (mut events, terminator) = reply::events(dialect, &prompt, &text);
+    let (mut events, terminator) = reply::events(dialect, &prompt, &said);
     if output.malformed_json
         && let Some(event) = events.get_mut(1)
     {

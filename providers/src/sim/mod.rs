@@ -36,6 +36,9 @@
 //!        | "stream-stall"              ; send half the answer, then go silent forever
 //!        | "stream-cut"                ; send half the answer, then drop the connection
 //!        | "stream-no-done"            ; end a stream cleanly but without its terminator
+//!        | "tool_call"                 ; answer a call of the request's tool instead of text
+//!        | "tool=" TAG                 ; answer a call of tool TAG, whatever is offered
+//!        | "tool_args=bad"             ; a tool call whose arguments violate the tool's schema
 //! ```
 //!
 //! TAG is letters, digits and `-_.:`. Waits (`delay`, `hold`, `hang`) run in
@@ -47,13 +50,31 @@
 //! Answers are deterministic: `echo: <last user message>`, or a JSON object
 //! when JSON was asked for (`response_format` json_object/json_schema, or a
 //! system prompt mentioning JSON) — with exactly the schema's property keys
-//! when `response_format` carries a schema. Usage counts words.
+//! when `response_format` carries a schema. Usage counts words. When the
+//! conversation ends with tool results (OpenAI `tool` messages, Anthropic
+//! `tool_result` blocks), they stand in for the last user message: the
+//! answer is `echo: <tool result>`. OpenAI answers honour `n` (choice `i`
+//! after the first says `echo[i]: …`; streamed, the choices interleave),
+//! always carry `usage` with its `*_details` and `system_fingerprint`, and a
+//! stream asked for `stream_options.include_usage` ends with a
+//! `choices: []` usage chunk.
+//!
+//! A tool call (`tool_call`, `tool=`, `tool_args=`) calls the tool named by
+//! the script, else the one `tool_choice` forces, else the first of `tools`,
+//! with arguments built from its `parameters` (`input_schema`): strings get
+//! the last user message (or `x`), numbers 1, booleans true, enums their
+//! first value. `tool_args=bad` drops the first required property and gives
+//! every other one the wrong type. OpenAI: `content: null`, `tool_calls`,
+//! `finish_reason: "tool_calls"`, streamed as argument fragments; Anthropic:
+//! a `tool_use` block, `stop_reason: "tool_use"`, streamed as
+//! `input_json_delta`s.
 
 mod conn;
 mod handler;
 mod reply;
 mod script;
 mod state;
+mod tool;
 
 use std::net::SocketAddr;
 use std::ops::Deref;

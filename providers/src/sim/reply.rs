@@ -4,7 +4,11 @@
 use serde_json::{Map, Value, json};
 
 use super::script::Output;
+use super::tool::{Call, Offered};
 use crate::config::Dialect;
+
+/// Choices the simulator answers at most, whatever `n` asks.
+const MAX_CHOICES: u64 = 16;
 
 /// What the simulator reads from a request.
 pub(crate) struct Prompt {
@@ -18,6 +22,79 @@ pub(crate) struct Prompt {
     pub(crate) include_usage: bool,
     /// Seed and request mixed, so ids are stable per request and seed.
     pub(crate) nonce: u64,
+    /// OpenAI's `n`: how many choices to answer.
+    pub(crate) n: u64,
+    /// The tools offered, for `tool_call` scripts.
+    pub(crate) tools: Offered,
+}
+
+/// What one choice says: text, or a call of a tool.
+pub(crate) enum Said {
+    Text(String),
+    Tool(Call),
+}
+
+impl Said {
+    fn words(&self) -> u64 {
+        match self {
+            Said::Text(text) => words(text),
+            Said::Tool(call) => words(&call.arguments),
+        }
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        match self {
+            Said::Text(_) => "stop",
+            Said::Tool(_) => "tool_calls",
+        }
+    }
+
+    fn stop_reason(&self) -> &'static str {
+        match self {
+            Said::Text(_) => "end_turn",
+            Said::Tool(_) => "tool_use",
+        }
+    }
+
+    /// The choice's `message` in a whole OpenAI answer.
+    fn openai_message(&self) -> Value {
+        match self {
+            Said::Text(text) => json!({"role": "assistant", "content": text}),
+            Said::Tool(call) => json!({"role": "assistant", "content": null, "tool_calls": [{"id": call.id,
+                "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]}),
+        }
+    }
+
+    /// The choice's `delta`s in an OpenAI stream: the role, then pieces of
+    /// the text or of the tool call's arguments (always two or more).
+    fn openai_deltas(&self) -> Vec<Value> {
+        match self {
+            Said::Text(text) => std::iter::once(json!({"role": "assistant", "content": ""}))
+                .chain(pieces(text).into_iter().map(|piece| json!({"content": piece})))
+                .collect(),
+            Said::Tool(call) => {
+                let start = json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": call.id,
+                    "type": "function", "function": {"name": call.name, "arguments": ""}}]});
+                std::iter::once(start)
+                    .chain(
+                        pieces(&call.arguments).into_iter().map(
+                            |piece| json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                        ),
+                    )
+                    .collect()
+            }
+        }
+    }
+
+    /// The content block of an Anthropic answer.
+    fn anthropic_block(&self) -> Value {
+        match self {
+            Said::Text(text) => json!({"type": "text", "text": text}),
+            Said::Tool(call) => {
+                json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input})
+            }
+        }
+    }
 }
 
 impl Prompt {
@@ -31,12 +108,14 @@ impl Prompt {
             .map(text_of)
             .collect();
         system.push(top_system.clone());
-        let last_user = messages
-            .iter()
-            .rev()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-            .map(text_of)
-            .unwrap_or_default();
+        let last_user = tool_results(messages).unwrap_or_else(|| {
+            messages
+                .iter()
+                .rev()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+                .map(text_of)
+                .unwrap_or_default()
+        });
         let prompt_words = messages.iter().map(|m| words(&text_of(m))).sum::<u64>() + words(&top_system);
         let format = body.get("response_format");
         let format_type = format.and_then(|f| f.get("type")).and_then(Value::as_str);
@@ -59,7 +138,36 @@ impl Prompt {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             nonce: fnv1a(seed, body.to_string().as_bytes()),
+            n: body.get("n").and_then(Value::as_u64).unwrap_or(1).clamp(1, MAX_CHOICES),
+            tools: Offered::read(body),
         }
+    }
+
+    /// What each choice says: `n` of them in the OpenAI dialect (choice `i`
+    /// after the first echoes as `echo[i]: …`, so choices can be told apart), one in
+    /// the Anthropic dialect.
+    pub(crate) fn said(&self, dialect: Dialect, seed: u64, output: &Output) -> Vec<Said> {
+        let n = if dialect == Dialect::OpenAi { self.n } else { 1 };
+        if output.tool_call {
+            return (0..n)
+                .map(|i| {
+                    let id = match (dialect, i) {
+                        (Dialect::Anthropic, _) => format!("toolu_sim{:016x}", self.nonce),
+                        (Dialect::OpenAi, 0) => format!("call_sim{:016x}", self.nonce),
+                        (Dialect::OpenAi, i) => format!("call_sim{:016x}_{i}", self.nonce),
+                    };
+                    let name = output.tool_name.as_deref();
+                    Said::Tool(self.tools.call(name, output.bad_tool_args, &self.last_user, id))
+                })
+                .collect();
+        }
+        let text = self.answer(seed, output);
+        (0..n)
+            .map(|i| match text.strip_prefix("echo: ") {
+                Some(rest) if i > 0 => Said::Text(format!("echo[{i}]: {rest}")),
+                _ => Said::Text(text.clone()),
+            })
+            .collect()
     }
 
     /// The answer's text, shaped by the script's output faults.
@@ -87,32 +195,49 @@ impl Prompt {
         }
         Value::Object(object).to_string()
     }
-
-    pub(crate) fn usage(&self, answer: &str) -> (u64, u64) {
-        (self.prompt_words, words(answer))
-    }
 }
 
-/// A whole (non-streamed) response body.
-pub(crate) fn body(dialect: Dialect, prompt: &Prompt, answer: &str) -> Value {
-    let (input, output) = prompt.usage(answer);
+/// OpenAI's `usage`, with the details OpenAI always sends.
+fn openai_usage(input: u64, output: u64) -> Value {
+    json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output,
+        "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}})
+}
+
+/// Input and output words: the usage the simulator reports.
+fn usage(prompt: &Prompt, said: &[Said]) -> (u64, u64) {
+    (prompt.prompt_words, said.iter().map(Said::words).sum())
+}
+
+/// A whole (non-streamed) response body. The Anthropic dialect answers the
+/// first choice only (`said` has one there).
+pub(crate) fn body(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> Value {
+    let (input, output) = usage(prompt, said);
     match dialect {
-        Dialect::OpenAi => json!({
-            "id": format!("chatcmpl-sim{:016x}", prompt.nonce),
-            "object": "chat.completion",
-            "created": 1_700_000_000,
-            "model": prompt.model,
-            "system_fingerprint": "fp_sim",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
-        }),
+        Dialect::OpenAi => {
+            let choices: Vec<Value> = said
+                .iter()
+                .enumerate()
+                .map(|(index, said)| {
+                    json!({"index": index, "message": said.openai_message(), "finish_reason": said.finish_reason()})
+                })
+                .collect();
+            json!({
+                "id": format!("chatcmpl-sim{:016x}", prompt.nonce),
+                "object": "chat.completion",
+                "created": 1_700_000_000,
+                "model": prompt.model,
+                "system_fingerprint": "fp_sim",
+                "choices": choices,
+                "usage": openai_usage(input, output),
+            })
+        }
         Dialect::Anthropic => json!({
             "id": format!("msg_sim{:016x}", prompt.nonce),
             "type": "message",
             "role": "assistant",
             "model": prompt.model,
-            "content": [{"type": "text", "text": answer}],
-            "stop_reason": "end_turn",
+            "content": said.first().map(Said::anthropic_block).into_iter().collect::<Vec<_>>(),
+            "stop_reason": said.first().map_or("end_turn", Said::stop_reason),
             "stop_sequence": null,
             "usage": {"input_tokens": input, "output_tokens": output},
         }),
@@ -135,52 +260,89 @@ impl Event {
 }
 
 /// The events of a streamed answer, and separately its terminator.
-pub(crate) fn events(dialect: Dialect, prompt: &Prompt, answer: &str) -> (Vec<Event>, Event) {
-    let (input, output) = prompt.usage(answer);
-    let pieces = pieces(answer);
+pub(crate) fn events(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
     match dialect {
-        Dialect::OpenAi => {
-            let id = format!("chatcmpl-sim{:016x}", prompt.nonce);
-            let chunk = |delta: Value, finish: Value| {
-                Event {
-                name: None,
-                data: json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": prompt.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-                .to_string(),
+        Dialect::OpenAi => openai_events(prompt, said),
+        Dialect::Anthropic => anthropic_events(prompt, said),
+    }
+}
+
+/// Each choice's deltas, interleaved round by round (as a provider
+/// generating the choices side by side sends them), then each choice's
+/// finish, then the usage chunk when `include_usage` asked for it.
+fn openai_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
+    let (input, output) = usage(prompt, said);
+    let id = format!("chatcmpl-sim{:016x}", prompt.nonce);
+    let chunk = |index: usize, delta: &Value, finish: Value| {
+        Event {
+        name: None,
+        data: json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": prompt.model,
+            "choices": [{"index": index, "delta": delta, "finish_reason": finish}]})
+        .to_string(),
+    }
+    };
+    let deltas: Vec<Vec<Value>> = said.iter().map(Said::openai_deltas).collect();
+    let rounds = deltas.iter().map(Vec::len).max().unwrap_or_default();
+    let mut events = Vec::new();
+    for round in 0..rounds {
+        for (index, deltas) in deltas.iter().enumerate() {
+            if let Some(delta) = deltas.get(round) {
+                events.push(chunk(index, delta, Value::Null));
             }
-            };
-            let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
-            events.extend(pieces.iter().map(|piece| chunk(json!({"content": piece}), Value::Null)));
-            events.push(chunk(json!({}), "stop".into()));
-            if prompt.include_usage {
-                let usage = json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output});
-                let data = json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": prompt.model, "choices": [], "usage": usage});
-                events.push(Event { name: None, data: data.to_string() });
-            }
-            (events, Event { name: None, data: "[DONE]".into() })
-        }
-        Dialect::Anthropic => {
-            let event = |name: &'static str, data: Value| Event { name: Some(name), data: data.to_string() };
-            let message = json!({"id": format!("msg_sim{:016x}", prompt.nonce), "type": "message", "role": "assistant",
-                "model": prompt.model, "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": input, "output_tokens": 1}});
-            let mut events = vec![
-                event("message_start", json!({"type": "message_start", "message": message})),
-                event(
-                    "content_block_start",
-                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                ),
-                event("ping", json!({"type": "ping"})),
-            ];
-            events.extend(pieces.iter().map(|piece| {
-                event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}))
-            }));
-            events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
-            events.push(event("message_delta", json!({"type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": output}})));
-            (events, event("message_stop", json!({"type": "message_stop"})))
         }
     }
+    for (index, said) in said.iter().enumerate() {
+        events.push(chunk(index, &json!({}), said.finish_reason().into()));
+    }
+    if prompt.include_usage {
+        let data = json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": prompt.model,
+            "choices": [], "usage": openai_usage(input, output)});
+        events.push(Event { name: None, data: data.to_string() });
+    }
+    (events, Event { name: None, data: "[DONE]".into() })
+}
+
+/// The first choice as Anthropic events: a text block streamed as
+/// `text_delta`s, or a `tool_use` block as `input_json_delta`s.
+fn anthropic_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
+    let (input, output) = usage(prompt, said);
+    let event = |name: &'static str, data: Value| Event { name: Some(name), data: data.to_string() };
+    let message = json!({"id": format!("msg_sim{:016x}", prompt.nonce), "type": "message", "role": "assistant",
+        "model": prompt.model, "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": input, "output_tokens": 1}});
+    let (start, deltas): (Value, Vec<Value>) = match said.first() {
+        Some(Said::Tool(call)) => (
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
+            pieces(&call.arguments)
+                .into_iter()
+                .map(|piece| json!({"type": "input_json_delta", "partial_json": piece}))
+                .collect(),
+        ),
+        Some(Said::Text(text)) => (
+            json!({"type": "text", "text": ""}),
+            pieces(text).into_iter().map(|piece| json!({"type": "text_delta", "text": piece})).collect(),
+        ),
+        None => (json!({"type": "text", "text": ""}), Vec::new()),
+    };
+    let stop_reason = said.first().map_or("end_turn", Said::stop_reason);
+    let mut events = vec![
+        event("message_start", json!({"type": "message_start", "message": message})),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": start}),
+        ),
+        event("ping", json!({"type": "ping"})),
+    ];
+    events.extend(deltas.into_iter().map(|delta| {
+        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta}))
+    }));
+    events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    events.push(event(
+        "message_delta",
+        json!({"type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output}}),
+    ));
+    (events, event("message_stop", json!({"type": "message_stop"})))
 }
 
 /// An error body in the dialect's shape.
@@ -214,6 +376,32 @@ pub(crate) fn truncated(text: &str) -> &str {
 fn pieces(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(chars.len().div_ceil(4).max(1)).map(|c| c.iter().collect()).collect()
+}
+
+/// The results of the tools called last, when the conversation ends with
+/// them: OpenAI's trailing `tool` messages, or the `tool_result` blocks of
+/// Anthropic's last user message — what a tool round trip asks about.
+fn tool_results(messages: &[Value]) -> Option<String> {
+    let role = |m: &Value| m.get("role").and_then(Value::as_str).map(str::to_owned);
+    let trailing: Vec<String> = messages
+        .iter()
+        .rev()
+        .take_while(|m| role(m).as_deref() == Some("tool"))
+        .map(|m| m.get("content").map(content_text).unwrap_or_default())
+        .collect();
+    if !trailing.is_empty() {
+        return Some(trailing.into_iter().rev().collect::<Vec<_>>().join("; "));
+    }
+    let last = messages.last().filter(|m| role(m).as_deref() == Some("user"))?;
+    let results: Vec<String> = last
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+        .map(|block| block.get("content").map(content_text).unwrap_or_default())
+        .collect();
+    (!results.is_empty()).then(|| results.join("; "))
 }
 
 fn content_text(content: &Value) -> String {

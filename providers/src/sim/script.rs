@@ -35,6 +35,12 @@ pub(crate) struct Output {
     pub(crate) invent_key: bool,
     pub(crate) ignore_format: bool,
     pub(crate) fault: Fault,
+    /// Answer with a tool call instead of text.
+    pub(crate) tool_call: bool,
+    /// The tool to call, whatever the request offers (`tool=NAME`).
+    pub(crate) tool_name: Option<String>,
+    /// Tool arguments that violate the tool's schema (`tool_args=bad`).
+    pub(crate) bad_tool_args: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,6 +101,15 @@ impl FromStr for Script {
                 ("malformed-json", None) => script.output.malformed_json = true,
                 ("invent-key", None) => script.output.invent_key = true,
                 ("ignore-format", None) => script.output.ignore_format = true,
+                ("tool_call", None) | ("tool_args", Some("good")) => script.output.tool_call = true,
+                ("tool", Some(name)) if is_tag(name) => {
+                    script.output.tool_call = true;
+                    script.output.tool_name = Some(name.to_owned());
+                }
+                ("tool_args", Some("bad")) => {
+                    script.output.tool_call = true;
+                    script.output.bad_tool_args = true;
+                }
                 ("stream-stall", None) => fault(&mut script.output.fault, Fault::Stall)?,
                 ("stream-cut", None) => fault(&mut script.output.fault, Fault::Cut)?,
                 ("stream-no-done", None) => fault(&mut script.output.fault, Fault::NoDone)?,
@@ -159,6 +174,10 @@ mod tests {
         let script = parse("invent-key;stream-cut")?;
         assert!(script.output.invent_key);
         assert_eq!(script.output.fault, Fault::Cut);
+        let script = parse("tool=get_weather;tool_args=bad")?;
+        assert!(script.output.tool_call && script.output.bad_tool_args);
+        assert_eq!(script.output.tool_name.as_deref(), Some("get_weather"));
+        assert!(parse("tool_call")?.output.tool_call);
         Ok(())
     }
 
@@ -173,6 +192,9 @@ mod tests {
             "stream-cut;stream-stall",
             "explode",
             "hang=1",
+            "tool=",
+            "tool_args=maybe",
+            "tool_call=1",
         ] {
             assert!(parse(bad).is_err(), "{bad} should not parse");
         }
