@@ -16,11 +16,11 @@ const DROPPED: [&str; 6] =
     ["parallel_tool_calls", "stream_options", "tools", "tool_choice", "max_completion_tokens", "stop"];
 
 /// Why `req` cannot be said in the messages API, if it cannot.
+///
+/// A JSON `response_format` is passed through as before, not refused: the
+/// routes that ask for JSON hold their providers to it through the contract
+/// gate and the runtime shape check, which is what decides failover to them.
 pub(super) fn untranslatable(req: &ChatRequest) -> Option<String> {
-    if let Some(format) = req.extra.get("response_format").filter(|f| !is_text_format(f)) {
-        let kind = format.get("type").and_then(Value::as_str).unwrap_or("?");
-        return Some(format!("`response_format` {kind}: the messages API has no response format"));
-    }
     let conversation: Vec<&Message> = req.messages.iter().filter(|m| !is_system(m)).collect();
     messages(&conversation).err()
 }
