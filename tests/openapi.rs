@@ -44,7 +44,9 @@ async fn the_document_covers_every_route_header_and_problem() {
 /// `(path, method)` for every `.route("PATH", get(..).post(..))` in the
 /// router, methods lower-case.
 fn served_routes() -> BTreeSet<(String, String)> {
-    for unscanned in [".nest(", ".nest_service(", ".merge(", ".route_service("] {
+    // `.merge(` is read like the rest: the merged router is built in the same
+    // file (`openai_routes`), so its `.route(` calls are scanned below too.
+    for unscanned in [".nest(", ".nest_service(", ".route_service("] {
         assert!(
             !ROUTER_SOURCE.contains(unscanned),
             "src/api/mod.rs uses `{unscanned}`: teach served_routes() to read it"

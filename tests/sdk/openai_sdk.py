@@ -104,8 +104,191 @@ def unknown_job_is_an_error_not_a_hang():
     assert len(requests_sent) == 1, f"the SDK must not retry an unknown outcome: {requests_sent}"
 
 
+WEATHER = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}]
+
+
+def queue_script(script, times=1, model="sim:ok"):
+    body = json.dumps({"model": model, "script": script, "times": times}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{SIM}/sim/scripts", data=body, method="POST",
+                                                  headers={"content-type": "application/json"}))
+
+
+def get_json(url, headers=None):
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request) as response:
+        return json.load(response)
+
+
+def stored_job(job_id):
+    return get_json(f"{BASE}/v1/jobs/{job_id}", {"authorization": f"Bearer {os.environ['INTENTGATE_KEY']}"})
+
+
+def seen_by_provider(job_id):
+    return get_json(f"{SIM}/sim/requests/{job_id}")["body"]
+
+
+def tool_call_plain():
+    k = key()
+    queue_script("tool_call")
+    raw = client.chat.completions.with_raw_response.create(
+        model="chat", messages=messages("Weather in Utrecht?"), tools=WEATHER,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        extra_headers={"Idempotency-Key": k},
+    )
+    completion = raw.parse()
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls", completion
+    assert choice.message.content is None, completion
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather", call
+    assert "city" in json.loads(call.function.arguments), call
+    assert completion.model == "chat", "the body's model stays the route"
+    assert raw.headers.get("x-intentgate-provider") == "sim-primary", dict(raw.headers)
+    job_id = raw.headers["x-intentgate-job-id"]
+    stored = stored_job(job_id)["result"]["completion"]["choices"][0]["message"]["tool_calls"][0]
+    assert stored["function"]["arguments"] == call.function.arguments, stored
+    assert seen_by_provider(job_id)["tools"] == WEATHER, "the tools reached the provider intact"
+    again = client.chat.completions.with_raw_response.create(
+        model="chat", messages=messages("Weather in Utrecht?"), tools=WEATHER,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        extra_headers={"Idempotency-Key": k},
+    )
+    assert again.http_response.content == raw.http_response.content, "the replay is byte-identical"
+
+
+def tool_call_streamed():
+    k = key()
+    queue_script("tool_call")
+    stream = client.chat.completions.create(
+        model="chat", messages=messages("Weather in Delft?"), tools=WEATHER, stream=True,
+        extra_headers={"Idempotency-Key": k},
+    )
+    name, arguments, finish, fragments = None, "", None, 0
+    for chunk in stream:
+        for choice in chunk.choices:
+            for call in choice.delta.tool_calls or []:
+                name = call.function.name or name
+                if call.function.arguments:
+                    arguments += call.function.arguments
+                    fragments += 1
+            finish = choice.finish_reason or finish
+    assert name == "get_weather" and finish == "tool_calls", (name, finish)
+    assert fragments >= 2, "the arguments arrived in fragments, passed through as they came"
+    job = client.chat.completions.with_raw_response.create(
+        model="chat", messages=messages("Weather in Delft?"), tools=WEATHER, stream=True,
+        extra_headers={"Idempotency-Key": k},
+    )
+    stored = stored_job(job.headers["x-intentgate-job-id"])["result"]["completion"]["choices"][0]["message"]
+    assert stored["tool_calls"][0]["function"]["arguments"] == arguments, (stored, arguments)
+    json.loads(arguments)
+
+
+def tool_round_trip_reaches_the_provider_intact():
+    conversation = [
+        {"role": "user", "content": "Weather in Utrecht?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Utrecht\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"},
+    ]
+    raw = client.chat.completions.with_raw_response.create(
+        model="chat", messages=conversation, tools=WEATHER, extra_headers={"Idempotency-Key": key()},
+    )
+    completion = raw.parse()
+    assert "sunny, 21 C" in completion.choices[0].message.content, completion
+    seen = seen_by_provider(raw.headers["x-intentgate-job-id"])["messages"]
+    assert seen == conversation, seen
+
+
+def multi_part_content_reaches_the_provider_intact():
+    parts = [{"type": "text", "text": "What is in this picture?"},
+             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]
+    raw = client.chat.completions.with_raw_response.create(
+        model="chat", messages=[{"role": "user", "content": parts}], extra_headers={"Idempotency-Key": key()},
+    )
+    raw.parse()
+    assert seen_by_provider(raw.headers["x-intentgate-job-id"])["messages"][0]["content"] == parts
+
+
+def two_choices_plain_and_streamed():
+    completion = client.chat.completions.create(
+        model="chat", messages=messages("two"), n=2, extra_headers={"Idempotency-Key": key()},
+    )
+    assert [c.index for c in completion.choices] == [0, 1], completion
+    assert completion.choices[0].message.content == "echo: two", completion
+    assert completion.choices[1].message.content == "echo[1]: two", completion
+    texts = {}
+    for chunk in client.chat.completions.create(
+        model="chat", messages=messages("two"), n=2, stream=True, extra_headers={"Idempotency-Key": key()},
+    ):
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+    assert texts == {0: "echo: two", 1: "echo[1]: two"}, texts
+
+
+def usage_details_and_fingerprint_are_kept():
+    completion = client.chat.completions.create(
+        model="chat", messages=messages("usage"), extra_headers={"Idempotency-Key": key()},
+    )
+    assert completion.system_fingerprint, completion
+    assert completion.usage.prompt_tokens_details is not None, completion.usage
+    assert completion.usage.completion_tokens_details is not None, completion.usage
+    last = None
+    for chunk in client.chat.completions.create(
+        model="chat", messages=messages("usage"), stream=True, stream_options={"include_usage": True},
+        extra_headers={"Idempotency-Key": key()},
+    ):
+        last = chunk
+    assert last.choices == [] and last.usage is not None and last.usage.total_tokens > 0, last
+
+
+def invalid_shape_is_refused_and_nothing_stored():
+    k, before = key(), sim_calls()
+    try:
+        client.chat.completions.create(
+            model="chat", messages=[{"role": "user", "content": 42}], extra_headers={"Idempotency-Key": k},
+        )
+    except openai.UnprocessableEntityError as err:
+        assert "/messages/0/content" in str(err), str(err)
+    else:
+        raise AssertionError("content 42 must be refused")
+    assert sim_calls() == before, "no provider was called"
+
+
+def conflict_exception_carries_the_detail():
+    k = key()
+    client.chat.completions.create(model="chat", messages=messages("one"), extra_headers={"Idempotency-Key": k})
+    try:
+        client.chat.completions.create(model="chat", messages=messages("two"), extra_headers={"Idempotency-Key": k})
+    except openai.ConflictError as err:
+        assert "bound to a different request body" in str(err), str(err)
+        assert err.response.headers.get("x-intentgate-job-id"), dict(err.response.headers)
+    else:
+        raise AssertionError("a reused key must be refused")
+
+
+def model_by_id():
+    assert client.models.retrieve("chat").id == "chat"
+    try:
+        client.models.retrieve("no-such-route")
+    except openai.NotFoundError as err:
+        assert "no-such-route" in str(err), str(err)
+    else:
+        raise AssertionError("an unknown model is 404")
+
+
 for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstream_call,
-             conflicting_reuse_is_one_request_and_an_error, unknown_job_is_an_error_not_a_hang]:
+             conflicting_reuse_is_one_request_and_an_error, unknown_job_is_an_error_not_a_hang,
+             tool_call_plain, tool_call_streamed, tool_round_trip_reaches_the_provider_intact,
+             multi_part_content_reaches_the_provider_intact, two_choices_plain_and_streamed,
+             usage_details_and_fingerprint_are_kept, invalid_shape_is_refused_and_nothing_stored,
+             conflict_exception_carries_the_detail, model_by_id]:
     test()
     print(f"ok   {test.__name__}")
 print(f"openai {openai.__version__}: all passed")
