@@ -96,6 +96,10 @@ pub struct ProviderConfig {
     pub request_overrides: Map<String, Value>,
     /// A caller's higher (or missing) `temperature` is sent as this.
     pub max_temperature: Option<f64>,
+    /// Send an assistant message's `content: null` (a message that only
+    /// calls tools) as `""`: some OpenAI-compatible servers refuse null
+    /// (llama-cpp-python 0.3 validates assistant content as a string).
+    pub null_content_as_empty: bool,
 }
 
 impl ProviderConfig {
@@ -110,6 +114,7 @@ impl ProviderConfig {
             extra_headers: Vec::new(),
             request_overrides: Map::new(),
             max_temperature: None,
+            null_content_as_empty: false,
         }
     }
 }

@@ -30,6 +30,21 @@ pub(crate) fn apply(body: &mut Value, overrides: &Map<String, Value>, max_temper
     }
 }
 
+/// `content: null` (or absent) on assistant messages becomes `""`, for a
+/// server that refuses null where OpenAI allows it (see
+/// `ProviderConfig::null_content_as_empty`). Nothing else changes.
+pub(crate) fn null_content_as_empty(body: &mut Value) {
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else { return };
+    for message in messages.iter_mut().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+    {
+        if let Some(fields) = message.as_object_mut()
+            && fields.get("content").is_none_or(Value::is_null)
+        {
+            fields.insert("content".into(), Value::String(String::new()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -74,5 +89,20 @@ mod tests {
         let mut body = json!({"temperature": 0.9});
         apply(&mut body, &map(json!({"temperature": 0.5})), Some(0.2));
         assert_eq!(body["temperature"], json!(0.5));
+    }
+
+    #[test]
+    fn null_assistant_content_becomes_empty_and_nothing_else_changes() {
+        let mut body = json!({"messages": [
+            {"role": "user", "content": null},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c"}]},
+            {"role": "assistant", "tool_calls": [{"id": "d"}]},
+            {"role": "assistant", "content": "kept"}
+        ]});
+        null_content_as_empty(&mut body);
+        assert_eq!(body["messages"][0]["content"], Value::Null, "only assistant messages");
+        assert_eq!(body["messages"][1]["content"], "");
+        assert_eq!(body["messages"][2]["content"], "");
+        assert_eq!(body["messages"][3]["content"], "kept");
     }
 }

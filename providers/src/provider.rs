@@ -187,6 +187,9 @@ impl Provider {
             body.map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
         let endpoint = self.endpoint();
         overrides::apply(&mut body, &endpoint.request_overrides, endpoint.max_temperature);
+        if endpoint.null_content_as_empty {
+            overrides::null_content_as_empty(&mut body);
+        }
         Ok(body)
     }
 }

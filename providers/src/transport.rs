@@ -55,6 +55,7 @@ pub(crate) struct Endpoint {
     pub(crate) redactor: Redactor,
     pub(crate) request_overrides: serde_json::Map<String, serde_json::Value>,
     pub(crate) max_temperature: Option<f64>,
+    pub(crate) null_content_as_empty: bool,
 }
 
 impl Endpoint {
@@ -98,6 +99,7 @@ impl Endpoint {
             redactor: Redactor(config.api_key),
             request_overrides: config.request_overrides,
             max_temperature: config.max_temperature,
+            null_content_as_empty: config.null_content_as_empty,
         })
     }
 

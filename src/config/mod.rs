@@ -296,6 +296,17 @@ pub struct ProviderConfig {
     /// The highest `temperature` this provider is sent: a caller's higher
     /// one, or none, is sent as this. Part of the contract fingerprint.
     pub max_temperature: Option<f64>,
+    /// Send an assistant message's `content: null` (it only calls tools)
+    /// as `""`, for servers that refuse null (llama-cpp-python 0.3). Part of
+    /// the contract fingerprint.
+    #[serde(default)]
+    pub null_content_as_empty: bool,
+    /// The chat template the model server runs with, for servers where it
+    /// is a start-up flag (llama-cpp-python's `--chat_format`, e.g.
+    /// `chatml-function-calling`, which is what makes it answer tool
+    /// calls). Not sent; it names how the server behaves, so it is part of
+    /// the contract fingerprint, and `scripts/local-model start` is given it.
+    pub chat_format: Option<String>,
 }
 
 /// Why a provider's settings cannot be built when it is about to be used
@@ -337,6 +348,7 @@ impl ProviderConfig {
         config.extra_headers = self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         config.request_overrides = self.request.clone();
         config.max_temperature = self.max_temperature;
+        config.null_content_as_empty = self.null_content_as_empty;
         Ok(config)
     }
 

@@ -42,6 +42,12 @@ pub fn fingerprint_of(provider: &ProviderConfig) -> String {
     if let Some(cap) = provider.max_temperature {
         options.insert("max_temperature".into(), cap.into());
     }
+    if provider.null_content_as_empty {
+        options.insert("null_content_as_empty".into(), true.into());
+    }
+    if let Some(format) = &provider.chat_format {
+        options.insert("chat_format".into(), format.clone().into());
+    }
     if provider.tokenizer.as_deref() == Some(REMOTE_TOKENIZER) {
         options.insert("tokenize_path".into(), provider.tokenize_path().into());
         options.insert("detokenize_path".into(), provider.detokenize_path().into());
