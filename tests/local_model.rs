@@ -68,6 +68,12 @@ fn skipped(why: &str) -> Option<LocalModel> {
 
 /// Sets up (cached) and starts the model server on a free port.
 async fn local_model() -> Option<LocalModel> {
+    local_model_with("local-model.log", &[]).await
+}
+
+/// [`local_model`], the server started with `server_args` (after `--`),
+/// logging to `log_name` under the target directory.
+async fn local_model_with(log_name: &str, server_args: &[&str]) -> Option<LocalModel> {
     let required = std::env::var("INTENTGATE_REQUIRE_LOCAL_MODEL").is_ok_and(|v| v == "1");
     if !required && std::env::var("INTENTGATE_SKIP_LOCAL_MODEL").is_ok_and(|v| v == "1") {
         return skipped("INTENTGATE_SKIP_LOCAL_MODEL=1");
@@ -75,8 +81,13 @@ async fn local_model() -> Option<LocalModel> {
     let started = Instant::now();
     // One log, overwritten each run, under target/ (the script's default
     // is one per port in the cache).
-    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("local-model.log");
-    let output = tokio::process::Command::new(SCRIPT).arg("start").arg("--log").arg(&log).output().await;
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(log_name);
+    let mut command = tokio::process::Command::new(SCRIPT);
+    command.arg("start").arg("--log").arg(&log);
+    if !server_args.is_empty() {
+        command.arg("--").args(server_args);
+    }
+    let output = command.output().await;
     let stdout = output.as_ref().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     let parsed = stdout.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     match (&output, parsed.as_slice()) {
@@ -109,15 +120,23 @@ fn suites_at_one_repeat() -> PathBuf {
     for name in ["chat.toml", "schemas/extract.json"] {
         std::fs::copy(root.join(name), dir.join(name)).unwrap();
     }
-    let extract = std::fs::read_to_string(root.join("extract.toml")).unwrap();
-    assert!(extract.contains("\nrepeats = 2\n"), "the extract suite's repeats changed: update this test");
-    std::fs::write(dir.join("extract.toml"), extract.replace("\nrepeats = 2\n", "\nrepeats = 1\n")).unwrap();
+    for name in ["extract.toml", "tools.toml"] {
+        let suite = std::fs::read_to_string(root.join(name)).unwrap();
+        assert!(suite.contains("\nrepeats = 2\n"), "{name}'s repeats changed: update this test");
+        std::fs::write(dir.join(name), suite.replace("\nrepeats = 2\n", "\nrepeats = 1\n")).unwrap();
+    }
     dir
 }
 
 /// config/local-model.toml pointed at this test's store, simulator, model
 /// server and suites.
 fn local_config(store_url: &str, sim: SocketAddr, model_port: u16, suites: &Path) -> Config {
+    local_config_with(store_url, sim, model_port, model_port, suites)
+}
+
+/// [`local_config`] with the tool-calling server (`smollm2-tools*`, port
+/// 8090 by default) at `tools_port`.
+fn local_config_with(store_url: &str, sim: SocketAddr, model_port: u16, tools_port: u16, suites: &Path) -> Config {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/local-model.toml"))
         .unwrap();
     let mut doc: toml::Table = toml::from_str(&text).unwrap();
@@ -130,7 +149,10 @@ fn local_config(store_url: &str, sim: SocketAddr, model_port: u16, suites: &Path
     for provider in doc["providers"].as_array_mut().unwrap() {
         let provider = provider.as_table_mut().unwrap();
         let url = provider["base_url"].as_str().unwrap();
-        let url = if provider["name"].as_str().unwrap().starts_with("smollm2") {
+        let url = if provider["name"].as_str().unwrap().starts_with("smollm2-tools") {
+            assert_eq!(url, "http://127.0.0.1:8090/v1", "the documented port of the tool-calling server");
+            format!("http://127.0.0.1:{tools_port}/v1")
+        } else if provider["name"].as_str().unwrap().starts_with("smollm2") {
             assert_eq!(url, "http://127.0.0.1:8089/v1", "the documented default port");
             format!("http://127.0.0.1:{model_port}/v1")
         } else if provider["dialect"].as_str() == Some("openai") {
@@ -400,4 +422,143 @@ async fn a_stream_from_the_model_passes_through_intact(gw: &TestGateway) {
         Some(streamed.as_str()),
         "the stored result is what was streamed"
     );
+}
+
+/// The tools suite and real tool calls (issue: "a real model calls tools"):
+/// the same model on a server started with llama-cpp-python's
+/// `chatml-function-calling` chat format, declared twice — `smollm2-tools`
+/// forces the tool through `request.tool_choice`, `smollm2-tools-auto`
+/// leaves the choice to the model. The suite passes the forced one and
+/// fails the other (it answers text, calling no tool); the gate then sends
+/// the `tools` route to the forced one only; a tool call comes through
+/// `POST /v1/chat/completions` plain and streamed as the stored job holds
+/// it; and the model answers the turn after the tool's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn smollm2_calls_tools_when_forced() {
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/local-model.toml")).unwrap();
+    let chat_format = shipped
+        .lines()
+        .find_map(|line| line.strip_prefix("chat_format = \""))
+        .and_then(|rest| rest.split('"').next())
+        .expect("config/local-model.toml declares the tool server's chat_format")
+        .to_owned();
+    let Some(model) = local_model_with("local-model-tools.log", &["--chat_format", &chat_format]).await else {
+        return;
+    };
+    let started = Instant::now();
+    let store = TestStore::new(Backend::Sqlite).await.unwrap();
+    let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let suites = suites_at_one_repeat();
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = local_config_with(&store.url, sim.addr(), unused, model.port, &suites);
+    let mut gw = TestGateway::start_with(config.clone()).await;
+    gw.sim = Some(sim);
+
+    let reports = contract_run(&gw, &config, "tools").await;
+    let forced = &reports["smollm2-tools"];
+    assert!(forced.passed, "smollm2-tools: {:#?}", forced.failures().collect::<Vec<_>>());
+    let auto = &reports["smollm2-tools-auto"];
+    assert!(!auto.passed, "left to itself the model calls no tool");
+    let failures: Vec<String> = auto.failures().collect();
+    assert!(failures.iter().all(|f| f.contains("the answer called no tool")), "{failures:#?}");
+
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "description": "Current weather and a short forecast for one city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let ask = json!({"model": "tools", "temperature": 0, "tools": tools,
+        "messages": [{"role": "user", "content": "What is the weather in Utrecht?"}]});
+    let plain = completion(&gw, "local-tool", &ask).await;
+    assert_eq!(plain.0["choices"][0]["finish_reason"], "tool_calls", "{}", plain.0);
+    let call = plain.0["choices"][0]["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather", "{call}");
+    let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(arguments["city"].is_string(), "{arguments}");
+    let job = settled(&gw, &plain.1).await;
+    let attempts: Vec<&str> =
+        job["attempts"].as_array().unwrap().iter().map(|a| a["provider"].as_str().unwrap()).collect();
+    assert_eq!(attempts, ["smollm2-tools"], "the gate never lets the auto declaration serve");
+    assert_eq!(job["result"]["completion"]["choices"][0]["message"]["tool_calls"][0], call, "stored as answered");
+
+    let mut streamed_ask = ask.clone();
+    streamed_ask["stream"] = true.into();
+    let (name, fragments, job_id) = streamed_tool_call(&gw, "local-tool-stream", &streamed_ask).await;
+    assert_eq!(name, "get_weather");
+    let job = settled(&gw, &job_id).await;
+    let stored = &job["result"]["completion"]["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(stored["arguments"].as_str(), Some(fragments.as_str()), "the fragments add up to the stored call");
+    serde_json::from_str::<Value>(&fragments).unwrap();
+
+    let reply = json!({"model": "tools-reply", "temperature": 0, "max_tokens": 40, "tools": tools, "messages": [
+        {"role": "user", "content": "What is the weather in Utrecht?"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 C"}
+    ]});
+    let answered = completion(&gw, "local-tool-reply", &reply).await;
+    let text = answered.0["choices"][0]["message"]["content"].as_str().unwrap_or_default();
+    eprintln!("the model, after the tool's result: {text}");
+    assert!(!text.trim().is_empty(), "the model answers the tool's result in prose: {}", answered.0);
+    assert_eq!(answered.0["choices"][0]["finish_reason"], "stop", "{}", answered.0);
+
+    let _ = std::fs::remove_dir_all(&suites);
+    eprintln!("local-model tools scenario: {:.1}s with the server up", started.elapsed().as_secs_f64());
+}
+
+/// `contract run --route ROUTE`, as the CLI does it, timed; the gate reloads.
+async fn contract_run(gw: &TestGateway, config: &Config, route: &str) -> HashMap<String, SuiteReport> {
+    let suites = Suite::load_dir(&config.contracts.dir).unwrap();
+    let mut reports = HashMap::new();
+    for (suite, provider) in pairs(config, &suites, Some(route), None) {
+        let started = Instant::now();
+        let report = run_and_record(&gw.gateway.store, suite, provider, &mut |_| {}).await.unwrap();
+        eprintln!(
+            "contract run {route}/{}: {} in {:.1}s{}",
+            provider.name,
+            if report.passed { "pass" } else { "FAIL" },
+            started.elapsed().as_secs_f64(),
+            report.failures().next().map(|f| format!("; first failure: {f}")).unwrap_or_default()
+        );
+        reports.insert(provider.name.clone(), report);
+    }
+    gw.gateway.engine.gate().reload(&gw.gateway.store).await.unwrap();
+    reports
+}
+
+/// A chat completion, its body and job id.
+async fn completion(gw: &TestGateway, key: &str, body: &Value) -> (Value, String) {
+    let response = gw
+        .request(Method::POST, "/v1/chat/completions", ALICE)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let job_id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 200, "{body:#}");
+    (body, job_id)
+}
+
+/// A streamed tool call: the tool's name and its argument fragments joined.
+async fn streamed_tool_call(gw: &TestGateway, key: &str, body: &Value) -> (String, String, String) {
+    let response = gw
+        .request(Method::POST, "/v1/chat/completions", ALICE)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let job_id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    let sse = response.text().await.unwrap();
+    let (mut name, mut arguments) = (String::new(), String::new());
+    for data in sse.lines().filter_map(|line| line.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        for call in chunk["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten() {
+            name.push_str(call["function"]["name"].as_str().unwrap_or_default());
+            arguments.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+        }
+    }
+    assert!(sse.ends_with("data: [DONE]\n\n"), "{sse}");
+    (name, arguments, job_id)
 }
