@@ -138,7 +138,7 @@ async fn run_case(
     // A prompt with a hole is not worth sending; other rendering issues
     // still fail the case, but the round trips show what else is wrong.
     if let Some(prompt) = &rendering.prompt {
-        let request = request(suite, prompt);
+        let request = request(suite, case, prompt);
         let expect = suite.expectation(case);
         for repeat in 1..=suite.repeats() {
             let found = round_trip(&request, checker, &expect, provider).await;
@@ -167,7 +167,7 @@ async fn run_case(
 /// `max_tokens`, with the schema as `response_format` when there is one and
 /// the declared `tools` and `tool_choice` — what a well-behaved caller of
 /// the route would send.
-fn request(suite: &Suite, prompt: &RenderedPrompt) -> ChatRequest {
+fn request(suite: &Suite, case: &Case, prompt: &RenderedPrompt) -> ChatRequest {
     let mut extra = Map::new();
     if let Some(schema) = suite.schema() {
         extra.insert(
@@ -178,7 +178,7 @@ fn request(suite: &Suite, prompt: &RenderedPrompt) -> ChatRequest {
     if !suite.tools().is_empty() {
         extra.insert("tools".into(), suite.tools().to_request());
     }
-    if let Some(choice) = suite.tool_choice() {
+    if let Some(choice) = suite.tool_choice_of(case) {
         extra.insert("tool_choice".into(), choice.clone());
     }
     ChatRequest {
@@ -257,7 +257,7 @@ mod tests {
             )
             .unwrap();
         let prompt = RenderedPrompt { system: Some("sys".into()), user: "t".into(), tokens: None };
-        let body = serde_json::to_value(request(&suite, &prompt)).unwrap();
+        let body = serde_json::to_value(request(&suite, &suite.cases()[0], &prompt)).unwrap();
         assert_eq!(
             body,
             json!({
@@ -290,7 +290,7 @@ mod tests {
             )
             .unwrap();
         let prompt = RenderedPrompt { system: None, user: "t".into(), tokens: None };
-        let body = serde_json::to_value(request(&suite, &prompt)).unwrap();
+        let body = serde_json::to_value(request(&suite, &suite.cases()[0], &prompt)).unwrap();
         assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(body["tool_choice"]["function"]["name"], "get_weather");
         let checker = ShapeChecker::new(&suite).unwrap();

@@ -44,6 +44,9 @@ pub struct Case {
     /// The answer must (`tool_call`) or must not (`no_tool_call`) call a tool.
     #[serde(default)]
     pub expect: Option<CaseExpect>,
+    /// This case's `tool_choice`, instead of the suite's.
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
 }
 
 /// A case's `expect`.
@@ -263,6 +266,9 @@ impl Suite {
                 if let Some(expect) = case.expect {
                     value["expect"] = serde_json::to_value(expect).map_err(fail)?;
                 }
+                if let Some(choice) = &case.tool_choice {
+                    value["tool_choice"] = choice.clone();
+                }
                 Ok(value)
             })
             .collect::<Result<_, SuiteError>>()?;
@@ -344,9 +350,14 @@ impl Suite {
         &self.tools
     }
 
-    /// The `tool_choice` sent with every case, as written.
+    /// The `tool_choice` sent with every case that sets none, as written.
     pub fn tool_choice(&self) -> Option<&Value> {
         self.tool_choice.as_ref()
+    }
+
+    /// The `tool_choice` `case` is sent with: its own, else the suite's.
+    pub fn tool_choice_of<'a>(&'a self, case: &'a Case) -> Option<&'a Value> {
+        case.tool_choice.as_ref().or(self.tool_choice.as_ref())
     }
 
     /// What `case`'s answers must do about tools: its own `expect_tool` /
@@ -400,25 +411,27 @@ fn expectations(
             Err(invalid(path, key, format!("names `{name}`, which no [[tools]] declares")))
         }
     };
-    let choice = match tool_choice {
-        None => Expect::Either,
-        Some(_) if tools.is_empty() => {
-            return Err(invalid(
-                path,
-                "tool_choice",
-                "the suite declares no [[tools]] to choose from".into(),
-            ));
+    let read_choice = |key: &str, tool_choice: Option<&Value>| {
+        let choice = match tool_choice {
+            None => Expect::Either,
+            Some(_) if tools.is_empty() => {
+                return Err(invalid(path, key, "the suite declares no [[tools]] to choose from".into()));
+            }
+            Some(value) => Expect::from_tool_choice(value).map_err(|message| invalid(path, key, message))?,
+        };
+        if let Expect::Call(name) = &choice {
+            declared(key, name)?;
         }
-        Some(value) => {
-            Expect::from_tool_choice(value).map_err(|message| invalid(path, "tool_choice", message))?
-        }
+        Ok(choice)
     };
-    if let Expect::Call(name) = &choice {
-        declared("tool_choice", name)?;
-    }
+    let suite_choice = read_choice("tool_choice", tool_choice)?;
     let mut found = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
         let key = |field: &str| format!("cases[{index}].{field}");
+        let choice = match &case.tool_choice {
+            Some(own) => read_choice(&key("tool_choice"), Some(own))?,
+            None => suite_choice.clone(),
+        };
         let field = if case.expect_tool.is_some() { "expect_tool" } else { "expect" };
         let explicit = case.explicit().map_err(|message| invalid(path, &key("expect"), message.into()))?;
         if explicit.is_some() && tools.is_empty() {
@@ -617,6 +630,12 @@ mod tests {
         assert!(
             suite.cases().iter().all(|case| suite.expectation(case) == Expect::Call("get_weather".into()))
         );
+        // A case's own tool_choice wins over the suite's.
+        let own = TOOLS.replace("name = \"free\"", "name = \"free\"\ntool_choice = \"none\"");
+        let suite = scratch.suite(&own).unwrap();
+        assert_eq!(suite.expectation(&suite.cases()[2]), Expect::NoCall);
+        assert_eq!(suite.tool_choice_of(&suite.cases()[2]), Some(&json!("none")));
+        assert_eq!(suite.tool_choice_of(&suite.cases()[0]), Some(&json!("auto")));
     }
 
     #[test]
@@ -639,6 +658,8 @@ mod tests {
                 "cases[0].expect",
             ),
             ("tool_choice = \"auto\"", "tool_choice = \"none\"", "cases[0].expect_tool"),
+            ("name = \"free\"", "name = \"free\"\ntool_choice = \"sometimes\"", "cases[2].tool_choice"),
+            ("name = \"any\"", "name = \"any\"\ntool_choice = \"none\"", "cases[1].expect"),
             ("tool_choice = \"auto\"", "tool_choice = \"required\"\n", "ok"),
             (
                 "tool_choice = \"auto\"",
@@ -675,6 +696,7 @@ mod tests {
             ("tool_choice = \"auto\"", "tool_choice = \"required\""),
             ("expect = \"tool_call\"", "expect_tool = \"get_time\""),
             ("name = \"free\"", "name = \"free\"\nexpect = \"no_tool_call\""),
+            ("name = \"free\"", "name = \"free\"\ntool_choice = \"none\""),
         ] {
             let edited = TOOLS.replace(from, to);
             assert_ne!(edited, TOOLS, "{from} not found");
