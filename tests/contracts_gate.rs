@@ -18,11 +18,13 @@ store_matrix!(
     runtime_violation_fails_over_to_the_next_valid_answer,
     primary_without_a_record_is_refused,
     every_refusal_of_a_drive_is_in_the_error,
+    tools_suite_passes_good_tool_calls_and_refuses_schema_breaking_ones,
+    runtime_tool_call_violation_fails_over,
 );
 
 /// The gate on for both primary and fallbacks, as shipped.
 fn gated(doc: &mut toml::Table) {
-    for route in ["chat", "extract"] {
+    for route in ["chat", "extract", "tools"] {
         set_route(doc, route, "require_contract_for_primary", true);
         set_route(doc, route, "require_contract_for_fallback", true);
     }
@@ -211,4 +213,109 @@ async fn every_refusal_of_a_drive_is_in_the_error(store: TestStore) {
     let refused = job["error"]["refused"].as_array().unwrap();
     assert_eq!(refused.len(), 1, "{job}");
     assert!(refused[0].as_str().unwrap().starts_with("sim-sloppy:"), "{refused:?}");
+}
+
+/// A job on the `tools` route offering the shipped suite's `get_weather`,
+/// forced by `tool_choice` — what a well-behaved client sends.
+fn tools_body(text: &str) -> Value {
+    let suite =
+        Suite::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("contract-tests/tools.toml"))
+            .unwrap();
+    json!({
+        "route": "tools",
+        "input": {"messages": [{"role": "user", "content": text}]},
+        "params": {
+            "tools": suite.tools().to_request(),
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}
+        }
+    })
+}
+
+fn called(job: &Value) -> (&str, Value) {
+    let call = &job["result"]["completion"]["choices"][0]["message"]["tool_calls"][0]["function"];
+    let arguments = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    (call["name"].as_str().unwrap(), arguments)
+}
+
+/// The tools suite passes the provider whose calls keep the tool's schema
+/// and fails the one whose arguments break it, naming the tool and the
+/// schema error; the gate then never fails over to the bad one.
+async fn tools_suite_passes_good_tool_calls_and_refuses_schema_breaking_ones(store: TestStore) {
+    let (gw, config) = start(&store, |doc| {
+        let chain = vec!["sim-tools".into(), "sim-tools-bad".into()];
+        set_route(doc, "tools", "chain", toml::Value::Array(chain));
+    })
+    .await;
+    let results = contract_run(&gw, &config).await;
+    assert!(results.contains(&("tools".into(), "sim-tools".into(), true)), "{results:?}");
+    assert!(results.contains(&("tools".into(), "sim-tools-bad".into(), false)), "{results:?}");
+    let routes: Value = gw.get(ALICE, "/v1/routes").await.json().await.unwrap();
+    let tools = routes["routes"].as_array().unwrap().iter().find(|r| r["name"] == "tools").unwrap();
+    assert_eq!(tools["chain"][0]["eligible"], true, "{tools}");
+    // The record keeps the first finding: the tool, and what its schema refused.
+    let reason = tools["chain"][1]["reason"].as_str().unwrap();
+    assert!(reason.contains("case `forced`: repeat 1/2: tool `get_weather`: arguments do not match its parameters: at /days: value is not of type \"integer\""), "{reason}");
+
+    let job = create(&gw, "tools-ok", &tools_body("Weather in Utrecht?")).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-tools");
+    let (name, arguments) = called(&job);
+    assert_eq!(name, "get_weather");
+    assert_eq!(arguments["city"], "Weather in Utrecht?", "{job}");
+
+    // The good provider fails; the only fallback broke the schema in its run.
+    gw.sim().queue(Some("sim:tool_call"), "status=503", 1).unwrap();
+    let calls_before = gw.sim().calls().total;
+    let job = create(&gw, "tools-refused", &tools_body("Weather in Oslo?")).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    let refused = job["error"]["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{job}");
+    let refusal = refused[0].as_str().unwrap();
+    assert!(refusal.starts_with("sim-tools-bad: failed its run"), "{refusal}");
+    assert!(refusal.contains("tool `get_weather`: arguments do not match its parameters"), "{refusal}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no attempt on the bad provider");
+    assert_eq!(gw.sim().calls().total - calls_before, 1, "only the good provider was called");
+}
+
+/// At runtime the answer's tool calls are checked against the request's
+/// own tools: schema-breaking arguments, or a tool the request did not
+/// offer, settle the attempt `contract_violation` and the chain fails over.
+async fn runtime_tool_call_violation_fails_over(store: TestStore) {
+    let (gw, config) = start(&store, |_| {}).await;
+    let results = contract_run(&gw, &config).await;
+    assert!(results.contains(&("tools".into(), "sim-tools-fallback".into(), true)), "{results:?}");
+
+    // sim-tools and sim-tools-fallback share the model: only the first call breaks.
+    gw.sim().queue(Some("sim:tool_call"), "tool_args=bad", 1).unwrap();
+    let job = create(&gw, "tools-bad-args", &tools_body("Weather in Rome?")).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"][0]["provider"], "sim-tools");
+    assert_eq!(job["attempts"][0]["state"], "failed");
+    assert_eq!(job["attempts"][0]["outcome"], "contract_violation");
+    let detail = job["attempts"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(
+            r#"tool `get_weather`: arguments do not match its parameters: "city" is a required property"#
+        ),
+        "{detail}"
+    );
+    assert_eq!(job["result"]["provider"], "sim-tools-fallback", "{job}");
+    assert_eq!(called(&job).0, "get_weather");
+
+    // The request's tools are what count, not the suite's: a client offering
+    // its own tool gets calls of it, and a call of anything else is refused.
+    let mut own = tools_body("Where is order 42?");
+    own["params"] = json!({"tools": [{"type": "function", "function": {"name": "find_order",
+        "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}}]});
+    gw.sim().queue(Some("sim:tool_call"), "tool=get_weather", 1).unwrap();
+    let job = create(&gw, "tools-not-offered", &own).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"][0]["outcome"], "contract_violation");
+    let detail = job["attempts"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("tool `get_weather` was called but not offered (offered: find_order)"),
+        "{detail}"
+    );
+    let (name, arguments) = called(&job);
+    assert_eq!((name, arguments["order_id"].as_str()), ("find_order", Some("Where is order 42?")));
 }

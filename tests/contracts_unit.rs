@@ -55,7 +55,7 @@ fn o200k() -> Tokenizer {
 fn the_shipped_suites_cover_the_default_routes() {
     let suites = shipped();
     let routes: Vec<&str> = suites.iter().map(Suite::route).collect();
-    assert_eq!(routes, ["chat", "extract"]);
+    assert_eq!(routes, ["chat", "extract", "tools"]);
     let config = std::fs::read_to_string("config/gateway.toml").unwrap();
     for suite in &suites {
         assert!(
@@ -117,8 +117,10 @@ fn fingerprints_are_stable_across_loads_and_distinct_per_suite() {
 async fn a_provider_that_keeps_the_contract_passes_both_dialects() {
     let sim = sim().await;
     for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
-        let provider = provider(&sim, dialect, "sim:ok");
         for suite in shipped() {
+            // Keeping a tools suite's contract means calling the tool.
+            let model = if suite.tools().is_empty() { "sim:ok" } else { "sim:tool_call" };
+            let provider = provider(&sim, dialect, model);
             let (report, events) = run(&suite, &provider, Some(&o200k())).await;
             let failures: Vec<String> = report.failures().collect();
             assert!(report.passed, "{} over {dialect}: {failures:?}", suite.route());
@@ -176,6 +178,34 @@ async fn a_provider_that_ignores_the_format_fails() {
         "{:?}",
         report.failures().collect::<Vec<_>>()
     );
+}
+
+/// Both dialects: a tool called with arguments its schema refuses, a tool
+/// nobody offered, and prose where the tool was expected each fail every
+/// case, saying which tool and what is wrong.
+#[tokio::test]
+async fn a_provider_that_breaks_the_tool_contract_fails_naming_the_tool() {
+    let sim = sim().await;
+    let suite = shipped_suite("tools");
+    for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+        let cases = [
+            (
+                "sim:tool_args=bad",
+                r#"tool `get_weather`: arguments do not match its parameters: "city" is a required property"#,
+            ),
+            (
+                "sim:tool=delete_account",
+                "tool `delete_account` was called but not offered (offered: get_weather)",
+            ),
+            ("sim:ok", "expected a call of tool `get_weather`; the answer called no tool"),
+        ];
+        for (model, reason) in cases {
+            let (report, _) = run(&suite, &provider(&sim, dialect, model), Some(&o200k())).await;
+            assert!(report.cases.iter().all(|case| !case.passed), "{model} over {dialect}");
+            let first = &report.cases[0].reasons;
+            assert!(first.contains(&format!("repeat 1/2: {reason}")), "{model} over {dialect}: {first:?}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -12,7 +12,9 @@
 //!   [`Suite::fingerprint`] and [`provider_fingerprint`], which the caller
 //!   records and compares to decide whether a record is current;
 //! - **reused at runtime**: [`ShapeChecker`], built once per route with a
-//!   schema, judges every attempt's answer the same way the suite did.
+//!   schema, judges every attempt's answer the same way the suite did; on a
+//!   route whose suite declares tools, an answer's tool calls are checked
+//!   against the tools its request offered ([`Offer`]).
 //!
 //! No database, CLI or HTTP here: the store records reports, the CLI shows
 //! [`Progress`], the engine gates failover on records.
@@ -27,6 +29,7 @@ mod shape;
 mod suite;
 mod template;
 mod tokenizer;
+mod tools;
 
 #[cfg(test)]
 mod testing;
@@ -41,9 +44,10 @@ pub use render::{
 pub use rules::Rules;
 pub use runner::{CaseReport, Progress, SuiteReport, run_suite, run_suite_through};
 pub use shape::{ShapeChecker, ShapeError};
-pub use suite::{Case, MAX_TEMPERATURE, Suite, SuiteError};
+pub use suite::{Case, CaseExpect, MAX_TEMPERATURE, Suite, SuiteError};
 pub use template::{Rendered, Template, TemplateSyntaxError};
 pub use tokenizer::{Tokenizer, TokenizerError};
+pub use tools::{Expect, Offer, ToolError, ToolSet, ToolSpec};
 
 /// Where the shipped suites live, relative to the working directory.
 pub const DEFAULT_SUITE_DIR: &str = "contract-tests";

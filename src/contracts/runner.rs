@@ -15,6 +15,7 @@ use super::render::{RenderedPrompt, TokenizerRef, check_case_through};
 use super::shape::ShapeChecker;
 use super::suite::{Case, Suite};
 use super::tokenizer::Tokenizer;
+use super::tools::Expect;
 
 /// What a run reports while it goes, for a progress bar or plain lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -137,9 +138,10 @@ async fn run_case(
     // A prompt with a hole is not worth sending; other rendering issues
     // still fail the case, but the round trips show what else is wrong.
     if let Some(prompt) = &rendering.prompt {
-        let request = request(suite, prompt);
+        let request = request(suite, case, prompt);
+        let expect = suite.expectation(case);
         for repeat in 1..=suite.repeats() {
-            let found = round_trip(&request, checker, provider).await;
+            let found = round_trip(&request, checker, &expect, provider).await;
             made += 1;
             on_progress(Progress::RoundTrip {
                 case: case.name.clone(),
@@ -162,15 +164,22 @@ async fn run_case(
 }
 
 /// The request a case sends: its messages at the suite's temperature and
-/// `max_tokens`, with the schema as `response_format` when there is one —
-/// what a well-behaved caller of the route would send.
-fn request(suite: &Suite, prompt: &RenderedPrompt) -> ChatRequest {
+/// `max_tokens`, with the schema as `response_format` when there is one and
+/// the declared `tools` and `tool_choice` — what a well-behaved caller of
+/// the route would send.
+fn request(suite: &Suite, case: &Case, prompt: &RenderedPrompt) -> ChatRequest {
     let mut extra = Map::new();
     if let Some(schema) = suite.schema() {
         extra.insert(
             "response_format".into(),
             json!({"type": "json_schema", "json_schema": {"name": format_name(suite.route()), "schema": schema}}),
         );
+    }
+    if !suite.tools().is_empty() {
+        extra.insert("tools".into(), suite.tools().to_request());
+    }
+    if let Some(choice) = suite.tool_choice_of(case) {
+        extra.insert("tool_choice".into(), choice.clone());
     }
     ChatRequest {
         messages: prompt.messages(),
@@ -191,14 +200,19 @@ fn format_name(route: &str) -> String {
 /// One call; the reasons its answer breaks the contract (empty: kept).
 /// `expect_json` stays off so the shape check, not the adapter, judges the
 /// answer and says precisely why.
-async fn round_trip(request: &ChatRequest, checker: &ShapeChecker, provider: &Provider) -> Vec<String> {
+async fn round_trip(
+    request: &ChatRequest,
+    checker: &ShapeChecker,
+    expect: &Expect,
+    provider: &Provider,
+) -> Vec<String> {
     let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false };
     let response = match provider.chat(request, &ctx).await {
         Ok(response) => response,
         Err(failure) => return vec![format!("{} ({failure})", failure.class())],
     };
-    let mut reasons = match checker.check(&response.text) {
-        Ok(_) => Vec::new(),
+    let mut reasons = match checker.check_answer(&response.completion, &response.text, expect) {
+        Ok(()) => Vec::new(),
         Err(reasons) => reasons,
     };
     if response.finish_reason.as_deref() == Some("length") {
@@ -243,7 +257,7 @@ mod tests {
             )
             .unwrap();
         let prompt = RenderedPrompt { system: Some("sys".into()), user: "t".into(), tokens: None };
-        let body = serde_json::to_value(request(&suite, &prompt)).unwrap();
+        let body = serde_json::to_value(request(&suite, &suite.cases()[0], &prompt)).unwrap();
         assert_eq!(
             body,
             json!({
@@ -252,5 +266,53 @@ mod tests {
                 "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}
             })
         );
+    }
+
+    #[test]
+    fn the_request_offers_the_tools_and_the_answer_is_judged_by_its_calls() {
+        let scratch = crate::contracts::testing::Scratch::new("{}");
+        let suite = scratch
+            .suite(
+                r#"
+                route = "t"
+                tool_choice = { type = "function", function = { name = "get_weather" } }
+                [prompt]
+                user = "{{text}}"
+                [rules]
+                plain_text = true
+                [[tools]]
+                name = "get_weather"
+                parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+                [[cases]]
+                name = "c"
+                vars = { text = "t" }
+                "#,
+            )
+            .unwrap();
+        let prompt = RenderedPrompt { system: None, user: "t".into(), tokens: None };
+        let body = serde_json::to_value(request(&suite, &suite.cases()[0], &prompt)).unwrap();
+        assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(body["tool_choice"]["function"]["name"], "get_weather");
+        let checker = ShapeChecker::new(&suite).unwrap();
+        let expect = suite.expectation(&suite.cases()[0]);
+        let call = |arguments: &str| {
+            json!({"choices": [{"message": {"content": null, "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]}}]})
+        };
+        assert_eq!(checker.check_answer(&call(r#"{"city": "x"}"#), "", &expect), Ok(()));
+        assert_eq!(
+            checker.check_answer(&call("{}"), "", &expect),
+            Err(vec![
+                r#"tool `get_weather`: arguments do not match its parameters: "city" is a required property"#
+                    .to_owned()
+            ])
+        );
+        let prose = json!({"choices": [{"message": {"content": "sunny"}}]});
+        assert_eq!(
+            checker.check_answer(&prose, "sunny", &expect),
+            Err(vec!["expected a call of tool `get_weather`; the answer called no tool".to_owned()])
+        );
+        assert_eq!(checker.check_answer(&prose, "sunny", &Expect::Either), Ok(()));
+        assert!(checker.check_answer(&prose, " ", &Expect::Either).is_err(), "prose still judged");
     }
 }

@@ -1,6 +1,7 @@
 //! The output-shape check: one answer against the route's contract —
 //! parses as a JSON object, validates against the schema, keeps the
-//! business rules; or, for a prose route, is non-empty prose.
+//! business rules; or, for a prose route, is non-empty prose. An answer
+//! that calls tools is judged by its calls instead (`tools.rs`).
 //!
 //! The contract run calls it on every repeat, and the engine on every
 //! attempt of a route with a schema (a violation is a `contract-violation`
@@ -11,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::rules::Rules;
 use super::suite::Suite;
+use super::tools::{Expect, ToolSet};
 
 /// The longest piece of a bad answer quoted in a reason; reasons are
 /// stored, answers can be large.
@@ -30,11 +32,14 @@ pub struct ShapeChecker {
     validator: Option<jsonschema::Validator>,
     rules: Rules,
     expects_json: bool,
+    /// The suite's declared tools (compiled when the suite loaded).
+    tools: ToolSet,
 }
 
 impl ShapeChecker {
     pub fn new(suite: &Suite) -> Result<ShapeChecker, ShapeError> {
-        ShapeChecker::from_parts(suite.route(), suite.schema(), suite.rules())
+        let checker = ShapeChecker::from_parts(suite.route(), suite.schema(), suite.rules())?;
+        Ok(ShapeChecker { tools: suite.tools().clone(), ..checker })
     }
 
     /// A checker from a schema and rules directly.
@@ -48,12 +53,29 @@ impl ShapeChecker {
             .transpose()
             .map_err(|err| ShapeError { route: route.to_owned(), message: err.to_string() })?;
         let expects_json = validator.is_some() || rules.constrains_keys();
-        Ok(ShapeChecker { validator, rules: rules.clone(), expects_json })
+        Ok(ShapeChecker { validator, rules: rules.clone(), expects_json, tools: ToolSet::default() })
     }
 
     /// True when answers must be JSON objects.
     pub fn expects_json(&self) -> bool {
         self.expects_json
+    }
+
+    /// The suite's declared tools; empty when it declares none.
+    pub fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// A whole answer (an OpenAI `chat.completion` and its first choice's
+    /// text) against the suite: its tool calls against the declared tools
+    /// and `expect`; without calls, its text as [`ShapeChecker::check`]
+    /// judges it. Text beside a tool call is a preamble, not the answer,
+    /// and is not judged.
+    pub fn check_answer(&self, completion: &Value, text: &str, expect: &Expect) -> Result<(), Vec<String>> {
+        if self.tools.check(completion, expect)? {
+            return Ok(());
+        }
+        self.check(text).map(drop)
     }
 
     /// The parsed answer (a JSON object, or the prose as a JSON string),
@@ -141,7 +163,7 @@ impl ShapeChecker {
     }
 }
 
-fn type_name(value: &Value) -> &'static str {
+pub(super) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -160,7 +182,7 @@ fn short(value: &Value) -> String {
     }
 }
 
-fn with_article(value: &Value) -> &'static str {
+pub(super) fn with_article(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -172,7 +194,7 @@ fn with_article(value: &Value) -> &'static str {
 }
 
 /// The start of `text` on one line, at most [`EXCERPT_CHARS`] characters.
-fn excerpt(text: &str) -> String {
+pub(super) fn excerpt(text: &str) -> String {
     let flat: String = text.trim().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     match flat.char_indices().nth(EXCERPT_CHARS) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),

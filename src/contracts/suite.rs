@@ -10,11 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::rules::Rules;
 use super::template::Template;
+use super::tools::{Expect, ToolSet, ToolSpec};
 use crate::jobs::{canonical_json, sha256_hex};
 
 /// The highest temperature a suite may run at: the contract is about the
@@ -37,6 +38,36 @@ pub struct Case {
     pub name: String,
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
+    /// The answer must call this tool (and no other).
+    #[serde(default)]
+    pub expect_tool: Option<String>,
+    /// The answer must (`tool_call`) or must not (`no_tool_call`) call a tool.
+    #[serde(default)]
+    pub expect: Option<CaseExpect>,
+    /// This case's `tool_choice`, instead of the suite's.
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+}
+
+/// A case's `expect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseExpect {
+    ToolCall,
+    NoToolCall,
+}
+
+impl Case {
+    /// What the case itself demands about tools, if anything.
+    fn explicit(&self) -> Result<Option<Expect>, &'static str> {
+        Ok(match (&self.expect_tool, self.expect) {
+            (Some(_), Some(CaseExpect::NoToolCall)) => return Err("contradicts expect_tool"),
+            (Some(name), _) => Some(Expect::Call(name.clone())),
+            (None, Some(CaseExpect::ToolCall)) => Some(Expect::AnyCall),
+            (None, Some(CaseExpect::NoToolCall)) => Some(Expect::NoCall),
+            (None, None) => None,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -55,6 +86,9 @@ struct SuiteFile {
     repeats: u32,
     #[serde(default = "default_max_tokens")]
     max_tokens: u32,
+    #[serde(default)]
+    tools: Vec<ToolSpec>,
+    tool_choice: Option<Value>,
     #[serde(default)]
     cases: Vec<Case>,
 }
@@ -88,7 +122,12 @@ pub struct Suite {
     temperature: f64,
     repeats: u32,
     max_tokens: u32,
+    /// Declared tools, compiled once here: the checker and the gate share them.
+    tools: ToolSet,
+    tool_choice: Option<Value>,
     cases: Vec<Case>,
+    /// Per case, in order: what its answers must do about tools.
+    expectations: Vec<Expect>,
     fingerprint: String,
 }
 
@@ -143,6 +182,9 @@ impl Suite {
             Some(relative) => Some(read_schema(path, relative)?),
             None => None,
         };
+        let tools = ToolSet::compile(&file.tools)
+            .map_err(|err| invalid(path, &format!("tools[{}].{}", err.index, err.key), err.message))?;
+        let expectations = expectations(path, &tools, file.tool_choice.as_ref(), &file.cases)?;
         let suite = Suite {
             path: path.to_owned(),
             route: file.route,
@@ -155,7 +197,10 @@ impl Suite {
             temperature: file.temperature,
             repeats: file.repeats,
             max_tokens: file.max_tokens,
+            tools,
+            tool_choice: file.tool_choice,
             cases: file.cases,
+            expectations,
             fingerprint: String::new(),
         };
         suite.validate()?;
@@ -208,9 +253,26 @@ impl Suite {
     /// of rule keys do not count; the order of cases does.
     fn compute_fingerprint(&self) -> Result<String, SuiteError> {
         let fail = |err: serde_json::Error| invalid(&self.path, "fingerprint", err.to_string());
-        let cases: Vec<Value> =
-            self.cases.iter().map(|case| json!({"name": case.name, "vars": case.vars})).collect();
-        let input = json!({
+        // Tool keys are added only when used, so a suite without tools keeps
+        // the fingerprint (and the records) it had before they existed.
+        let cases: Vec<Value> = self
+            .cases
+            .iter()
+            .map(|case| {
+                let mut value = json!({"name": case.name, "vars": case.vars});
+                if let Some(tool) = &case.expect_tool {
+                    value["expect_tool"] = tool.clone().into();
+                }
+                if let Some(expect) = case.expect {
+                    value["expect"] = serde_json::to_value(expect).map_err(fail)?;
+                }
+                if let Some(choice) = &case.tool_choice {
+                    value["tool_choice"] = choice.clone();
+                }
+                Ok(value)
+            })
+            .collect::<Result<_, SuiteError>>()?;
+        let mut input = json!({
             "version": FINGERPRINT_VERSION,
             "system": self.system.as_ref().map(Template::source),
             "user": self.user.source(),
@@ -221,6 +283,12 @@ impl Suite {
             "max_tokens": self.max_tokens,
             "cases": cases,
         });
+        if !self.tools.is_empty() {
+            input["tools"] = self.tools.to_request();
+        }
+        if let Some(choice) = &self.tool_choice {
+            input["tool_choice"] = choice.clone();
+        }
         Ok(sha256_hex(canonical_json(&input).map_err(fail)?.as_bytes()))
     }
 
@@ -277,6 +345,32 @@ impl Suite {
         &self.cases
     }
 
+    /// The declared `[[tools]]`, compiled; empty when the suite has none.
+    pub fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// The `tool_choice` sent with every case that sets none, as written.
+    pub fn tool_choice(&self) -> Option<&Value> {
+        self.tool_choice.as_ref()
+    }
+
+    /// The `tool_choice` `case` is sent with: its own, else the suite's.
+    pub fn tool_choice_of<'a>(&'a self, case: &'a Case) -> Option<&'a Value> {
+        case.tool_choice.as_ref().or(self.tool_choice.as_ref())
+    }
+
+    /// What `case`'s answers must do about tools: its own `expect_tool` /
+    /// `expect`, narrowed by the suite's `tool_choice`.
+    pub fn expectation(&self, case: &Case) -> Expect {
+        self.cases
+            .iter()
+            .position(|own| own.name == case.name)
+            .and_then(|index| self.expectations.get(index))
+            .cloned()
+            .unwrap_or(Expect::Either)
+    }
+
     /// True when answers must be JSON objects: the suite has a schema or
     /// rules about keys.
     pub fn expects_json(&self) -> bool {
@@ -299,6 +393,69 @@ fn parse_template(path: &Path, key: &str, source: &str) -> Result<Template, Suit
         return Err(invalid(path, key, "is empty".into()));
     }
     Template::parse(source).map_err(|err| invalid(path, key, err.to_string()))
+}
+
+/// Every case's expectation about tools: its own, narrowed by what the
+/// suite's `tool_choice` demands of every answer. Contradictions, and tools
+/// named but not declared, are load errors naming the key.
+fn expectations(
+    path: &Path,
+    tools: &ToolSet,
+    tool_choice: Option<&Value>,
+    cases: &[Case],
+) -> Result<Vec<Expect>, SuiteError> {
+    let declared = |key: &str, name: &str| {
+        if tools.contains(name) {
+            Ok(())
+        } else {
+            Err(invalid(path, key, format!("names `{name}`, which no [[tools]] declares")))
+        }
+    };
+    let read_choice = |key: &str, tool_choice: Option<&Value>| {
+        let choice = match tool_choice {
+            None => Expect::Either,
+            Some(_) if tools.is_empty() => {
+                return Err(invalid(path, key, "the suite declares no [[tools]] to choose from".into()));
+            }
+            Some(value) => Expect::from_tool_choice(value).map_err(|message| invalid(path, key, message))?,
+        };
+        if let Expect::Call(name) = &choice {
+            declared(key, name)?;
+        }
+        Ok(choice)
+    };
+    let suite_choice = read_choice("tool_choice", tool_choice)?;
+    let mut found = Vec::with_capacity(cases.len());
+    for (index, case) in cases.iter().enumerate() {
+        let key = |field: &str| format!("cases[{index}].{field}");
+        let choice = match &case.tool_choice {
+            Some(own) => read_choice(&key("tool_choice"), Some(own))?,
+            None => suite_choice.clone(),
+        };
+        let field = if case.expect_tool.is_some() { "expect_tool" } else { "expect" };
+        let explicit = case.explicit().map_err(|message| invalid(path, &key("expect"), message.into()))?;
+        if explicit.is_some() && tools.is_empty() {
+            return Err(invalid(path, &key(field), "the suite declares no [[tools]]".into()));
+        }
+        if let Some(name) = &case.expect_tool {
+            declared(&key("expect_tool"), name)?;
+        }
+        let expect = match (explicit, &choice) {
+            (None, choice) => choice.clone(),
+            (Some(own), Expect::Either) => own,
+            (Some(Expect::AnyCall), Expect::Call(name)) => Expect::Call(name.clone()),
+            (Some(own), choice)
+                if own == *choice || matches!((&own, choice), (Expect::Call(_), Expect::AnyCall)) =>
+            {
+                own
+            }
+            (Some(_), _) => {
+                return Err(invalid(path, &key(field), "contradicts the suite's tool_choice".into()));
+            }
+        };
+        found.push(expect);
+    }
+    Ok(found)
 }
 
 /// Reads, parses and compiles the schema once here, so a bad schema is a
@@ -428,6 +585,133 @@ mod tests {
             };
             assert!(message.contains("unknown field"), "{message}");
         }
+    }
+
+    const TOOLS: &str = r#"
+        route = "t"
+        tool_choice = "auto"
+        [prompt]
+        user = "Weather in {{city}}?"
+        [[tools]]
+        name = "get_weather"
+        description = "The weather in a city."
+        parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+        [[tools]]
+        name = "get_time"
+        [[cases]]
+        name = "forced"
+        vars = { city = "Utrecht" }
+        expect_tool = "get_weather"
+        [[cases]]
+        name = "any"
+        vars = { city = "Oslo" }
+        expect = "tool_call"
+        [[cases]]
+        name = "free"
+        vars = { city = "Rome" }
+    "#;
+
+    #[test]
+    fn tools_and_expectations_load() {
+        let scratch = Scratch::new(SCHEMA);
+        let suite = scratch.suite(TOOLS).unwrap();
+        let names: Vec<&str> = suite.tools().specs().map(|tool| tool.name.as_str()).collect();
+        assert_eq!(names, ["get_weather", "get_time"]);
+        assert_eq!(suite.tool_choice(), Some(&json!("auto")));
+        let expects: Vec<Expect> = suite.cases().iter().map(|case| suite.expectation(case)).collect();
+        assert_eq!(expects, [Expect::Call("get_weather".into()), Expect::AnyCall, Expect::Either]);
+        assert!(!suite.expects_json());
+        // A forced tool_choice narrows every case.
+        let forced = TOOLS.replace(
+            "tool_choice = \"auto\"",
+            "tool_choice = { type = \"function\", function = { name = \"get_weather\" } }",
+        );
+        let suite = scratch.suite(&forced).unwrap();
+        assert!(
+            suite.cases().iter().all(|case| suite.expectation(case) == Expect::Call("get_weather".into()))
+        );
+        // A case's own tool_choice wins over the suite's.
+        let own = TOOLS.replace("name = \"free\"", "name = \"free\"\ntool_choice = \"none\"");
+        let suite = scratch.suite(&own).unwrap();
+        assert_eq!(suite.expectation(&suite.cases()[2]), Expect::NoCall);
+        assert_eq!(suite.tool_choice_of(&suite.cases()[2]), Some(&json!("none")));
+        assert_eq!(suite.tool_choice_of(&suite.cases()[0]), Some(&json!("auto")));
+    }
+
+    #[test]
+    fn tool_keys_are_validated() {
+        let scratch = Scratch::new(SCHEMA);
+        let cases = [
+            ("name = \"get_time\"", "name = \"get_weather\"", "tools[1].name"),
+            ("name = \"get_time\"", "name = \"get time\"", "tools[1].name"),
+            ("required = [\"city\"] }", "required = \"city\" }", "tools[0].parameters"),
+            ("tool_choice = \"auto\"", "tool_choice = \"always\"", "tool_choice"),
+            (
+                "tool_choice = \"auto\"",
+                "tool_choice = { type = \"function\", function = { name = \"nope\" } }",
+                "tool_choice",
+            ),
+            ("expect_tool = \"get_weather\"", "expect_tool = \"nope\"", "cases[0].expect_tool"),
+            (
+                "expect_tool = \"get_weather\"",
+                "expect_tool = \"get_weather\"\nexpect = \"no_tool_call\"",
+                "cases[0].expect",
+            ),
+            ("tool_choice = \"auto\"", "tool_choice = \"none\"", "cases[0].expect_tool"),
+            ("name = \"free\"", "name = \"free\"\ntool_choice = \"sometimes\"", "cases[2].tool_choice"),
+            ("name = \"any\"", "name = \"any\"\ntool_choice = \"none\"", "cases[1].expect"),
+            ("tool_choice = \"auto\"", "tool_choice = \"required\"\n", "ok"),
+            (
+                "tool_choice = \"auto\"",
+                "tool_choice = { type = \"function\", function = { name = \"get_time\" } }",
+                "cases[0].expect_tool",
+            ),
+        ];
+        for (from, to, key) in cases {
+            let edited = TOOLS.replace(from, to);
+            assert_ne!(edited, TOOLS, "{from} not found");
+            assert_eq!(error_key(scratch.suite(&edited)), key, "{to}");
+        }
+        // Expectations and a tool_choice need tools to be about.
+        let without_tools = SUITE.replace("name = \"one\"", "name = \"one\"\nexpect = \"tool_call\"");
+        assert_eq!(error_key(scratch.suite(&without_tools)), "cases[0].expect");
+        let without_tools = SUITE.replace("route = \"r\"", "route = \"r\"\ntool_choice = \"auto\"");
+        assert_eq!(error_key(scratch.suite(&without_tools)), "tool_choice");
+        for (from, to) in [
+            ("name = \"get_time\"", "name = \"get_time\"\nstrict = true"),
+            ("expect = \"tool_call\"", "expect = \"tool_calls\""),
+            ("name = \"free\"", "name = \"free\"\nexpect_tools = \"get_time\""),
+        ] {
+            assert!(matches!(scratch.suite(&TOOLS.replace(from, to)), Err(SuiteError::Parse { .. })), "{to}");
+        }
+    }
+
+    #[test]
+    fn tools_count_in_the_fingerprint_only_when_used() {
+        let scratch = Scratch::new(SCHEMA);
+        let base = scratch.suite(TOOLS).unwrap().fingerprint().to_owned();
+        for (from, to) in [
+            ("The weather in a city.", "The weather."),
+            ("city = { type = \"string\" }", "city = { type = \"string\", minLength = 1 }"),
+            ("tool_choice = \"auto\"", "tool_choice = \"required\""),
+            ("expect = \"tool_call\"", "expect_tool = \"get_time\""),
+            ("name = \"free\"", "name = \"free\"\nexpect = \"no_tool_call\""),
+            ("name = \"free\"", "name = \"free\"\ntool_choice = \"none\""),
+        ] {
+            let edited = TOOLS.replace(from, to);
+            assert_ne!(edited, TOOLS, "{from} not found");
+            assert_ne!(scratch.suite(&edited).unwrap().fingerprint(), base, "{to}");
+        }
+        // The fingerprint of a suite without tools is what it was before tools existed.
+        let plain = scratch.suite(SUITE).unwrap();
+        let cases: Vec<Value> =
+            plain.cases().iter().map(|case| json!({"name": case.name, "vars": case.vars})).collect();
+        let before = json!({
+            "version": FINGERPRINT_VERSION, "system": "Answer in JSON.", "user": "Text: {{text}}",
+            "schema": plain.schema(), "rules": serde_json::to_value(plain.rules()).unwrap(),
+            "temperature": 0.0, "repeats": 2, "max_tokens": 256, "cases": cases,
+        });
+        assert_eq!(plain.fingerprint(), sha256_hex(canonical_json(&before).unwrap().as_bytes()));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub(super) enum Seen {
     Answer {
         response: ChatResponse,
         streamed: bool,
+        /// The request's tools, when the route's contract checks tool calls.
+        offer: Offered,
     },
     Failure(Failure),
     /// No answer within the time allowed (`reason` says which); `call` is the
@@ -50,7 +52,11 @@ pub(super) enum Seen {
 pub(super) struct Pending {
     pub call: JoinHandle<Option<Outcome>>,
     pub streamed: bool,
+    pub offer: Offered,
 }
+
+/// What [`super::Gate::offer`] read from the attempt's request.
+pub(super) type Offered = Option<std::sync::Arc<crate::contracts::Offer>>;
 
 impl Engine {
     /// Decides what `seen` means for `attempt` in `phase` and does it.
@@ -62,7 +68,9 @@ impl Engine {
         seen: Seen,
     ) -> Result<Next, EngineError> {
         let violations = match &seen {
-            Seen::Answer { response, .. } => self.gate().check_output(route, &response.text).err(),
+            Seen::Answer { response, offer, .. } => {
+                self.gate().check_output(route, response, offer.as_deref()).err()
+            }
             _ => None,
         };
         let observed = match &seen {
@@ -89,7 +97,7 @@ impl Engine {
         tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, ?phase, ?step, "outcome decided");
         match step {
             Step::Deliver => {
-                let Seen::Answer { response, streamed } = seen else { return Ok(Next::Stop) };
+                let Seen::Answer { response, streamed, .. } = seen else { return Ok(Next::Stop) };
                 self.deliver(attempt, &response, streamed).await
             }
             Step::Fail { outcome, then } => {

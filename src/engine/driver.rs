@@ -410,6 +410,7 @@ impl Engine {
                 .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, retries)
                 .await;
         }
+        let offer = self.gate().offer(&route.name, &chat);
         let provider = entry.provider.clone();
         let call_started = std::time::Instant::now();
         let mut call = self.tasks().spawn_watch(async move { provider.chat(&chat, &context).await });
@@ -420,7 +421,7 @@ impl Engine {
         };
         self.record_call_time(&attempt, call_started.elapsed(), joined.is_some());
         let seen = match joined {
-            Some(Ok(Some(Ok(response)))) => Seen::Answer { response, streamed: false },
+            Some(Ok(Some(Ok(response)))) => Seen::Answer { response, streamed: false, offer },
             Some(Ok(Some(Err(failure)))) => Seen::Failure(failure),
             Some(Ok(None)) => {
                 Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() })
@@ -430,7 +431,7 @@ impl Engine {
             }
             None => Seen::Silence {
                 reason: format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout),
-                call: Some(Pending { call, streamed: false }),
+                call: Some(Pending { call, streamed: false, offer }),
             },
         };
         self.conclude(&attempt, &route.name, live, seen).await

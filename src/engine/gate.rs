@@ -2,17 +2,21 @@
 //! current contract record for the route's suite — fallbacks always, the
 //! primary unless the route sets `require_contract_for_primary = false`.
 //! Also the runtime half: on a route whose suite has a schema, every answer
-//! passes the suite's shape checks before it may complete a job.
+//! passes the suite's shape checks before it may complete a job; on a route
+//! whose suite declares tools, every tool call must name a tool the job's
+//! request offered, with arguments its schema accepts (see [`Gate::offer`]).
 //!
 //! Records are read from the store and cached for a moment, so the hot path
 //! costs a map lookup, not a query.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::config::{Config, RouteConfig};
-use crate::contracts::{Current, Eligibility, ShapeChecker, Suite, fingerprint_of, judge};
+use intentgate_providers::{ChatRequest, ChatResponse};
+
+use crate::contracts::{Current, Eligibility, Offer, ShapeChecker, Suite, fingerprint_of, judge};
 use crate::jobs::now_ms;
 use crate::store::{ContractRecord, Store, StoreError};
 
@@ -108,12 +112,45 @@ impl Gate {
         judge(&current, record)
     }
 
-    /// R9 at runtime: the suite's shape checks on a live answer of a route
-    /// with a schema. `Err` lists what is wrong.
-    pub fn check_output(&self, route: &str, text: &str) -> Result<(), Vec<String>> {
-        match self.routes.get(route) {
-            Some(contract) if contract.checker.expects_json() => contract.checker.check(text).map(drop),
-            _ => Ok(()),
+    /// What a request on `route` offers in tools, for [`Gate::check_output`]
+    /// to judge its answers by; `None` when the route's suite declares no
+    /// tools (tool calls are then not the contract's business).
+    ///
+    /// The tools that count are the request's own: a client sends its own
+    /// `tools`, and a call is right when it names one of those with
+    /// arguments *its* schema accepts — the suite's declared tools only
+    /// proved the provider can do that. Read here, from the request the
+    /// attempt is about to send, and carried beside the call to whoever
+    /// concludes it (the driver, the stream reader, the late listener), so
+    /// that judging an answer needs no read of a store that may be down and
+    /// no copy of the request kept anywhere else. A request tool the suite
+    /// declares with the same parameters reuses its compiled schema.
+    pub fn offer(&self, route: &str, request: &ChatRequest) -> Option<Arc<Offer>> {
+        let contract = self.routes.get(route).filter(|c| !c.checker.tools().is_empty())?;
+        Some(Arc::new(Offer::from_request(&request.extra, contract.checker.tools())))
+    }
+
+    /// R9 at runtime: the suite's shape checks on a live answer. Its tool
+    /// calls, when `offer` is given (see [`Gate::offer`]), are checked
+    /// against the request's tools and `tool_choice`; an answer without
+    /// calls, on a route with a schema, against the schema and rules.
+    /// `Err` lists what is wrong.
+    pub fn check_output(
+        &self,
+        route: &str,
+        response: &ChatResponse,
+        offer: Option<&Offer>,
+    ) -> Result<(), Vec<String>> {
+        let Some(contract) = self.routes.get(route) else { return Ok(()) };
+        if let Some(offer) = offer
+            && offer.tools.check(&response.completion, &offer.expect)?
+        {
+            return Ok(());
+        }
+        if contract.checker.expects_json() {
+            contract.checker.check(&response.text).map(drop)
+        } else {
+            Ok(())
         }
     }
 }

@@ -43,13 +43,13 @@ impl Engine {
             let left = self.clock().until(attempt.started_at_ms + super::clock::millis(max));
             tokio::time::Instant::now() + left
         });
-        if let Some(Pending { call, streamed }) = pending {
+        if let Some(Pending { call, streamed, offer }) = pending {
             let answer = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
                 None => Some(call.await),
             };
             let seen = match answer {
-                Some(Ok(Some(Ok(response)))) => Some(Seen::Answer { response, streamed }),
+                Some(Ok(Some(Ok(response)))) => Some(Seen::Answer { response, streamed, offer }),
                 Some(Ok(Some(Err(failure)))) => Some(Seen::Failure(failure)),
                 // The call was stopped (shutdown) or its task died: nothing proven.
                 Some(Ok(None) | Err(_)) => None,

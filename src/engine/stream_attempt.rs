@@ -36,6 +36,7 @@ impl Engine {
         context: CallContext,
         retries: u32,
     ) -> Result<Next, EngineError> {
+        let offer = self.gate().offer(&route.name, &chat);
         let (first_chunk, first_chunk_seen) = oneshot::channel();
         let call_started = std::time::Instant::now();
         let task = self.spawn_stream(provider, chat, context, attempt.number, first_chunk);
@@ -45,7 +46,7 @@ impl Engine {
             _ = first_chunk_seen => {}
             () = tokio::time::sleep(attempt_timeout) => {
                 let reason = format!("no first chunk within the route's attempt_timeout of {}", route.attempt_timeout);
-                let call = Some(Pending { call: self.outcome_only(task), streamed: true });
+                let call = Some(Pending { call: self.outcome_only(task), streamed: true, offer });
                 return self.conclude(&attempt, &route.name, live, Seen::Silence { reason, call }).await;
             }
         };
@@ -64,7 +65,7 @@ impl Engine {
         };
         let phase = if streamed.after_first_chunk { Phase::Streamed } else { live };
         let seen = match streamed.outcome {
-            Ok(response) => Seen::Answer { response, streamed: true },
+            Ok(response) => Seen::Answer { response, streamed: true, offer },
             Err(failure) => Seen::Failure(failure),
         };
         self.conclude(&attempt, &route.name, phase, seen).await
