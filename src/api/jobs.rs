@@ -215,16 +215,22 @@ pub async fn get(
     Ok(response)
 }
 
-/// The job `id` if the caller may see it: its owner, or an admin. Until
-/// it is read, whether it exists is not known: a store failure here is a
+/// The job `id` if the caller may see it: its owner, or an admin. The
+/// owner is part of the store's query ([`crate::store::Store::job_for_owner`]),
+/// so another owner's job is a miss like a missing one — same 404, same
+/// time — and its row (request and result) is never loaded. Until it is
+/// read, whether it exists is not known: a store failure here is a
 /// [`StoreStage::Lookup`].
 pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
     let not_found = || Problem::new(ProblemType::NotFound, format!("no job `{id}`"));
     let id = Uuid::parse_str(id).map_err(|_| not_found())?;
-    match state.store.job(id).await.map_err(|err| Problem::store(err, StoreStage::Lookup))? {
-        Some(job) if job.owner == caller.0.owner || caller.0.is_admin() => Ok(job),
-        _ => Err(not_found()),
-    }
+    let owner = (!caller.0.is_admin()).then_some(caller.0.owner.as_str());
+    state
+        .store
+        .job_for_owner(id, owner)
+        .await
+        .map_err(|err| Problem::store(err, StoreStage::Lookup))?
+        .ok_or_else(not_found)
 }
 
 pub fn job_response(
