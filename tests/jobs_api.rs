@@ -25,6 +25,7 @@ store_matrix!(
     readiness_reports_the_store,
     bad_input_to_admin_calls_is_a_problem_too,
     foreign_job_is_a_miss_like_a_missing_one,
+    admin_calls_check_the_role_before_the_body,
 );
 
 /// R8a / R2: 50 concurrent POSTs with one key, released together.
@@ -305,4 +306,19 @@ async fn foreign_job_is_a_miss_like_a_missing_one(store: TestStore) {
         assert_eq!(answer(id.to_owned()).await, answer(random.clone()).await, "{method} {suffix}");
     }
     assert_eq!(common::settled_job(&gw, ALICE, id).await["status"], "succeeded", "untouched by bob");
+}
+
+/// The role is checked before the body: a user key is refused 403 whatever
+/// it sends (no body, a bad body), not told what a valid body looks like.
+async fn admin_calls_check_the_role_before_the_body(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let job: Value = gw.create(ALICE, "role-first", &chat_body("x")).await.json().await.unwrap();
+    let id = job["id"].as_str().unwrap();
+    for path in [format!("/v1/jobs/{id}/attempts/1/resolve"), "/v1/providers/sim-primary/resolve".to_owned()]
+    {
+        let no_body = gw.request(Method::POST, &path, ALICE).send().await.unwrap();
+        assert_problem(no_body, 403, "forbidden").await;
+        let bad_body = gw.request(Method::POST, &path, ALICE).json(&json!({"as": 1})).send().await.unwrap();
+        assert_problem(bad_body, 403, "forbidden").await;
+    }
 }

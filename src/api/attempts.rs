@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::auth::Admin;
 use super::extract::{JsonBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
@@ -167,14 +168,6 @@ impl Resolve {
     }
 }
 
-fn require_admin(caller: &Caller) -> Result<(), Problem> {
-    if caller.0.is_admin() {
-        Ok(())
-    } else {
-        Err(Problem::new(ProblemType::Forbidden, "settling attempts needs an admin key"))
-    }
-}
-
 /// `POST /v1/jobs/{id}/attempts/{n}/resolve` (admin): settles an `unknown`
 /// attempt as `abandoned` or `failed`; the job then goes on with its chain.
 #[utoipa::path(
@@ -209,11 +202,10 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
 )]
 pub async fn resolve(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     PathParams((id, number)): PathParams<(String, i32)>,
     JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
-    require_admin(&caller)?;
     let (resolution, reason) = body.parse()?;
     let job = visible_job(&state, &caller, &id).await?;
     match state.engine.resolve(job.id, number, resolution, &reason, &caller.0.name).await {
@@ -252,11 +244,10 @@ pub async fn resolve(
 )]
 pub async fn resolve_provider(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     Path(provider): Path<String>,
     JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
-    require_admin(&caller)?;
     let (resolution, reason) = body.parse()?;
     let settled = state
         .engine
