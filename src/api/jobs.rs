@@ -6,7 +6,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::Value;
 use uuid::Uuid;
 
 use std::time::Duration;
@@ -74,8 +73,7 @@ pub async fn create(
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
     let body = read_body(body, state.max_body_bytes).await?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
+    let value = super::ijson::parse(&body)?;
     let new = new_job(&state, &caller, key, value)?;
     let wait = wait_preference(&headers);
     let submitted = submit(&state, &new, wait.unwrap_or_default(), false).await?;

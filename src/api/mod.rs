@@ -12,6 +12,7 @@ mod auth;
 mod extract;
 mod health;
 mod idempotency;
+mod ijson;
 mod jobs;
 mod metrics;
 mod openai;

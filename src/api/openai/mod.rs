@@ -185,8 +185,7 @@ pub async fn chat_completions(
 
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
+    let value = super::ijson::parse(body)?;
     let Value::Object(mut fields) = value else {
         return Err(invalid("the body must be a JSON object"));
     };
