@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, assert_problem, chat_body};
+use common::{ADMIN, ALICE, TestGateway, TestStore, assert_problem, chat_body};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-store_matrix!(numbers_a_double_cannot_hold_are_refused,);
+store_matrix!(numbers_a_double_cannot_hold_are_refused, nul_in_text_is_refused_alike_on_both_stores,);
 
 /// POSTs the raw JSON `body` to `path` under an Idempotency-Key.
 async fn post_raw(gw: &TestGateway, path: &str, key: &str, body: &str) -> reqwest::Response {
@@ -63,5 +63,40 @@ async fn numbers_a_double_cannot_hold_are_refused(store: TestStore) {
     assert_eq!(exact["request"]["params"]["seed"], json!(9007199254740991_u64), "stored as sent");
     let chat = r#"{"model":"chat","messages":[{"role":"user","content":"x"}],"seed":9007199254740991}"#;
     assert_eq!(post_raw(&gw, "/v1/chat/completions", "chat-seed", chat).await.status(), 200);
-    let _ = chat_body;
+}
+
+/// PostgreSQL cannot store a NUL in text (it answered 500); both stores now
+/// refuse it alike with a 422 before anything is written.
+async fn nul_in_text_is_refused_alike_on_both_stores(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let refused =
+        assert_problem(gw.create(ALICE, "nul", &chat_body("a\u{0}b")).await, 422, "invalid-body").await;
+    assert_eq!(refused["path"], "/input/messages/0/content");
+    let mut in_params = chat_body("x");
+    in_params["params"]["user"] = json!("\u{0}");
+    assert_problem(gw.create(ALICE, "nul", &in_params).await, 422, "invalid-body").await;
+    let chat = json!({"model": "chat", "messages": [{"role": "user", "content": "a\u{0}"}]});
+    let response = gw
+        .request(Method::POST, "/v1/chat/completions", ALICE)
+        .header("idempotency-key", "nul")
+        .json(&chat)
+        .send();
+    let refused = assert_problem(response.await.unwrap(), 422, "invalid-body").await;
+    assert_eq!(refused["path"], "/messages/0/content");
+    assert_eq!(gw.job_count().await, 0, "nothing stored");
+
+    let job: Value = gw.create(ALICE, "nul", &chat_body("x")).await.json().await.unwrap();
+    let id = job["id"].as_str().unwrap();
+    let reason = json!({"as": "failed", "reason": "down\u{0}"});
+    let resolve = gw.request(Method::POST, &format!("/v1/jobs/{id}/attempts/1/resolve"), ADMIN).json(&reason);
+    assert_problem(resolve.send().await.unwrap(), 422, "invalid-body").await;
+    let outage = gw.request(Method::POST, "/v1/providers/sim-primary/resolve", ADMIN).json(&reason);
+    assert_problem(outage.send().await.unwrap(), 422, "invalid-body").await;
+    let fine = json!({"as": "failed", "reason": "down"});
+    let provider = gw.request(Method::POST, "/v1/providers/sim%00primary/resolve", ADMIN).json(&fine);
+    assert_problem(provider.send().await.unwrap(), 422, "invalid-body").await;
+    let start = gw
+        .request(Method::POST, &format!("/v1/jobs/{id}/attempts"), ALICE)
+        .json(&json!({"provider": "a\u{0}"}));
+    assert_problem(start.send().await.unwrap(), 422, "invalid-body").await;
 }

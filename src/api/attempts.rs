@@ -66,6 +66,9 @@ pub async fn start(
     } else {
         let parsed: StartAttempt = serde_json::from_slice(&body)
             .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;
+        if let Some(provider) = &parsed.provider {
+            super::text::refuse_nul("`provider`", provider)?;
+        }
         parsed.provider
     };
     let job_id = job.id;
@@ -159,6 +162,7 @@ impl Resolve {
         let resolution = self.resolution.parse().map_err(|msg: String| {
             Problem::new(ProblemType::InvalidBody, msg).titled("Invalid resolution")
         })?;
+        super::text::refuse_nul("`reason`", &self.reason)?;
         if self.reason.trim().is_empty() {
             return Err(
                 Problem::new(ProblemType::InvalidBody, "give a `reason`").titled("Invalid resolution")
@@ -248,6 +252,7 @@ pub async fn resolve_provider(
     Path(provider): Path<String>,
     JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
+    super::text::refuse_nul("the provider name", &provider)?;
     let (resolution, reason) = body.parse()?;
     let settled = state
         .engine

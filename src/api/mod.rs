@@ -21,6 +21,7 @@ mod prefer;
 mod problem;
 mod routes;
 mod submit;
+mod text;
 mod view;
 
 use std::sync::Arc;

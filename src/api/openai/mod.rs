@@ -186,6 +186,7 @@ pub async fn chat_completions(
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
     let value = super::ijson::parse(body)?;
+    super::text::refuse_nul_in_json(&value)?;
     let Value::Object(mut fields) = value else {
         return Err(invalid("the body must be a JSON object"));
     };
