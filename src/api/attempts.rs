@@ -1,14 +1,14 @@
 //! Attempts by hand, settling unknown attempts, and cancelling jobs (R4, R5).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Admin;
-use super::extract::{JsonBody, PathParams};
+use super::extract::{JsonBody, LimitedBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
@@ -56,8 +56,8 @@ pub struct StartAttempt {
 pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
+    PathParams(id): PathParams<String>,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
     // The body is optional: empty means "the chain's next provider".
@@ -249,7 +249,7 @@ pub async fn resolve(
 pub async fn resolve_provider(
     State(state): State<AppState>,
     Admin(caller): Admin,
-    Path(provider): Path<String>,
+    PathParams(provider): PathParams<String>,
     JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
     super::text::refuse_nul("the provider name", &provider)?;
@@ -292,7 +292,7 @@ pub async fn resolve_provider(
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Response, Problem> {
     let job_id = visible_job(&state, &caller, &id).await?.id;
     let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use std::time::Duration;
 
+use super::extract::{PathParams, QueryParams};
 use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
 use super::submit::{after_commit, new_job, submit};
@@ -50,7 +51,8 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
             ("Idempotent-Replayed" = String, description = "`true`"),
             ("Preference-Applied" = String, description = "`wait=N` when `Prefer: wait` was honoured"),
         )),
-        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`, \
+            `malformed-request`",
             body = Problem, content_type = "application/problem+json"),
         (status = 401, response = super::problem::Unauthorized),
         (status = 409, description = "`idempotency-key-reused`: the key names another body (`job_id`)",
@@ -72,7 +74,7 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
-    let body = read_body(body, state.max_body_bytes).await?;
+    let body = super::extract::read_body(body, state.max_body_bytes).await?;
     let value = super::ijson::parse(&body)?;
     let new = new_job(&state, &caller, key, value)?;
     let wait = wait_preference(&headers);
@@ -130,7 +132,7 @@ pub struct ByKey {
     ),
     responses(
         (status = 200, description = "The job", body = JobView),
-        (status = 400, description = "`missing-parameter`, `idempotency-key-invalid`",
+        (status = 400, description = "`missing-parameter`, `idempotency-key-invalid`, `malformed-request`",
             body = Problem, content_type = "application/problem+json"),
         (status = 401, response = super::problem::Unauthorized),
         (status = 404, description = "`not-found`: no job of the caller's has this key",
@@ -142,7 +144,7 @@ pub struct ByKey {
 pub async fn find_by_key(
     State(state): State<AppState>,
     caller: Caller,
-    Query(query): Query<ByKey>,
+    QueryParams(query): QueryParams<ByKey>,
 ) -> Result<Response, Problem> {
     let Some(key) = query.idempotency_key else {
         return Err(Problem::new(ProblemType::MissingParameter, "pass `?idempotency_key=<key>`"));
@@ -193,7 +195,7 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
     let wait = wait_preference(&headers).unwrap_or_default();
@@ -248,11 +250,4 @@ pub fn job_response(
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     response
-}
-
-/// Reads the body up to `limit` bytes; more is 413 before anything is stored.
-pub async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Problem::new(ProblemType::BodyTooLarge, format!("the body is larger than the limit of {limit} bytes"))
-    })
 }
