@@ -24,6 +24,8 @@ store_matrix!(
     find_job_by_idempotency_key,
     readiness_reports_the_store,
     bad_input_to_admin_calls_is_a_problem_too,
+    foreign_job_is_a_miss_like_a_missing_one,
+    admin_calls_check_the_role_before_the_body,
 );
 
 /// R8a / R2: 50 concurrent POSTs with one key, released together.
@@ -276,4 +278,47 @@ async fn bad_input_to_admin_calls_is_a_problem_too(store: TestStore) {
     let bad_start =
         gw.request(Method::POST, &format!("/v1/jobs/{id}/attempts"), ALICE).body("[").send().await.unwrap();
     assert_problem(bad_start, 422, "invalid-body").await;
+}
+
+/// Another owner's job id is a miss in the store's own query (the owner is in
+/// the WHERE, so its row is never loaded and the miss takes as long as a
+/// missing id), and every job endpoint answers it with the 404 a random id
+/// gets.
+async fn foreign_job_is_a_miss_like_a_missing_one(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let job: Value = gw.create(ALICE, "foreign", &chat_body("x")).await.json().await.unwrap();
+    let id = job["id"].as_str().unwrap();
+    let uuid = uuid::Uuid::parse_str(id).unwrap();
+    let db = &gw.gateway.store;
+    assert!(db.job_for_owner(uuid, Some("bob")).await.unwrap().is_none(), "a miss for another owner");
+    assert!(db.job_for_owner(uuid, Some("alice")).await.unwrap().is_some(), "a hit for its owner");
+    assert!(db.job_for_owner(uuid, None).await.unwrap().is_some(), "a hit for an admin");
+
+    let random = uuid::Uuid::now_v7().to_string();
+    for (method, suffix) in [(Method::GET, ""), (Method::POST, "/attempts"), (Method::POST, "/cancel")] {
+        let answer = |job_id: String| {
+            let request = gw.request(method.clone(), &format!("/v1/jobs/{job_id}{suffix}"), BOB);
+            async move {
+                let problem = assert_problem(request.send().await.unwrap(), 404, "not-found").await;
+                problem.to_string().replace(&job_id, "{id}")
+            }
+        };
+        assert_eq!(answer(id.to_owned()).await, answer(random.clone()).await, "{method} {suffix}");
+    }
+    assert_eq!(common::settled_job(&gw, ALICE, id).await["status"], "succeeded", "untouched by bob");
+}
+
+/// The role is checked before the body: a user key is refused 403 whatever
+/// it sends (no body, a bad body), not told what a valid body looks like.
+async fn admin_calls_check_the_role_before_the_body(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let job: Value = gw.create(ALICE, "role-first", &chat_body("x")).await.json().await.unwrap();
+    let id = job["id"].as_str().unwrap();
+    for path in [format!("/v1/jobs/{id}/attempts/1/resolve"), "/v1/providers/sim-primary/resolve".to_owned()]
+    {
+        let no_body = gw.request(Method::POST, &path, ALICE).send().await.unwrap();
+        assert_problem(no_body, 403, "forbidden").await;
+        let bad_body = gw.request(Method::POST, &path, ALICE).json(&json!({"as": 1})).send().await.unwrap();
+        assert_problem(bad_body, 403, "forbidden").await;
+    }
 }

@@ -1,13 +1,14 @@
 //! Attempts by hand, settling unknown attempts, and cancelling jobs (R4, R5).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::extract::{JsonBody, PathParams};
+use super::auth::Admin;
+use super::extract::{JsonBody, LimitedBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
@@ -55,8 +56,8 @@ pub struct StartAttempt {
 pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
+    PathParams(id): PathParams<String>,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
     // The body is optional: empty means "the chain's next provider".
@@ -65,6 +66,9 @@ pub async fn start(
     } else {
         let parsed: StartAttempt = serde_json::from_slice(&body)
             .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;
+        if let Some(provider) = &parsed.provider {
+            super::text::refuse_nul("`provider`", provider)?;
+        }
         parsed.provider
     };
     let job_id = job.id;
@@ -158,20 +162,13 @@ impl Resolve {
         let resolution = self.resolution.parse().map_err(|msg: String| {
             Problem::new(ProblemType::InvalidBody, msg).titled("Invalid resolution")
         })?;
+        super::text::refuse_nul("`reason`", &self.reason)?;
         if self.reason.trim().is_empty() {
             return Err(
                 Problem::new(ProblemType::InvalidBody, "give a `reason`").titled("Invalid resolution")
             );
         }
         Ok((resolution, self.reason))
-    }
-}
-
-fn require_admin(caller: &Caller) -> Result<(), Problem> {
-    if caller.0.is_admin() {
-        Ok(())
-    } else {
-        Err(Problem::new(ProblemType::Forbidden, "settling attempts needs an admin key"))
     }
 }
 
@@ -209,11 +206,10 @@ fn require_admin(caller: &Caller) -> Result<(), Problem> {
 )]
 pub async fn resolve(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     PathParams((id, number)): PathParams<(String, i32)>,
     JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
-    require_admin(&caller)?;
     let (resolution, reason) = body.parse()?;
     let job = visible_job(&state, &caller, &id).await?;
     match state.engine.resolve(job.id, number, resolution, &reason, &caller.0.name).await {
@@ -252,11 +248,11 @@ pub async fn resolve(
 )]
 pub async fn resolve_provider(
     State(state): State<AppState>,
-    caller: Caller,
-    Path(provider): Path<String>,
+    Admin(caller): Admin,
+    PathParams(provider): PathParams<String>,
     JsonBody(body): JsonBody<Resolve>,
 ) -> Result<Response, Problem> {
-    require_admin(&caller)?;
+    super::text::refuse_nul("the provider name", &provider)?;
     let (resolution, reason) = body.parse()?;
     let settled = state
         .engine
@@ -296,7 +292,7 @@ pub async fn resolve_provider(
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Response, Problem> {
     let job_id = visible_job(&state, &caller, &id).await?.id;
     let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));

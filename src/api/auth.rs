@@ -40,3 +40,23 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| Problem::new(ProblemType::Unauthorized, "the API key is not known"))
     }
 }
+
+/// A caller with an admin key. Extracted from the request's head, it runs
+/// before the body is read: a non-admin is refused 403 whatever body it
+/// sent, and nothing about the endpoint's input is told to one who may not
+/// call it.
+#[derive(Debug, Clone)]
+pub struct Admin(pub Caller);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if caller.0.is_admin() {
+            Ok(Admin(caller))
+        } else {
+            Err(Problem::new(ProblemType::Forbidden, "settling attempts needs an admin key"))
+        }
+    }
+}

@@ -2,15 +2,15 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::Value;
 use uuid::Uuid;
 
 use std::time::Duration;
 
+use super::extract::{PathParams, QueryParams};
 use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
 use super::submit::{after_commit, new_job, submit};
@@ -51,7 +51,8 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
             ("Idempotent-Replayed" = String, description = "`true`"),
             ("Preference-Applied" = String, description = "`wait=N` when `Prefer: wait` was honoured"),
         )),
-        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`, \
+            `malformed-request`",
             body = Problem, content_type = "application/problem+json"),
         (status = 401, response = super::problem::Unauthorized),
         (status = 409, description = "`idempotency-key-reused`: the key names another body (`job_id`)",
@@ -73,9 +74,8 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
-    let body = read_body(body, state.max_body_bytes).await?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
+    let body = super::extract::read_body(body, state.max_body_bytes).await?;
+    let value = super::ijson::parse(&body)?;
     let new = new_job(&state, &caller, key, value)?;
     let wait = wait_preference(&headers);
     let submitted = submit(&state, &new, wait.unwrap_or_default(), false).await?;
@@ -132,7 +132,7 @@ pub struct ByKey {
     ),
     responses(
         (status = 200, description = "The job", body = JobView),
-        (status = 400, description = "`missing-parameter`, `idempotency-key-invalid`",
+        (status = 400, description = "`missing-parameter`, `idempotency-key-invalid`, `malformed-request`",
             body = Problem, content_type = "application/problem+json"),
         (status = 401, response = super::problem::Unauthorized),
         (status = 404, description = "`not-found`: no job of the caller's has this key",
@@ -144,7 +144,7 @@ pub struct ByKey {
 pub async fn find_by_key(
     State(state): State<AppState>,
     caller: Caller,
-    Query(query): Query<ByKey>,
+    QueryParams(query): QueryParams<ByKey>,
 ) -> Result<Response, Problem> {
     let Some(key) = query.idempotency_key else {
         return Err(Problem::new(ProblemType::MissingParameter, "pass `?idempotency_key=<key>`"));
@@ -195,7 +195,7 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Response, Problem> {
     let job = visible_job(&state, &caller, &id).await?;
     let wait = wait_preference(&headers).unwrap_or_default();
@@ -215,16 +215,22 @@ pub async fn get(
     Ok(response)
 }
 
-/// The job `id` if the caller may see it: its owner, or an admin. Until
-/// it is read, whether it exists is not known: a store failure here is a
+/// The job `id` if the caller may see it: its owner, or an admin. The
+/// owner is part of the store's query ([`crate::store::Store::job_for_owner`]),
+/// so another owner's job is a miss like a missing one — same 404, same
+/// time — and its row (request and result) is never loaded. Until it is
+/// read, whether it exists is not known: a store failure here is a
 /// [`StoreStage::Lookup`].
 pub async fn visible_job(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
     let not_found = || Problem::new(ProblemType::NotFound, format!("no job `{id}`"));
     let id = Uuid::parse_str(id).map_err(|_| not_found())?;
-    match state.store.job(id).await.map_err(|err| Problem::store(err, StoreStage::Lookup))? {
-        Some(job) if job.owner == caller.0.owner || caller.0.is_admin() => Ok(job),
-        _ => Err(not_found()),
-    }
+    let owner = (!caller.0.is_admin()).then_some(caller.0.owner.as_str());
+    state
+        .store
+        .job_for_owner(id, owner)
+        .await
+        .map_err(|err| Problem::store(err, StoreStage::Lookup))?
+        .ok_or_else(not_found)
 }
 
 pub fn job_response(
@@ -244,11 +250,4 @@ pub fn job_response(
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     response
-}
-
-/// Reads the body up to `limit` bytes; more is 413 before anything is stored.
-pub async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Problem::new(ProblemType::BodyTooLarge, format!("the body is larger than the limit of {limit} bytes"))
-    })
 }

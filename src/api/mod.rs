@@ -5,13 +5,16 @@
 //! Layers a request passes, outermost first: tracing of method, path, status
 //! and latency → the router (unknown path 404, wrong method 405, both as
 //! problem+json) → the `Caller` extractor (401) → the handler, which reads
-//! the body within `server.max_body_bytes` (413).
+//! the body within `server.max_body_bytes` (413, at once when `Content-Length`
+//! says so; 400 when the body cannot be read), through `extract`'s
+//! extractors, whose rejections are problem+json too.
 
 mod attempts;
 mod auth;
 mod extract;
 mod health;
 mod idempotency;
+mod ijson;
 mod jobs;
 mod metrics;
 mod openai;
@@ -20,6 +23,7 @@ mod prefer;
 mod problem;
 mod routes;
 mod submit;
+mod text;
 mod view;
 
 use std::sync::Arc;
@@ -27,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -54,6 +58,9 @@ pub struct AppState {
 }
 
 pub fn router(state: AppState) -> Router {
+    // Every body, whoever reads it, within `server.max_body_bytes` (the
+    // handlers' own reads use `extract::read_body` with the same limit).
+    let body_limit = DefaultBodyLimit::max(state.max_body_bytes);
     Router::new()
         .route("/v1/jobs", get(jobs::find_by_key).post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
@@ -70,6 +77,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn(trace_request))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(body_limit)
         .with_state(state)
 }
 

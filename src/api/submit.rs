@@ -45,6 +45,7 @@ pub fn new_job(
     key: IdempotencyKey,
     body: Value,
 ) -> Result<NewJob, Problem> {
+    super::text::refuse_nul_in_json(&body)?;
     if let Some(messages) = body.pointer("/input/messages") {
         validate_messages(messages)
             .map_err(|err| invalid_messages(err.under("/input/messages"), "Invalid job request"))?;

@@ -131,6 +131,15 @@ impl Store {
         row.map(Job::try_from).transpose()
     }
 
+    /// The job with this id if `owner` owns it; `None` as owner means any
+    /// owner (an admin). Another owner's job is `None`, found by the same
+    /// index lookup as a missing one ([`sql::SELECT_JOB_FOR_OWNER`]).
+    pub async fn job_for_owner(&self, id: Uuid, owner: Option<&str>) -> Result<Option<Job>, StoreError> {
+        let args = vec![id.into(), owner.into()];
+        let row = self.read_optional(sql::SELECT_JOB_FOR_OWNER, args, JobRow::from_sqlite).await?;
+        row.map(Job::try_from).transpose()
+    }
+
     pub async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
         let args = vec![owner.into(), key.into()];
         let row = self.read_optional(sql::SELECT_JOB_BY_KEY, args, JobRow::from_sqlite).await?;

@@ -56,6 +56,17 @@ pub(super) const INSERT_JOB_AND_FIRST_ATTEMPT_PG: &str = concat!(
 
 pub(super) const SELECT_JOB_BY_ID: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1");
 
+/// The job `$1` if `$2` owns it (`$2` NULL: whoever does, for an admin).
+/// The owner is in the WHERE, not compared after the read, so another
+/// owner's job is a miss that loads nothing: it takes as long as a missing
+/// id and cannot be told from one by timing. `$2` is cast so PostgreSQL
+/// knows its type when it is NULL.
+pub(super) const SELECT_JOB_FOR_OWNER: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE id = $1 AND (CAST($2 AS TEXT) IS NULL OR owner_id = CAST($2 AS TEXT))"
+);
+
 pub(super) const SELECT_JOB_BY_KEY: &str =
     concat!("SELECT ", job_columns!(), " FROM jobs WHERE owner_id = $1 AND idempotency_key = $2");
 

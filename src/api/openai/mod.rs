@@ -79,7 +79,7 @@ pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Valu
 pub async fn model(
     State(state): State<AppState>,
     _caller: Caller,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    super::extract::PathParams(id): super::extract::PathParams<String>,
 ) -> Result<Json<Value>, Problem> {
     match state.config.route(&id) {
         Some(route) => Ok(Json(model_object(&route.name))),
@@ -164,7 +164,7 @@ pub async fn chat_completions(
         }
         Err(problem) => return Err(problem),
     };
-    let body = super::jobs::read_body(body, state.max_body_bytes).await?;
+    let body = super::extract::read_body(body, state.max_body_bytes).await?;
     // Refusals before the job exists carry OpenAI's `error` member too, so
     // the SDK's exception says what was wrong.
     let (job_body, stream) = translate(&body).map_err(Problem::with_openai_error)?;
@@ -185,8 +185,8 @@ pub async fn chat_completions(
 
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|err| Problem::new(ProblemType::MalformedJson, format!("the body is not JSON: {err}")))?;
+    let value = super::ijson::parse(body)?;
+    super::text::refuse_nul_in_json(&value)?;
     let Value::Object(mut fields) = value else {
         return Err(invalid("the body must be a JSON object"));
     };

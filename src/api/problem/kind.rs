@@ -74,6 +74,10 @@ problem_types! {
     IdempotencyKeyInvalid = "idempotency-key-invalid", BAD_REQUEST, "Idempotency-Key invalid";
     /// the body is not JSON
     MalformedJson = "malformed-json", BAD_REQUEST, "Malformed JSON";
+    /// the request cannot be read: a body that breaks HTTP framing (a
+    /// malformed chunk), a path segment that is not UTF-8, a query
+    /// parameter sent twice or of the wrong type
+    MalformedRequest = "malformed-request", BAD_REQUEST, "Malformed request";
     /// a required query parameter is missing
     MissingParameter = "missing-parameter", BAD_REQUEST, "Missing query parameter";
     /// JSON, but not a valid request (unknown fields are refused)
@@ -137,6 +141,7 @@ impl ProblemType {
             | ProblemType::IdempotencyKeyMissing
             | ProblemType::IdempotencyKeyInvalid
             | ProblemType::MalformedJson
+            | ProblemType::MalformedRequest
             | ProblemType::MissingParameter
             | ProblemType::InvalidBody
             | ProblemType::UnknownRoute
