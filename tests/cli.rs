@@ -15,6 +15,7 @@ fn intentgate(args: &[&str]) -> Command {
     command
         .env_remove("INTENTGATE_LISTEN")
         .env_remove("INTENTGATE_DATABASE_URL")
+        .env_remove("INTENTGATE_SIMULATOR_LISTEN")
         .env_remove("INTENTGATE_CONFIG");
     command
 }
@@ -117,4 +118,58 @@ async fn serve_creates_the_database_and_answers() {
     assert!(db.exists(), "the SQLite file was created");
     child.kill().await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The README's two commands in order: a gateway already serving the
+/// shipped config holds 8080 and the simulator's 9101, and the tests still
+/// run — every spawned gateway takes free ports, its providers following
+/// its simulator.
+#[tokio::test]
+async fn serve_beside_a_gateway_holding_the_shipped_ports() {
+    let dir = std::env::temp_dir().join(format!("intentgate-beside-{}", uuid::Uuid::now_v7()));
+    let url = format!("sqlite://{}", dir.join("intentgate.db").display());
+    // Whatever holds 9101 (a running `intentgate serve`, or this stand-in).
+    let _held = std::net::TcpListener::bind("127.0.0.1:9101");
+    let common::Spawned { mut child, url: base, logs } =
+        common::spawn_binary(&["serve"], &[("INTENTGATE_DATABASE_URL", url.as_str())]).await;
+    let client = common::client();
+    let job: serde_json::Value = client
+        .post(format!("{base}/v1/jobs"))
+        .bearer_auth(common::ALICE)
+        .header("idempotency-key", "beside-1")
+        .header("prefer", "wait=10")
+        .json(&common::chat_body("hello"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["status"], "succeeded", "served by its own simulator: {job}\n{}", logs.lock().unwrap());
+    child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A gateway that refuses to start shows why: the panic carries its log.
+#[tokio::test]
+async fn an_early_exit_shows_the_gateway_log() {
+    use futures_util::FutureExt;
+    let db = std::env::temp_dir().join(format!("intentgate-early-{}.db", uuid::Uuid::now_v7()));
+    let config = scratch_file(
+        "no-suites.toml",
+        &format!(
+            "[store]\nurl = \"sqlite://{}\"\n[contracts]\ndir = \"/nonexistent/intentgate-suites\"\nrun_on_start = true\n",
+            db.display()
+        ),
+    );
+    let spawned = std::panic::AssertUnwindSafe(common::spawn_binary(
+        &["serve", "--config", config.to_str().unwrap()],
+        &[],
+    ))
+    .catch_unwind()
+    .await;
+    let Err(panic) = spawned else { panic!("a gateway without its suites must not start") };
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("intentgate exited before listening"), "{message}");
+    assert!(message.contains("/nonexistent/intentgate-suites"), "the child's own error line: {message}");
 }
