@@ -72,7 +72,11 @@ fn environment_overrides_the_file() {
     let out =
         intentgate(&["config", "check"]).env("INTENTGATE_DATABASE_URL", "mysql://nope").output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("store.url: `mysql://nope`"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("INTENTGATE_DATABASE_URL (overrides store.url): `mysql://nope`"),
+        "the error names the variable that was set, not the file's key: {stderr}"
+    );
     let out = intentgate(&["config", "check"]).env("INTENTGATE_LISTEN", "not-an-address").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("INTENTGATE_LISTEN"));
@@ -172,4 +176,47 @@ async fn an_early_exit_shows_the_gateway_log() {
     let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("intentgate exited before listening"), "{message}");
     assert!(message.contains("/nonexistent/intentgate-suites"), "the child's own error line: {message}");
+}
+
+/// `config check` refuses what `serve` would refuse before listening, short
+/// of the database and the network: suites `run_on_start` needs, API keys
+/// from the environment, zero durations, URLs the driver cannot parse.
+#[test]
+fn config_check_refuses_what_serve_refuses() {
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml")).unwrap();
+    let cases = [
+        (shipped.replace("dir = \"contract-tests\"", "dir = \"/nonexistent/suites\""), "/nonexistent/suites"),
+        (
+            shipped.replace("model = \"sim:ok\"\ntokenizer = \"o200k_base\"", "model = \"sim:ok\"\napi_key_env = \"INTENTGATE_TEST_SURELY_UNSET\"\ntokenizer = \"o200k_base\""),
+            "INTENTGATE_TEST_SURELY_UNSET",
+        ),
+        (shipped.replacen("attempt_timeout = \"10s\"", "attempt_timeout = \"0s\"", 1), "routes[0].attempt_timeout: must be longer than zero"),
+        (format!("{shipped}\n[engine]\nlease_ttl = \"0ms\"\n"), "engine.lease_ttl: must be longer than zero"),
+        (format!("{shipped}\n[engine]\nsweep_interval = \"0s\"\n"), "engine.sweep_interval: must be longer than zero"),
+        (shipped.replace("max_execution = \"2m\"", "max_execution = \"0s\""), "providers[0].max_execution: must be longer than zero"),
+        (shipped.replace("sqlite://data/intentgate.db", "postgres://u@host:notaport/db"), "store.url: not a valid database URL"),
+    ];
+    for (text, expected) in cases {
+        assert_ne!(text, shipped, "the case changed the config");
+        let path = scratch_file("gateway.toml", &text);
+        let out = intentgate(&["config", "check", "--config", path.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "must fail ({expected})");
+        assert!(stderr.contains(expected), "expected `{expected}` in: {stderr}");
+        assert!(stderr.contains(path.to_str().unwrap()), "names the file: {stderr}");
+    }
+}
+
+/// A database URL from `INTENTGATE_DATABASE_URL` that cannot be opened is
+/// blamed on the variable, not on the file's `store.url`.
+#[test]
+fn a_bad_database_url_from_the_environment_names_the_variable() {
+    let out = intentgate(&["migrate"])
+        .env("INTENTGATE_DATABASE_URL", "sqlite:///proc/intentgate-nope/x.db")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("INTENTGATE_DATABASE_URL (overrides store.url)"), "{stderr}");
 }

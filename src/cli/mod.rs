@@ -149,7 +149,12 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve(&args).await,
         Command::Migrate(args) => migrate(&args).await,
-        Command::Config(ConfigCommand::Check(args)) => match Config::load(&args.config) {
+        Command::Config(ConfigCommand::Check(args)) => match Config::load(&args.config)
+            .map_err(|err| err.to_string())
+            .and_then(|config| match crate::app::check(&config) {
+                Ok(()) => Ok(config),
+                Err(err) => Err(format!("{}: {err}", args.config.display())),
+            }) {
             Ok(config) => {
                 println!(
                     "{}: ok ({} principals, {} providers, {} routes, store {})",
@@ -273,8 +278,7 @@ async fn contract_command(command: ContractCommand) -> ExitCode {
 /// Loads the config and opens (and migrates) its store, for the operator commands.
 async fn open_store(args: &ConfigArg) -> Result<(Config, Store), ExitCode> {
     let config = Config::load(&args.config).map_err(fail)?;
-    let store = Store::connect(&config.store).await.map_err(fail)?;
-    store.migrate().await.map_err(fail)?;
+    let store = crate::app::open_store(&config.store).await.map_err(fail)?;
     Ok((config, store))
 }
 
@@ -283,13 +287,8 @@ async fn migrate(args: &ConfigArg) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(err),
     };
-    let result = async {
-        let store = Store::connect(&config.store).await?;
-        store.migrate().await
-    }
-    .await;
-    match result {
-        Ok(()) => {
+    match crate::app::open_store(&config.store).await {
+        Ok(_) => {
             println!("migrations applied");
             ExitCode::SUCCESS
         }

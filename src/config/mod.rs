@@ -89,6 +89,22 @@ pub struct StoreConfig {
     /// `full` (also survives power loss, at an fsync per commit).
     #[serde(default)]
     pub sqlite_synchronous: SqliteSynchronous,
+    /// Whether `url` came from `INTENTGATE_DATABASE_URL` rather than the
+    /// file: errors about it must name what the operator actually set.
+    #[serde(skip)]
+    pub url_from_env: bool,
+}
+
+impl StoreConfig {
+    /// Where `url` was set, for error messages: the file's key, or the
+    /// environment variable that overrode it.
+    pub fn url_key(&self) -> String {
+        if self.url_from_env {
+            format!("{ENV_DATABASE_URL} (overrides store.url)")
+        } else {
+            "store.url".to_owned()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -483,6 +499,7 @@ impl Config {
         }
         if let Some(url) = non_empty_env(ENV_DATABASE_URL) {
             self.store.url = url;
+            self.store.url_from_env = true;
         }
         if let Some(listen) = non_empty_env(ENV_SIMULATOR_LISTEN) {
             let addr: SocketAddr = listen.parse().map_err(|err| ConfigError::Invalid {
