@@ -220,3 +220,35 @@ fn a_bad_database_url_from_the_environment_names_the_variable() {
     assert!(!out.status.success());
     assert!(stderr.contains("INTENTGATE_DATABASE_URL (overrides store.url)"), "{stderr}");
 }
+
+/// `--help` describes every argument: no bare `--reason <REASON>` lines.
+#[test]
+fn help_describes_every_argument() {
+    for args in [
+        &["jobs", "resolve", "--help"][..],
+        &["jobs", "resolve-provider", "--help"],
+        &["jobs", "list", "--help"],
+        &["jobs", "show", "--help"],
+        &["sim", "--help"],
+        &["contract", "run", "--help"],
+    ] {
+        let out = intentgate(args).output().unwrap();
+        assert!(out.status.success());
+        let help = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let item = line.starts_with("  ") && !line.starts_with("   ");
+            let item = item && matches!(line.trim_start().chars().next(), Some('-' | '<' | '['));
+            if !item {
+                continue;
+            }
+            let described_inline = line.trim_start().contains("  ");
+            let described_below = lines.get(i + 1).is_some_and(|next| next.starts_with("          "));
+            assert!(described_inline || described_below, "`{}`: `{line}` has no description", args.join(" "));
+        }
+    }
+    let out = intentgate(&["jobs", "resolve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--as <abandoned|failed>"), "{help}");
+    assert!(help.contains("a late answer may still win"), "{help}");
+}
