@@ -24,6 +24,10 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 pub enum StartError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Opening the database failed; `key` says where its URL came from (the
+    /// file, or the environment variable that overrode it).
+    #[error("{key}: {source}")]
+    Database { key: String, source: StoreError },
     #[error(transparent)]
     Principals(#[from] MissingKeyEnv),
     #[error(transparent)]
@@ -97,8 +101,8 @@ async fn start_with_simulator(
     config: Config,
     simulator: Option<SimHandle>,
 ) -> Result<RunningGateway, StartError> {
-    let store = Store::connect(&config.store).await?;
-    store.migrate().await?;
+    check(&config)?;
+    let store = open_store(&config.store).await?;
     let principals = Principals::from_config(&config)?;
     let engine = Engine::new(&config, store.clone())?;
     if config.contracts.run_on_start {
@@ -141,11 +145,37 @@ async fn start_with_simulator(
     Ok(RunningGateway { addr, store, engine, simulator, shutdown, task })
 }
 
+/// Every check `start` makes before it opens the database, and that needs
+/// neither the database nor the network: API keys from the environment,
+/// providers, the contract gate, and the suites `run_on_start` runs.
+/// `intentgate config check` runs exactly this, so a config it passes is
+/// not refused by `serve` for a reason a check could have seen.
+pub fn check(config: &Config) -> Result<(), StartError> {
+    Principals::from_config(config)?;
+    Engine::preflight(config)?;
+    if config.contracts.run_on_start {
+        load_suites(config)?;
+    }
+    Ok(())
+}
+
+/// Connects and migrates the store; errors name where its URL was set.
+pub async fn open_store(config: &crate::config::StoreConfig) -> Result<Store, StartError> {
+    let named = |source| StartError::Database { key: config.url_key(), source };
+    let store = Store::connect(config).await.map_err(named)?;
+    store.migrate().await.map_err(named)?;
+    Ok(store)
+}
+
+fn load_suites(config: &Config) -> Result<Vec<crate::contracts::Suite>, StartError> {
+    crate::contracts::Suite::load_dir(&config.contracts.dir)
+        .map_err(|err| crate::engine::EngineError::Contracts(err.to_string()).into())
+}
+
 /// `[contracts] run_on_start`: every suite against its route's providers,
 /// recorded like `intentgate contract run` does.
 async fn run_contracts_on_start(config: &Config, store: &Store) -> Result<(), StartError> {
-    let suites = crate::contracts::Suite::load_dir(&config.contracts.dir)
-        .map_err(|err| crate::engine::EngineError::Contracts(err.to_string()))?;
+    let suites = load_suites(config)?;
     for (suite, provider) in crate::contracts::pairs(config, &suites, None, None) {
         match crate::contracts::run_and_record(store, suite, provider, &mut |_| {}).await {
             Ok(report) => tracing::info!(

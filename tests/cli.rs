@@ -15,6 +15,7 @@ fn intentgate(args: &[&str]) -> Command {
     command
         .env_remove("INTENTGATE_LISTEN")
         .env_remove("INTENTGATE_DATABASE_URL")
+        .env_remove("INTENTGATE_SIMULATOR_LISTEN")
         .env_remove("INTENTGATE_CONFIG");
     command
 }
@@ -71,7 +72,11 @@ fn environment_overrides_the_file() {
     let out =
         intentgate(&["config", "check"]).env("INTENTGATE_DATABASE_URL", "mysql://nope").output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("store.url: `mysql://nope`"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("INTENTGATE_DATABASE_URL (overrides store.url): `mysql://nope`"),
+        "the error names the variable that was set, not the file's key: {stderr}"
+    );
     let out = intentgate(&["config", "check"]).env("INTENTGATE_LISTEN", "not-an-address").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("INTENTGATE_LISTEN"));
@@ -117,4 +122,133 @@ async fn serve_creates_the_database_and_answers() {
     assert!(db.exists(), "the SQLite file was created");
     child.kill().await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The README's two commands in order: a gateway already serving the
+/// shipped config holds 8080 and the simulator's 9101, and the tests still
+/// run — every spawned gateway takes free ports, its providers following
+/// its simulator.
+#[tokio::test]
+async fn serve_beside_a_gateway_holding_the_shipped_ports() {
+    let dir = std::env::temp_dir().join(format!("intentgate-beside-{}", uuid::Uuid::now_v7()));
+    let url = format!("sqlite://{}", dir.join("intentgate.db").display());
+    // Whatever holds 9101 (a running `intentgate serve`, or this stand-in).
+    let _held = std::net::TcpListener::bind("127.0.0.1:9101");
+    let common::Spawned { mut child, url: base, logs } =
+        common::spawn_binary(&["serve"], &[("INTENTGATE_DATABASE_URL", url.as_str())]).await;
+    let client = common::client();
+    let job: serde_json::Value = client
+        .post(format!("{base}/v1/jobs"))
+        .bearer_auth(common::ALICE)
+        .header("idempotency-key", "beside-1")
+        .header("prefer", "wait=10")
+        .json(&common::chat_body("hello"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["status"], "succeeded", "served by its own simulator: {job}\n{}", logs.lock().unwrap());
+    child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A gateway that refuses to start shows why: the panic carries its log.
+#[tokio::test]
+async fn an_early_exit_shows_the_gateway_log() {
+    use futures_util::FutureExt;
+    let db = std::env::temp_dir().join(format!("intentgate-early-{}.db", uuid::Uuid::now_v7()));
+    let config = scratch_file(
+        "no-suites.toml",
+        &format!(
+            "[store]\nurl = \"sqlite://{}\"\n[contracts]\ndir = \"/nonexistent/intentgate-suites\"\nrun_on_start = true\n",
+            db.display()
+        ),
+    );
+    let spawned = std::panic::AssertUnwindSafe(common::spawn_binary(
+        &["serve", "--config", config.to_str().unwrap()],
+        &[],
+    ))
+    .catch_unwind()
+    .await;
+    let Err(panic) = spawned else { panic!("a gateway without its suites must not start") };
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("intentgate exited before listening"), "{message}");
+    assert!(message.contains("/nonexistent/intentgate-suites"), "the child's own error line: {message}");
+}
+
+/// `config check` refuses what `serve` would refuse before listening, short
+/// of the database and the network: suites `run_on_start` needs, API keys
+/// from the environment, zero durations, URLs the driver cannot parse.
+#[test]
+fn config_check_refuses_what_serve_refuses() {
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml")).unwrap();
+    let cases = [
+        (shipped.replace("dir = \"contract-tests\"", "dir = \"/nonexistent/suites\""), "/nonexistent/suites"),
+        (
+            shipped.replace("model = \"sim:ok\"\ntokenizer = \"o200k_base\"", "model = \"sim:ok\"\napi_key_env = \"INTENTGATE_TEST_SURELY_UNSET\"\ntokenizer = \"o200k_base\""),
+            "INTENTGATE_TEST_SURELY_UNSET",
+        ),
+        (shipped.replacen("attempt_timeout = \"10s\"", "attempt_timeout = \"0s\"", 1), "routes[0].attempt_timeout: must be longer than zero"),
+        (format!("{shipped}\n[engine]\nlease_ttl = \"0ms\"\n"), "engine.lease_ttl: must be longer than zero"),
+        (format!("{shipped}\n[engine]\nsweep_interval = \"0s\"\n"), "engine.sweep_interval: must be longer than zero"),
+        (shipped.replace("max_execution = \"2m\"", "max_execution = \"0s\""), "providers[0].max_execution: must be longer than zero"),
+        (shipped.replace("sqlite://data/intentgate.db", "postgres://u@host:notaport/db"), "store.url: not a valid database URL"),
+    ];
+    for (text, expected) in cases {
+        assert_ne!(text, shipped, "the case changed the config");
+        let path = scratch_file("gateway.toml", &text);
+        let out = intentgate(&["config", "check", "--config", path.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "must fail ({expected})");
+        assert!(stderr.contains(expected), "expected `{expected}` in: {stderr}");
+        assert!(stderr.contains(path.to_str().unwrap()), "names the file: {stderr}");
+    }
+}
+
+/// A database URL from `INTENTGATE_DATABASE_URL` that cannot be opened is
+/// blamed on the variable, not on the file's `store.url`.
+#[test]
+fn a_bad_database_url_from_the_environment_names_the_variable() {
+    let out = intentgate(&["migrate"])
+        .env("INTENTGATE_DATABASE_URL", "sqlite:///proc/intentgate-nope/x.db")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("INTENTGATE_DATABASE_URL (overrides store.url)"), "{stderr}");
+}
+
+/// `--help` describes every argument: no bare `--reason <REASON>` lines.
+#[test]
+fn help_describes_every_argument() {
+    for args in [
+        &["jobs", "resolve", "--help"][..],
+        &["jobs", "resolve-provider", "--help"],
+        &["jobs", "list", "--help"],
+        &["jobs", "show", "--help"],
+        &["sim", "--help"],
+        &["contract", "run", "--help"],
+    ] {
+        let out = intentgate(args).output().unwrap();
+        assert!(out.status.success());
+        let help = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let item = line.starts_with("  ") && !line.starts_with("   ");
+            let item = item && matches!(line.trim_start().chars().next(), Some('-' | '<' | '['));
+            if !item {
+                continue;
+            }
+            let described_inline = line.trim_start().contains("  ");
+            let described_below = lines.get(i + 1).is_some_and(|next| next.starts_with("          "));
+            assert!(described_inline || described_below, "`{}`: `{line}` has no description", args.join(" "));
+        }
+    }
+    let out = intentgate(&["jobs", "resolve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--as <abandoned|failed>"), "{help}");
+    assert!(help.contains("a late answer may still win"), "{help}");
 }

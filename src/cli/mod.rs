@@ -45,6 +45,7 @@ pub enum Command {
     Config(ConfigCommand),
     /// Run the provider simulator on its own (both dialects, scripted per request).
     Sim {
+        /// Address to serve both dialects on (the shipped config's providers expect 127.0.0.1:9101).
         #[arg(long, default_value = "127.0.0.1:9101")]
         listen: std::net::SocketAddr,
         /// Seed of every random choice the simulator makes.
@@ -77,10 +78,13 @@ pub enum JobsCommand {
         /// pending, running, succeeded, failed, unknown or cancelled.
         #[arg(long, value_parser = jobs::parse_status)]
         status: Option<crate::jobs::JobStatus>,
+        /// Only jobs of this owner (a principal's `owner`, as in the config).
         #[arg(long)]
         owner: Option<String>,
+        /// Only jobs on this route.
         #[arg(long)]
         route: Option<String>,
+        /// At most this many jobs.
         #[arg(long, default_value_t = 50)]
         limit: i64,
     },
@@ -88,17 +92,22 @@ pub enum JobsCommand {
     Show {
         #[command(flatten)]
         config: ConfigArg,
+        /// The job id (a UUID, as in `jobs list` or the API's `id`).
         id: String,
     },
     /// Settle an unknown attempt as abandoned or failed (as the HTTP admin call does).
     Resolve {
         #[command(flatten)]
         config: ConfigArg,
+        /// The job id.
         id: String,
-        /// The attempt number.
+        /// The attempt number (1 for the first attempt, as `jobs show` lists them).
         number: i32,
-        #[arg(long = "as", value_parser = parse_resolution)]
+        /// abandoned: given up on (a late answer may still win); failed: the
+        /// provider confirmed it did no work.
+        #[arg(long = "as", value_name = "abandoned|failed", value_parser = parse_resolution)]
         resolution: crate::engine::Resolution,
+        /// Why, recorded on the attempt with who resolved it (e.g. a ticket).
         #[arg(long)]
         reason: String,
     },
@@ -106,9 +115,13 @@ pub enum JobsCommand {
     ResolveProvider {
         #[command(flatten)]
         config: ConfigArg,
+        /// The provider's name, as in `[[providers]]`.
         provider: String,
-        #[arg(long = "as", value_parser = parse_resolution)]
+        /// abandoned: given up on (a late answer may still win); failed: the
+        /// provider confirmed it did no work.
+        #[arg(long = "as", value_name = "abandoned|failed", value_parser = parse_resolution)]
         resolution: crate::engine::Resolution,
+        /// Why, recorded on every attempt it settles (e.g. an incident id).
         #[arg(long)]
         reason: String,
     },
@@ -149,7 +162,12 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve(&args).await,
         Command::Migrate(args) => migrate(&args).await,
-        Command::Config(ConfigCommand::Check(args)) => match Config::load(&args.config) {
+        Command::Config(ConfigCommand::Check(args)) => match Config::load(&args.config)
+            .map_err(|err| err.to_string())
+            .and_then(|config| match crate::app::check(&config) {
+                Ok(()) => Ok(config),
+                Err(err) => Err(format!("{}: {err}", args.config.display())),
+            }) {
             Ok(config) => {
                 println!(
                     "{}: ok ({} principals, {} providers, {} routes, store {})",
@@ -273,8 +291,7 @@ async fn contract_command(command: ContractCommand) -> ExitCode {
 /// Loads the config and opens (and migrates) its store, for the operator commands.
 async fn open_store(args: &ConfigArg) -> Result<(Config, Store), ExitCode> {
     let config = Config::load(&args.config).map_err(fail)?;
-    let store = Store::connect(&config.store).await.map_err(fail)?;
-    store.migrate().await.map_err(fail)?;
+    let store = crate::app::open_store(&config.store).await.map_err(fail)?;
     Ok((config, store))
 }
 
@@ -283,13 +300,8 @@ async fn migrate(args: &ConfigArg) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(err),
     };
-    let result = async {
-        let store = Store::connect(&config.store).await?;
-        store.migrate().await
-    }
-    .await;
-    match result {
-        Ok(()) => {
+    match crate::app::open_store(&config.store).await {
+        Ok(_) => {
             println!("migrations applied");
             ExitCode::SUCCESS
         }
@@ -320,4 +332,31 @@ async fn shutdown_signal() {
 fn fail(err: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {err}");
     ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand says what it is for in `--help`.
+    #[test]
+    fn every_argument_is_described() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.get_help().is_none() && !matches!(id, "help" | "version") {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (the command itself)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "intentgate", &mut missing);
+        assert!(missing.is_empty(), "arguments without a description: {missing:?}");
+    }
 }

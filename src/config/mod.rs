@@ -18,6 +18,10 @@ pub use duration::HumanDuration;
 pub const ENV_LISTEN: &str = "INTENTGATE_LISTEN";
 /// Overrides the `[store] url`.
 pub const ENV_DATABASE_URL: &str = "INTENTGATE_DATABASE_URL";
+/// Overrides the `[simulator] listen` address, and moves the providers that
+/// point at the file's simulator address with it (so a second gateway, or a
+/// test, can run beside one already holding the default port).
+pub const ENV_SIMULATOR_LISTEN: &str = "INTENTGATE_SIMULATOR_LISTEN";
 
 pub const DEFAULT_CONFIG_PATH: &str = "config/gateway.toml";
 
@@ -85,6 +89,22 @@ pub struct StoreConfig {
     /// `full` (also survives power loss, at an fsync per commit).
     #[serde(default)]
     pub sqlite_synchronous: SqliteSynchronous,
+    /// Whether `url` came from `INTENTGATE_DATABASE_URL` rather than the
+    /// file: errors about it must name what the operator actually set.
+    #[serde(skip)]
+    pub url_from_env: bool,
+}
+
+impl StoreConfig {
+    /// Where `url` was set, for error messages: the file's key, or the
+    /// environment variable that overrode it.
+    pub fn url_key(&self) -> String {
+        if self.url_from_env {
+            format!("{ENV_DATABASE_URL} (overrides store.url)")
+        } else {
+            "store.url".to_owned()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -491,8 +511,33 @@ impl Config {
         }
         if let Some(url) = non_empty_env(ENV_DATABASE_URL) {
             self.store.url = url;
+            self.store.url_from_env = true;
+        }
+        if let Some(listen) = non_empty_env(ENV_SIMULATOR_LISTEN) {
+            let addr: SocketAddr = listen.parse().map_err(|err| ConfigError::Invalid {
+                path: path.to_owned(),
+                key: format!("{ENV_SIMULATOR_LISTEN} (overrides simulator.listen)"),
+                message: format!("`{listen}` is not a socket address: {err}"),
+            })?;
+            self.move_simulator(addr);
         }
         Ok(())
+    }
+
+    /// Moves the simulator to `addr`, and every provider whose `base_url`
+    /// points at its old address along with it: those providers are the
+    /// simulator's, and would otherwise call whatever holds the old port.
+    fn move_simulator(&mut self, addr: SocketAddr) {
+        let old = format!("http://{}", self.simulator.listen);
+        let new = format!("http://{addr}");
+        for provider in &mut self.providers {
+            if let Some(rest) = provider.base_url.strip_prefix(&old)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                provider.base_url = format!("{new}{rest}");
+            }
+        }
+        self.simulator.listen = addr;
     }
 
     pub fn route(&self, name: &str) -> Option<&RouteConfig> {

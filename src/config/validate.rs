@@ -2,22 +2,64 @@
 //! the key written as a path into the file (`routes[1].chain[0]`).
 
 use std::collections::HashSet;
+use std::str::FromStr;
 
-use super::{Config, ProviderConfig, REMOTE_TOKENIZER};
+use super::{Config, HumanDuration, ProviderConfig, REMOTE_TOKENIZER};
 
 type Invalid = (String, String);
 
 pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
+    validate_durations(config)?;
     validate_store(config)?;
     validate_principals(config)?;
     validate_providers(config)?;
     validate_routes(config)
 }
 
+/// Durations for which zero is no setting but a mistake: a timeout that
+/// fires at once, a lease that is expired when taken, a sweep that spins.
+/// (`retry_backoff = "0s"` and `max_retry_wait = "0s"` do mean something:
+/// retry at once, and never wait for a `Retry-After`.)
+fn validate_durations(config: &Config) -> Result<(), Invalid> {
+    let mut positive: Vec<(String, HumanDuration)> = vec![
+        ("store.acquire_timeout".into(), config.store.acquire_timeout),
+        ("engine.lease_ttl".into(), config.engine.lease_ttl),
+        ("engine.sweep_interval".into(), config.engine.sweep_interval),
+    ];
+    for (i, provider) in config.providers.iter().enumerate() {
+        let key = |field: &str| format!("providers[{i}].{field}");
+        positive.extend([
+            (key("connect_timeout"), provider.connect_timeout),
+            (key("first_byte_timeout"), provider.first_byte_timeout),
+            (key("total_timeout"), provider.total_timeout),
+            (key("stream_idle_timeout"), provider.stream_idle_timeout),
+        ]);
+        positive.extend(provider.max_execution.map(|d| (key("max_execution"), d)));
+    }
+    for (i, route) in config.routes.iter().enumerate() {
+        positive.push((format!("routes[{i}].attempt_timeout"), route.attempt_timeout));
+        positive.push((format!("routes[{i}].contract_max_age"), route.contract_max_age));
+    }
+    match positive.into_iter().find(|(_, duration)| duration.0.is_zero()) {
+        Some((key, _)) => Err((key, "must be longer than zero".into())),
+        None => Ok(()),
+    }
+}
+
 fn validate_store(config: &Config) -> Result<(), Invalid> {
     let url = &config.store.url;
-    if !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(("store.url".into(), format!("`{url}` is neither a sqlite: nor a postgres:// URL")));
+    let key = config.store.url_key();
+    let parsed = if url.starts_with("sqlite:") {
+        sqlx::sqlite::SqliteConnectOptions::from_str(url).map(drop)
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
+    } else {
+        return Err((key, format!("`{url}` is neither a sqlite: nor a postgres:// URL")));
+    };
+    // The driver's own parser: what it refuses here, `serve` would refuse.
+    if let Err(err) = parsed {
+        // Not echoed: a URL may carry a password.
+        return Err((key, format!("not a valid database URL: {err}")));
     }
     if config.store.max_connections == 0 {
         return Err(("store.max_connections".into(), "must be at least 1".into()));

@@ -54,10 +54,9 @@ impl Gate {
                 RouteContract { fingerprint: suite.fingerprint().to_owned(), checker },
             );
         }
-        for route in &config.routes {
-            let needs = route.require_contract_for_primary || route.require_contract_for_fallback;
-            if needs && !routes.contains_key(&route.name) {
-                tracing::warn!(route = %route.name, "route requires contracts but has no suite: it will refuse its providers");
+        for route in config.routes.iter().filter(|route| !routes.contains_key(&route.name)) {
+            if let Some(effect) = without_suite(route) {
+                tracing::warn!(route = %route.name, "route has no contract suite: {effect}");
             }
         }
         let provider_fingerprints =
@@ -152,5 +151,48 @@ impl Gate {
         } else {
             Ok(())
         }
+    }
+}
+
+/// What a route without a suite will do, given what it requires: no record
+/// can ever exist for it, so every position that requires one is refused.
+/// `None` when it requires none (nothing to warn about).
+fn without_suite(route: &RouteConfig) -> Option<&'static str> {
+    let fallbacks = route.chain.len() > 1;
+    match (route.require_contract_for_primary, route.require_contract_for_fallback && fallbacks) {
+        (true, true) => Some("it requires contracts for every provider, so it will refuse them all"),
+        (true, false) => Some("it requires a contract for its primary, so it will refuse its primary"),
+        (false, true) => Some(
+            "its primary serves, but it requires contracts for its fallbacks, so it will never fail over",
+        ),
+        (false, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn route(primary: bool, fallback: bool, chain: &str) -> RouteConfig {
+        let text = format!(
+            "[store]\nurl = \"sqlite:x.db\"\n\
+             [[providers]]\nname = \"a\"\ndialect = \"openai\"\nbase_url = \"http://x\"\nmodel = \"m\"\n\
+             [[providers]]\nname = \"b\"\ndialect = \"openai\"\nbase_url = \"http://x\"\nmodel = \"m\"\n\
+             [[routes]]\nname = \"r\"\nchain = {chain}\n\
+             require_contract_for_primary = {primary}\nrequire_contract_for_fallback = {fallback}\n"
+        );
+        Config::from_toml(std::path::Path::new("t.toml"), &text).unwrap().routes.remove(0)
+    }
+
+    /// The warning for a route without a suite says what will happen, and
+    /// is silent when nothing will be refused.
+    #[test]
+    fn a_route_without_a_suite_is_warned_about_truthfully() {
+        assert_eq!(without_suite(&route(false, false, r#"["a", "b"]"#)), None);
+        assert_eq!(without_suite(&route(false, true, r#"["a"]"#)), None, "no fallback to refuse");
+        assert!(without_suite(&route(false, true, r#"["a", "b"]"#)).unwrap().contains("primary serves"));
+        assert!(without_suite(&route(true, false, r#"["a", "b"]"#)).unwrap().contains("refuse its primary"));
+        assert!(without_suite(&route(true, true, r#"["a", "b"]"#)).unwrap().contains("refuse them all"));
     }
 }

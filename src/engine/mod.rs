@@ -64,6 +64,21 @@ pub enum EngineError {
     Store(#[from] StoreError),
 }
 
+/// Every configured provider, built: its API key read from the environment
+/// and its HTTP client constructed.
+fn build_providers(config: &Config) -> Result<HashMap<String, ProviderEntry>, EngineError> {
+    let mut providers = HashMap::new();
+    for provider in &config.providers {
+        let built = Provider::new(provider.to_provider_config()?)
+            .map_err(|err| EngineError::Provider { name: provider.name.clone(), message: err.to_string() })?;
+        providers.insert(
+            provider.name.clone(),
+            ProviderEntry { provider: Arc::new(built), config: provider.clone() },
+        );
+    }
+    Ok(providers)
+}
+
 /// A cheap handle on the engine; clones share one state.
 #[derive(Clone)]
 pub struct Engine {
@@ -131,16 +146,7 @@ struct ProviderEntry {
 
 impl Engine {
     pub fn new(config: &Config, store: Store) -> Result<Engine, EngineError> {
-        let mut providers = HashMap::new();
-        for provider in &config.providers {
-            let built = Provider::new(provider.to_provider_config()?).map_err(|err| {
-                EngineError::Provider { name: provider.name.clone(), message: err.to_string() }
-            })?;
-            providers.insert(
-                provider.name.clone(),
-                ProviderEntry { provider: Arc::new(built), config: provider.clone() },
-            );
-        }
+        let providers = build_providers(config)?;
         let routes = config.routes.iter().map(|route| (route.name.clone(), route.clone())).collect();
         let gate = Gate::load(config).map_err(EngineError::Contracts)?;
         let instance = config.engine.instance_id.clone().unwrap_or_else(|| format!("gw-{}", Uuid::now_v7()));
@@ -161,6 +167,16 @@ impl Engine {
                 tasks: Tasks::default(),
             }),
         })
+    }
+
+    /// Everything [`Engine::new`] refuses that needs no database and no
+    /// network — providers (their API key variables, their clients) and the
+    /// contract gate (its suites) — so `intentgate config check` refuses
+    /// what `serve` would.
+    pub fn preflight(config: &Config) -> Result<(), EngineError> {
+        build_providers(config)?;
+        Gate::load(config).map_err(EngineError::Contracts)?;
+        Ok(())
     }
 
     /// An engine for the operator CLI: same rules, but it never drives a

@@ -138,6 +138,11 @@ fn is_unavailable(err: &sqlx::Error) -> bool {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
+        // A connection closed before the server answered the TLS request
+        // (`sslmode=prefer`, the default, asks first): the driver reads no
+        // byte and reports it as a protocol error, but the database is just
+        // gone, exactly as an `Io` error would say without TLS.
+        sqlx::Error::Protocol(message) => message.starts_with("unexpected response from SSLRequest: 0x00"),
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             // PostgreSQL: class 08 connection exception, 57P0x shutdown,

@@ -374,6 +374,11 @@ pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Valu
     body
 }
 
+/// A loopback port free right now (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// The `intentgate` binary, serving on a free loopback port.
 pub struct Spawned {
     pub child: tokio::process::Child,
@@ -382,17 +387,21 @@ pub struct Spawned {
     pub logs: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
-/// Starts `intentgate <args>` with `INTENTGATE_LISTEN` on a free port and
-/// `env`, and returns once it logged that it is listening (a signal, not a
-/// sleep). Its log is drained into `logs` so the pipe never fills.
+/// Starts `intentgate <args>` with `INTENTGATE_LISTEN` and
+/// `INTENTGATE_SIMULATOR_LISTEN` on free ports (a gateway already running on
+/// the shipped config's ports must not matter) and `env`, and returns once it
+/// logged that it is listening (a signal, not a sleep). Its log is drained
+/// into `logs` so the pipe never fills; an early exit panics with that log.
 pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
     use tokio::io::AsyncBufReadExt;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
+    let sim_port = free_port();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_intentgate"));
     command
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("INTENTGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("INTENTGATE_SIMULATOR_LISTEN", format!("127.0.0.1:{sim_port}"))
         .env_remove("INTENTGATE_DATABASE_URL")
         .env_remove("INTENTGATE_CONFIG")
         .stderr(std::process::Stdio::piped())
@@ -404,7 +413,10 @@ pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     loop {
-        let line = lines.next_line().await.unwrap().expect("intentgate exited before listening");
+        let Some(line) = lines.next_line().await.unwrap() else {
+            let status = child.wait().await.unwrap();
+            panic!("intentgate exited before listening ({status}); its log:\n{}", logs.lock().unwrap());
+        };
         logs.lock().unwrap().push_str(&line);
         logs.lock().unwrap().push('\n');
         if line.contains("intentgate listening") {
