@@ -72,6 +72,7 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
     let simulator = if config.simulator.enabled {
         let addr = config.simulator.listen;
         let handle = Simulator::new(config.simulator.seed)
+            .record_bodies(config.simulator.record_bodies)
             .spawn(addr)
             .await
             .map_err(|source| StartError::Listen { addr, source })?;
@@ -86,7 +87,7 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
 /// Starts the configured simulator unless its address is taken (by a
 /// running gateway's simulator, which then serves instead): `Ok(None)`.
 pub async fn start_simulator(config: &crate::config::SimulatorConfig) -> std::io::Result<Option<SimHandle>> {
-    match Simulator::new(config.seed).spawn(config.listen).await {
+    match Simulator::new(config.seed).record_bodies(config.record_bodies).spawn(config.listen).await {
         Ok(handle) => Ok(Some(handle)),
         Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
         Err(err) => Err(err),

@@ -113,7 +113,12 @@ async fn failover_to_anthropic_in_the_middle_of_a_tool_conversation(store: TestS
 /// after it, that one serves; alone, the job fails saying why.
 async fn a_dialect_that_cannot_express_the_request_is_passed_over(store: TestStore) {
     let gw = TestGateway::start_tweaked(&store, |doc| {
-        set_route(doc, "chat", "chain", toml::Value::Array(vec!["sim-fallback".into(), "sim-primary".into()]));
+        set_route(
+            doc,
+            "chat",
+            "chain",
+            toml::Value::Array(vec!["sim-fallback".into(), "sim-primary".into()]),
+        );
         set_route(doc, "extract", "chain", toml::Value::Array(vec!["sim-fallback".into()]));
     })
     .await;

@@ -201,11 +201,16 @@ pub struct SimulatorConfig {
     pub listen: SocketAddr,
     #[serde(default)]
     pub seed: u64,
+    /// Keep request bodies (the prompts) for `GET /sim/requests/{key}`. Off by
+    /// default: the simulator's routes are unauthenticated, so any local
+    /// process could read every prompt sent through the demo.
+    #[serde(default)]
+    pub record_bodies: bool,
 }
 
 impl Default for SimulatorConfig {
     fn default() -> Self {
-        SimulatorConfig { enabled: false, listen: default_simulator_listen(), seed: 0 }
+        SimulatorConfig { enabled: false, listen: default_simulator_listen(), seed: 0, record_bodies: false }
     }
 }
 
