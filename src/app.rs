@@ -109,6 +109,7 @@ async fn start_with_simulator(
     let addr = config.server.listen;
     let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
     let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
+    let limits = crate::server::Limits::from_config(&config.server);
     let state = AppState {
         max_body_bytes: config.server.max_body_bytes,
         config: Arc::new(config),
@@ -124,11 +125,10 @@ async fn start_with_simulator(
     // is spawned through the engine's `Tasks`.)
     #[allow(clippy::disallowed_methods)]
     let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            })
-            .await;
+        let served = crate::server::serve(listener, app, limits, async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .await;
         let cut = tasks.shutdown(SHUTDOWN_GRACE).await;
         if cut > 0 {
             tracing::warn!(

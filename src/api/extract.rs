@@ -20,7 +20,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             Err(JsonRejection::JsonDataError(err)) => {
                 Err(Problem::new(ProblemType::InvalidBody, err.body_text()))
             }
-            Err(err) => Err(Problem::new(ProblemType::MalformedJson, err.body_text())),
+            Err(err) => Err(super::deadline::timed_out(&err)
+                .unwrap_or_else(|| Problem::new(ProblemType::MalformedJson, err.body_text()))),
         }
     }
 }

@@ -246,9 +246,16 @@ pub fn job_response(
     response
 }
 
-/// Reads the body up to `limit` bytes; more is 413 before anything is stored.
+/// Reads the body up to `limit` bytes; more is 413 before anything is
+/// stored, a body that stalls past `server.body_read_timeout` is 408.
 pub async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Problem> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Problem::new(ProblemType::BodyTooLarge, format!("the body is larger than the limit of {limit} bytes"))
+    axum::body::to_bytes(body, limit).await.map_err(|err| {
+        let err: Box<dyn std::error::Error + Send + Sync> = err.into_inner();
+        super::deadline::timed_out(err.as_ref()).unwrap_or_else(|| {
+            Problem::new(
+                ProblemType::BodyTooLarge,
+                format!("the body is larger than the limit of {limit} bytes"),
+            )
+        })
     })
 }

@@ -5,10 +5,12 @@
 //! Layers a request passes, outermost first: tracing of method, path, status
 //! and latency → the router (unknown path 404, wrong method 405, both as
 //! problem+json) → the `Caller` extractor (401) → the handler, which reads
-//! the body within `server.max_body_bytes` (413).
+//! the body within `server.max_body_bytes` (413) and, from the headers,
+//! `server.body_read_timeout` (408, see `deadline`).
 
 mod attempts;
 mod auth;
+mod deadline;
 mod extract;
 mod health;
 mod idempotency;
@@ -54,6 +56,7 @@ pub struct AppState {
 }
 
 pub fn router(state: AppState) -> Router {
+    let body_read_timeout: Duration = state.config.server.body_read_timeout.into();
     Router::new()
         .route("/v1/jobs", get(jobs::find_by_key).post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
@@ -68,6 +71,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(openai_routes())
         .route_layer(middleware::from_fn(trace_request))
+        .route_layer(middleware::from_fn_with_state(body_read_timeout, deadline::body_deadline))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

@@ -8,10 +8,25 @@ use super::{Config, ProviderConfig, REMOTE_TOKENIZER};
 type Invalid = (String, String);
 
 pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
+    validate_server(config)?;
     validate_store(config)?;
     validate_principals(config)?;
     validate_providers(config)?;
     validate_routes(config)
+}
+
+fn validate_server(config: &Config) -> Result<(), Invalid> {
+    let server = &config.server;
+    if server.max_connections == 0 {
+        return Err(("server.max_connections".into(), "must be at least 1".into()));
+    }
+    if server.header_read_timeout.0.is_zero() {
+        return Err(("server.header_read_timeout".into(), "must be longer than zero".into()));
+    }
+    if server.body_read_timeout.0.is_zero() {
+        return Err(("server.body_read_timeout".into(), "must be longer than zero".into()));
+    }
+    Ok(())
 }
 
 fn validate_store(config: &Config) -> Result<(), Invalid> {
