@@ -41,6 +41,7 @@
 //!        | "reset-after-body"          ; read the body, close without answering
 //!        | "malformed-json"            ; 200 with a body (or stream event) that is not JSON
 //!        | "invent-key"                ; JSON answer with an extra, unasked top-level key
+//!        | "echo-auth"                 ; echo the Authorization (or x-api-key) header as text and model
 //!        | "ignore-format"             ; prose even when JSON was asked for
 //!        | "stream-stall"              ; send half the answer, then go silent forever
 //!        | "stream-cut"                ; send half the answer, then drop the connection
