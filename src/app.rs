@@ -98,6 +98,9 @@ async fn start_with_simulator(
     config: Config,
     simulator: Option<SimHandle>,
 ) -> Result<RunningGateway, StartError> {
+    // Before anything can be counted: nothing is lost before the first scrape.
+    let providers: Vec<String> = config.providers.iter().map(|p| p.name.clone()).collect();
+    crate::telemetry::install(&providers);
     let store = Store::connect(&config.store).await?;
     store.migrate().await?;
     let principals = Principals::from_config(&config)?;

@@ -110,10 +110,13 @@ async fn trace_request(request: Request, next: Next) -> Response {
     let provider_time =
         response.extensions().get::<metrics::ProviderTime>().map_or(Some(Duration::ZERO), |t| t.0);
     if let Some(provider_time) = provider_time {
-        ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path)
+        ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path.clone())
             .record(elapsed.saturating_sub(provider_time).as_secs_f64());
     }
-    span.record("status", response.status().as_u16());
+    let status = response.status().as_u16();
+    ::metrics::counter!(crate::telemetry::HTTP_REQUESTS, "path" => path.clone(), "status" => status.to_string())
+        .increment(1);
+    span.record("status", status);
     span.in_scope(|| tracing::debug!(elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
     response
 }
