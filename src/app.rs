@@ -76,6 +76,7 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
     let simulator = if config.simulator.enabled {
         let addr = config.simulator.listen;
         let handle = Simulator::new(config.simulator.seed)
+            .record_bodies(config.simulator.record_bodies)
             .spawn(addr)
             .await
             .map_err(|source| StartError::Listen { addr, source })?;
@@ -90,7 +91,7 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
 /// Starts the configured simulator unless its address is taken (by a
 /// running gateway's simulator, which then serves instead): `Ok(None)`.
 pub async fn start_simulator(config: &crate::config::SimulatorConfig) -> std::io::Result<Option<SimHandle>> {
-    match Simulator::new(config.seed).spawn(config.listen).await {
+    match Simulator::new(config.seed).record_bodies(config.record_bodies).spawn(config.listen).await {
         Ok(handle) => Ok(Some(handle)),
         Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
         Err(err) => Err(err),
@@ -102,6 +103,9 @@ async fn start_with_simulator(
     simulator: Option<SimHandle>,
 ) -> Result<RunningGateway, StartError> {
     check(&config)?;
+    // Before anything can be counted: nothing is lost before the first scrape.
+    let providers: Vec<String> = config.providers.iter().map(|p| p.name.clone()).collect();
+    crate::telemetry::install(&providers);
     let store = open_store(&config.store).await?;
     let principals = Principals::from_config(&config)?;
     let engine = Engine::new(&config, store.clone())?;
@@ -112,6 +116,7 @@ async fn start_with_simulator(
     let addr = config.server.listen;
     let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
     let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
+    let limits = crate::server::Limits::from_config(&config.server);
     let state = AppState {
         max_body_bytes: config.server.max_body_bytes,
         config: Arc::new(config),
@@ -127,11 +132,10 @@ async fn start_with_simulator(
     // is spawned through the engine's `Tasks`.)
     #[allow(clippy::disallowed_methods)]
     let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            })
-            .await;
+        let served = crate::server::serve(listener, app, limits, async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .await;
         let cut = tasks.shutdown(SHUTDOWN_GRACE).await;
         if cut > 0 {
             tracing::warn!(

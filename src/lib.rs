@@ -18,5 +18,6 @@ pub mod config;
 pub mod contracts;
 pub mod engine;
 pub mod jobs;
+pub mod server;
 pub mod store;
 pub mod telemetry;

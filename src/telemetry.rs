@@ -11,6 +11,13 @@
 //! | `intentgate_failovers_refused_total` | counter | `route`, `provider` | providers skipped for want of a passing, current contract |
 //! | `intentgate_provider_latency_seconds` | histogram | `provider` | provider call time, per attempt |
 //! | `intentgate_gateway_overhead_seconds` | histogram | `path` | request time minus the provider time spent in it |
+//! | `intentgate_http_requests_total` | counter | `path` (the matched route), `status` | HTTP requests answered |
+//!
+//! The recorder is installed when the gateway starts ([`install`]), not on
+//! the first scrape: what happens before it is counted, and the counters
+//! whose labels are known up front are exposed at zero from the start, as
+//! Prometheus users expect (a `rate()` over a series that appears only at
+//! its first increment misses that increment).
 
 use std::sync::OnceLock;
 
@@ -24,6 +31,10 @@ pub const FAILOVERS: &str = "intentgate_failovers_total";
 pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
 pub const PROVIDER_LATENCY: &str = "intentgate_provider_latency_seconds";
 pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
+pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
+
+/// The `result` label values of [`JOBS`].
+pub const JOB_RESULTS: &[&str] = &["created", "replayed", "conflicted"];
 
 /// Buckets from 100 µs (gateway overhead) to 2 min (slow providers).
 const BUCKETS: &[f64] = &[
@@ -54,6 +65,25 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// Installs the recorder (if not yet) and registers the counters whose
+/// labels are known, at zero: jobs by result, races lost, and attempts for
+/// each configured provider and outcome class.
+pub fn install(providers: &[String]) {
+    if handle().is_none() {
+        return;
+    }
+    for result in JOB_RESULTS {
+        metrics::counter!(JOBS, "result" => *result).increment(0);
+    }
+    metrics::counter!(RACES_LOST).increment(0);
+    for provider in providers {
+        for outcome in crate::jobs::AttemptOutcome::ALL {
+            metrics::counter!(ATTEMPTS, "provider" => provider.clone(), "outcome" => outcome.as_str())
+                .increment(0);
+        }
+    }
+}
+
 fn describe() {
     metrics::describe_counter!(JOBS, "Job-creating requests by what the idempotency key decided.");
     metrics::describe_counter!(ATTEMPTS, "Attempts by provider and outcome class.");
@@ -66,4 +96,5 @@ fn describe() {
     );
     metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
     metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
+    metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");
 }

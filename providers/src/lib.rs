@@ -16,6 +16,7 @@ mod openai;
 mod outcome;
 mod overrides;
 mod provider;
+mod redact;
 mod retry_after;
 mod secret;
 mod sse;

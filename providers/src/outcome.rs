@@ -15,6 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::redact;
 use crate::types::ChatResponse;
 
 /// What one call ended with: the response, or a classified [`Failure`].
@@ -65,26 +66,22 @@ impl Failure {
         Failure::BadOutput { reason: reason.into(), raw }
     }
 
-    /// Replaces every occurrence of `secret` in the human-readable parts. A
-    /// provider error body may echo the key ("invalid key sk-..."); the raw
-    /// bytes of a bad 2xx body stay exact because they are audit evidence.
+    /// Replaces every occurrence of `secret`, raw bytes of a bad 2xx body
+    /// included (they are stored): a provider error body may echo the key
+    /// ("invalid key sk-..."), and so may a 2xx one (see `crate::redact`).
     pub(crate) fn redact(mut self, secret: &str) -> Self {
         if secret.is_empty() {
             return self;
         }
         match &mut self {
-            Failure::NotSent { reason } | Failure::Unknown { reason } | Failure::BadOutput { reason, .. } => {
-                scrub(reason, secret);
+            Failure::NotSent { reason } | Failure::Unknown { reason } => redact::text(reason, secret),
+            Failure::BadOutput { reason, raw } => {
+                redact::text(reason, secret);
+                redact::bytes(raw, secret);
             }
-            Failure::Rejected { body, .. } => scrub(body, secret),
+            Failure::Rejected { body, .. } => redact::text(body, secret),
         }
         self
-    }
-}
-
-fn scrub(text: &mut String, secret: &str) {
-    if text.contains(secret) {
-        *text = text.replace(secret, "[redacted]");
     }
 }
 

@@ -80,6 +80,7 @@ impl Provider {
             let outcome = self
                 .chat_unredacted(req, ctx)
                 .await
+                .map(|response| self.endpoint().redactor.redact_response(response))
                 .map_err(|failure| self.endpoint().redactor.redact(failure));
             match &outcome {
                 Ok(_) => tracing::debug!(class = %OutcomeClass::Ok, "provider call finished"),
@@ -132,7 +133,7 @@ impl Provider {
         };
         let redactor = self.endpoint().redactor.clone();
         Ok(Box::pin(stream.map(move |item| {
-            item.map_err(|failure| {
+            item.map(|chunk| redactor.redact_chunk(chunk)).map_err(|failure| {
                 let failure = redactor.redact(failure);
                 span.in_scope(
                     || tracing::debug!(class = %failure.class(), error = %failure, "provider stream failed"),

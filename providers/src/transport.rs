@@ -162,8 +162,9 @@ impl Endpoint {
     }
 }
 
-/// Scrubs a provider's key out of failures before anyone sees them; cloned
-/// into streams, whose failures surface after the call returned.
+/// Scrubs a provider's key out of failures and answers before anyone sees
+/// them; cloned into streams, whose chunks and failures surface after the
+/// call returned.
 #[derive(Debug, Clone)]
 pub(crate) struct Redactor(Option<Secret>);
 
@@ -172,6 +173,20 @@ impl Redactor {
         match &self.0 {
             Some(secret) => failure.redact(secret.expose()),
             None => failure,
+        }
+    }
+
+    pub(crate) fn redact_response(&self, response: crate::ChatResponse) -> crate::ChatResponse {
+        match &self.0 {
+            Some(secret) => crate::redact::response(response, secret.expose()),
+            None => response,
+        }
+    }
+
+    pub(crate) fn redact_chunk(&self, chunk: crate::StreamChunk) -> crate::StreamChunk {
+        match &self.0 {
+            Some(secret) => crate::redact::chunk(chunk, secret.expose()),
+            None => chunk,
         }
     }
 }

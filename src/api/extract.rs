@@ -29,7 +29,10 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, Problem> {
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|err| {
-            Problem::new(ProblemType::MalformedRequest, format!("the body cannot be read: {err}"))
+            let err = err.into_inner();
+            super::deadline::timed_out(err.as_ref()).unwrap_or_else(|| {
+                Problem::new(ProblemType::MalformedRequest, format!("the body cannot be read: {err}"))
+            })
         })?;
         if read.len() + chunk.len() > limit {
             return Err(too_large());
@@ -79,7 +82,8 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
             Err(JsonRejection::JsonDataError(err)) => {
                 Err(Problem::new(ProblemType::InvalidBody, err.body_text()))
             }
-            Err(err) => Err(Problem::new(ProblemType::MalformedJson, err.body_text())),
+            Err(err) => Err(super::deadline::timed_out(&err)
+                .unwrap_or_else(|| Problem::new(ProblemType::MalformedJson, err.body_text()))),
         }
     }
 }

@@ -6,11 +6,13 @@
 //! and latency → the router (unknown path 404, wrong method 405, both as
 //! problem+json) → the `Caller` extractor (401) → the handler, which reads
 //! the body within `server.max_body_bytes` (413, at once when `Content-Length`
-//! says so; 400 when the body cannot be read), through `extract`'s
+//! says so; 400 when the body cannot be read) and, from the headers,
+//! `server.body_read_timeout` (408, see `deadline`), through `extract`'s
 //! extractors, whose rejections are problem+json too.
 
 mod attempts;
 mod auth;
+mod deadline;
 mod extract;
 mod health;
 mod idempotency;
@@ -61,6 +63,7 @@ pub fn router(state: AppState) -> Router {
     // Every body, whoever reads it, within `server.max_body_bytes` (the
     // handlers' own reads use `extract::read_body` with the same limit).
     let body_limit = DefaultBodyLimit::max(state.max_body_bytes);
+    let body_read_timeout: Duration = state.config.server.body_read_timeout.into();
     Router::new()
         .route("/v1/jobs", get(jobs::find_by_key).post(jobs::create))
         .route("/v1/jobs/{id}", get(jobs::get))
@@ -75,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(openai_routes())
         .route_layer(middleware::from_fn(trace_request))
+        .route_layer(middleware::from_fn_with_state(body_read_timeout, deadline::body_deadline))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(body_limit)
@@ -114,10 +118,13 @@ async fn trace_request(request: Request, next: Next) -> Response {
     let provider_time =
         response.extensions().get::<metrics::ProviderTime>().map_or(Some(Duration::ZERO), |t| t.0);
     if let Some(provider_time) = provider_time {
-        ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path)
+        ::metrics::histogram!(crate::telemetry::OVERHEAD, "path" => path.clone())
             .record(elapsed.saturating_sub(provider_time).as_secs_f64());
     }
-    span.record("status", response.status().as_u16());
+    let status = response.status().as_u16();
+    ::metrics::counter!(crate::telemetry::HTTP_REQUESTS, "path" => path.clone(), "status" => status.to_string())
+        .increment(1);
+    span.record("status", status);
     span.in_scope(|| tracing::debug!(elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
     response
 }

@@ -51,6 +51,10 @@ pub enum Command {
         /// Seed of every random choice the simulator makes.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Keep request bodies (prompts) for `GET /sim/requests/{key}`; off
+        /// by default because the simulator's routes are unauthenticated.
+        #[arg(long)]
+        record_bodies: bool,
     },
     /// Find, inspect and settle jobs in the configured database.
     #[command(subcommand)]
@@ -181,7 +185,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
             Err(err) => fail(err),
         },
-        Command::Sim { listen, seed } => sim(listen, seed).await,
+        Command::Sim { listen, seed, record_bodies } => sim(listen, seed, record_bodies).await,
         Command::Contract(command) => contract_command(command).await,
         Command::Jobs(command) => jobs_command(command).await,
         Command::Keys(KeysCommand::Hash { key }) => {
@@ -228,14 +232,14 @@ async fn serve(args: &ConfigArg) -> ExitCode {
     }
 }
 
-async fn sim(listen: std::net::SocketAddr, seed: u64) -> ExitCode {
+async fn sim(listen: std::net::SocketAddr, seed: u64, record_bodies: bool) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(err) => return fail(format!("cannot listen on {listen}: {err}")),
     };
     tracing::info!(addr = %listen, "provider simulator listening");
     tokio::select! {
-        () = intentgate_providers::sim::serve(listener, intentgate_providers::sim::Simulator::new(seed)) => ExitCode::SUCCESS,
+        () = intentgate_providers::sim::serve(listener, intentgate_providers::sim::Simulator::new(seed).record_bodies(record_bodies)) => ExitCode::SUCCESS,
         () = shutdown_signal() => ExitCode::SUCCESS,
     }
 }

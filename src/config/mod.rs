@@ -55,12 +55,45 @@ pub struct ServerConfig {
     /// Largest request body accepted; bigger ones get 413 before anything is stored.
     #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
+    /// How long a connection may take to send a request's headers, counted
+    /// from when it starts waiting for them — so it also closes an idle
+    /// keep-alive connection after this long. Without it a client that sends
+    /// half a request line holds a connection (and a slot) forever.
+    #[serde(default = "default_header_read_timeout")]
+    pub header_read_timeout: HumanDuration,
+    /// How long a request's body may take to arrive, from its headers; a
+    /// body that stalls gets 408. Generous for slow uplinks, finite for
+    /// clients that announce bytes they never send.
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout: HumanDuration,
+    /// Connections served at once; beyond it new ones wait in the kernel's
+    /// accept queue until one closes (see `crate::server`).
+    #[serde(default = "default_max_connections_served")]
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { listen: default_listen(), max_body_bytes: default_max_body_bytes() }
+        ServerConfig {
+            listen: default_listen(),
+            max_body_bytes: default_max_body_bytes(),
+            header_read_timeout: default_header_read_timeout(),
+            body_read_timeout: default_body_read_timeout(),
+            max_connections: default_max_connections_served(),
+        }
     }
+}
+
+fn default_header_read_timeout() -> HumanDuration {
+    HumanDuration::secs(10)
+}
+
+fn default_body_read_timeout() -> HumanDuration {
+    HumanDuration::secs(30)
+}
+
+fn default_max_connections_served() -> usize {
+    1024
 }
 
 fn default_listen() -> SocketAddr {
@@ -221,11 +254,16 @@ pub struct SimulatorConfig {
     pub listen: SocketAddr,
     #[serde(default)]
     pub seed: u64,
+    /// Keep request bodies (the prompts) for `GET /sim/requests/{key}`. Off by
+    /// default: the simulator's routes are unauthenticated, so any local
+    /// process could read every prompt sent through the demo.
+    #[serde(default)]
+    pub record_bodies: bool,
 }
 
 impl Default for SimulatorConfig {
     fn default() -> Self {
-        SimulatorConfig { enabled: false, listen: default_simulator_listen(), seed: 0 }
+        SimulatorConfig { enabled: false, listen: default_simulator_listen(), seed: 0, record_bodies: false }
     }
 }
 

@@ -10,6 +10,7 @@ type Invalid = (String, String);
 
 pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     validate_durations(config)?;
+    validate_server(config)?;
     validate_store(config)?;
     validate_principals(config)?;
     validate_providers(config)?;
@@ -44,6 +45,20 @@ fn validate_durations(config: &Config) -> Result<(), Invalid> {
         Some((key, _)) => Err((key, "must be longer than zero".into())),
         None => Ok(()),
     }
+}
+
+fn validate_server(config: &Config) -> Result<(), Invalid> {
+    let server = &config.server;
+    if server.max_connections == 0 {
+        return Err(("server.max_connections".into(), "must be at least 1".into()));
+    }
+    if server.header_read_timeout.0.is_zero() {
+        return Err(("server.header_read_timeout".into(), "must be longer than zero".into()));
+    }
+    if server.body_read_timeout.0.is_zero() {
+        return Err(("server.body_read_timeout".into(), "must be longer than zero".into()));
+    }
+    Ok(())
 }
 
 fn validate_store(config: &Config) -> Result<(), Invalid> {

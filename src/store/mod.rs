@@ -38,6 +38,7 @@ mod postgres;
 mod rows;
 mod sql;
 mod sqlite;
+mod sqlite_files;
 mod sqlite_readers;
 mod sqlite_statements;
 mod sqlite_writer;

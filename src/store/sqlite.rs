@@ -46,12 +46,10 @@ impl SqliteStore {
             })
             .busy_timeout(config.busy_timeout.into())
             .foreign_keys(true);
-        if let Some(parent) = Path::new(options.get_filename()).parent()
-            && !parent.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(parent)
-                .map_err(|err| StoreError::Unavailable(DbError::Sqlx(sqlx::Error::Io(err))))?;
-        }
+        // Directory 0700, file 0600 (and so its -wal and -shm) before
+        // SQLite creates anything.
+        super::sqlite_files::prepare(Path::new(options.get_filename()))
+            .map_err(|err| StoreError::Unavailable(DbError::Sqlx(sqlx::Error::Io(err))))?;
         // The writer opens first: it creates the file and switches it to WAL.
         let writer = Writer::open(&WriterOptions {
             path: options.get_filename().to_path_buf(),

@@ -254,7 +254,7 @@ impl TestGateway {
     /// Starts a simulator, then the gateway with the shipped config pointed
     /// at it and changed by `tweak`.
     pub async fn start_tweaked(store: &TestStore, tweak: impl FnOnce(&mut toml::Table)) -> TestGateway {
-        let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let sim = Simulator::new(7).record_bodies(true).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let mut doc = test_config_doc(&store.url, Some(sim.addr()));
         tweak(&mut doc);
         let mut gw = Self::start_with(config_from_doc(&doc)).await;

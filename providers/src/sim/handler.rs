@@ -90,12 +90,30 @@ pub(crate) async fn handle(
             }
             response
         }
-        End::Reply => answer(dialect, &sim, &json, &script.output, kill),
+        End::Reply => {
+            let auth = script.output.echo_auth.then(|| {
+                let value = header(&parts.headers, "authorization").or(header(&parts.headers, "x-api-key"));
+                value.unwrap_or_default().to_owned()
+            });
+            answer(dialect, &sim, &json, &script.output, auth, kill)
+        }
     }
 }
 
-fn answer(dialect: Dialect, sim: &Simulator, json: &Value, output: &Output, kill: KillSwitch) -> Response {
-    let prompt = Prompt::read(json, sim.seed);
+fn answer(
+    dialect: Dialect,
+    sim: &Simulator,
+    json: &Value,
+    output: &Output,
+    echo_auth: Option<String>,
+    kill: KillSwitch,
+) -> Response {
+    let mut prompt = Prompt::read(json, sim.seed);
+    if let Some(auth) = echo_auth {
+        // Whole in every event's `model`, split across a stream's deltas.
+        prompt.model.clone_from(&auth);
+        prompt.last_user = auth;
+    }
     let said = prompt.said(dialect, sim.seed, output);
     if !prompt.stream {
         let full = reply::body(dialect, &prompt, &said).to_string();

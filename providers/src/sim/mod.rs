@@ -6,11 +6,20 @@
 //! - `POST /v1/chat/completions` — OpenAI dialect (provider base_url `http://ADDR/v1`)
 //! - `POST /v1/messages` — Anthropic dialect (provider base_url `http://ADDR`)
 //! - `GET /sim/calls` — [`CallCounts`] as JSON
-//! - `GET /sim/requests/{key}` — the last [`RecordedRequest`] for an `Idempotency-Key`
+//! - `GET /sim/requests/{key}` — the last [`RecordedRequest`] for an
+//!   `Idempotency-Key` (404 when unknown or forgotten); its `body` is `null`
+//!   unless the simulator records bodies ([`Simulator::record_bodies`])
 //! - `POST /sim/reset` — forget counts, recordings, queued scripts, released tags
 //! - `POST /sim/release/{tag}` — release `hold=TAG` (before or after it is reached)
 //! - `POST /sim/scripts` `{"model": "m" | null, "script": "...", "times": n}` —
 //!   the next `n` calls for model `m` (or any model) run `script`
+//!
+//! These admin routes have no authentication: whoever reaches the port can
+//! read them. So memory is bounded (only the [`RECORDED_REQUESTS`] most recent
+//! requests and the [`COUNTED_KEYS`] most recent keys' counts are kept) and
+//! request bodies — prompts — are kept only when
+//! [`Simulator::record_bodies`] asks for it (test harnesses do; the shipped
+//! demo does not).
 //!
 //! A request's script comes from, in order: the `x-sim-script` header, the
 //! queued scripts, the model name after `sim:` (model `sim:status=503`), or
@@ -32,6 +41,7 @@
 //!        | "reset-after-body"          ; read the body, close without answering
 //!        | "malformed-json"            ; 200 with a body (or stream event) that is not JSON
 //!        | "invent-key"                ; JSON answer with an extra, unasked top-level key
+//!        | "echo-auth"                 ; echo the Authorization (or x-api-key) header as text and model
 //!        | "ignore-format"             ; prose even when JSON was asked for
 //!        | "stream-stall"              ; send half the answer, then go silent forever
 //!        | "stream-cut"                ; send half the answer, then drop the connection
@@ -71,6 +81,7 @@
 
 mod conn;
 mod handler;
+mod recent;
 mod reply;
 mod script;
 mod state;
@@ -92,7 +103,7 @@ use tokio::task::JoinHandle;
 pub use conn::serve;
 pub use handler::SCRIPT_HEADER;
 pub use script::ScriptError;
-pub use state::{CallCounts, RecordedRequest};
+pub use state::{COUNTED_KEYS, CallCounts, RECORDED_REQUESTS, RecordedRequest};
 
 use crate::config::Dialect;
 use conn::KillSwitch;
@@ -119,6 +130,20 @@ impl Simulator {
         let addr = listener.local_addr()?;
         let task = tokio::spawn(serve(listener, self.clone()));
         Ok(SimHandle { addr, sim: self, task })
+    }
+
+    /// Keep request bodies in the recordings (`last_request`, `GET
+    /// /sim/requests/{key}`). Off by default: bodies are prompts, and the
+    /// admin routes are unauthenticated. Tests that inspect what reached
+    /// the provider turn it on.
+    pub fn record_bodies(self, on: bool) -> Self {
+        self.state.set_record_bodies(on);
+        self
+    }
+
+    /// How many requests are recorded now; never more than [`RECORDED_REQUESTS`].
+    pub fn recorded_requests(&self) -> usize {
+        self.state.recorded()
     }
 
     pub fn seed(&self) -> u64 {

@@ -41,6 +41,9 @@ pub(crate) struct Output {
     pub(crate) tool_name: Option<String>,
     /// Tool arguments that violate the tool's schema (`tool_args=bad`).
     pub(crate) bad_tool_args: bool,
+    /// Answer with the request's auth header value (`echo-auth`): a
+    /// provider that echoes its API key, for redaction tests.
+    pub(crate) echo_auth: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -100,6 +103,7 @@ impl FromStr for Script {
                 ("reset-after-body", None) => end(&mut script.end, End::ResetAfterBody)?,
                 ("malformed-json", None) => script.output.malformed_json = true,
                 ("invent-key", None) => script.output.invent_key = true,
+                ("echo-auth", None) => script.output.echo_auth = true,
                 ("ignore-format", None) => script.output.ignore_format = true,
                 ("tool_call", None) | ("tool_args", Some("good")) => script.output.tool_call = true,
                 ("tool", Some(name)) if is_tag(name) => {

@@ -1,15 +1,31 @@
 //! What the simulator remembers: call counts, recorded requests, queued
 //! scripts and released hold tags. One mutex keeps the counts exact under
 //! any concurrency; watch channels turn state changes into signals.
+//!
+//! Memory is bounded: per-key counts and recorded requests keep only the
+//! most recent keys ([`COUNTED_KEYS`], [`RECORDED_REQUESTS`]), and request
+//! bodies — the prompts — are kept only when asked for
+//! ([`super::Simulator::record_bodies`]): the simulator's admin routes have
+//! no authentication, so a shipped demo must not hand prompts to any local
+//! process.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::recent::Recent;
 use super::script::Script;
+
+/// How many keys' last requests are kept (the most recent ones).
+pub const RECORDED_REQUESTS: usize = 1024;
+/// How many keys' call counts are kept (the most recent ones). Larger than
+/// [`RECORDED_REQUESTS`]: a count is a few dozen bytes, and exact-count
+/// assertions over many jobs need them.
+pub const COUNTED_KEYS: usize = 16 * 1024;
 
 /// Calls seen since start or the last reset, counted on arrival (before any
 /// scripted behaviour), so a hung or reset request counts too.
@@ -17,17 +33,20 @@ use super::script::Script;
 pub struct CallCounts {
     pub total: u64,
     pub by_path: BTreeMap<String, u64>,
-    /// Per `Idempotency-Key` header value; requests without one are not here.
+    /// Per `Idempotency-Key` header value; requests without one are not
+    /// here. Only the [`COUNTED_KEYS`] most recently seen keys are kept.
     pub by_key: BTreeMap<String, u64>,
 }
 
-/// The last request seen for an `Idempotency-Key`, as it arrived.
+/// The last request seen for an `Idempotency-Key`, as it arrived (for the
+/// [`RECORDED_REQUESTS`] most recent keys).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordedRequest {
     pub path: String,
     /// Header names lowercase. Auth headers included: this is the provider side.
     pub headers: BTreeMap<String, String>,
-    /// `None` when the script ended the request before the body was read.
+    /// `None` when the simulator does not record bodies (the default), or
+    /// when the script ended the request before the body was read.
     pub body: Option<Value>,
 }
 
@@ -37,22 +56,45 @@ struct Queued {
     left: u32,
 }
 
-#[derive(Default)]
 struct Inner {
-    counts: CallCounts,
-    requests: HashMap<String, RecordedRequest>,
+    total: u64,
+    by_path: BTreeMap<String, u64>,
+    by_key: Recent<u64>,
+    requests: Recent<RecordedRequest>,
     queue: VecDeque<Queued>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            total: 0,
+            by_path: BTreeMap::new(),
+            by_key: Recent::new(COUNTED_KEYS),
+            requests: Recent::new(RECORDED_REQUESTS),
+            queue: VecDeque::new(),
+        }
+    }
 }
 
 pub(crate) struct State {
     inner: Mutex<Inner>,
+    record_bodies: AtomicBool,
     released: watch::Sender<HashSet<String>>,
     total: watch::Sender<u64>,
 }
 
 impl State {
     pub(crate) fn new() -> Self {
-        State { inner: Mutex::default(), released: watch::Sender::default(), total: watch::Sender::new(0) }
+        State {
+            inner: Mutex::default(),
+            record_bodies: AtomicBool::new(false),
+            released: watch::Sender::default(),
+            total: watch::Sender::new(0),
+        }
+    }
+
+    pub(crate) fn set_record_bodies(&self, on: bool) {
+        self.record_bodies.store(on, Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -62,21 +104,21 @@ impl State {
 
     pub(crate) fn arrive(&self, path: &str, key: Option<&str>, headers: BTreeMap<String, String>) {
         let mut inner = self.lock();
-        inner.counts.total += 1;
-        *inner.counts.by_path.entry(path.to_owned()).or_default() += 1;
+        inner.total += 1;
+        // Only the simulator's own chat routes arrive here: two paths at most.
+        *inner.by_path.entry(path.to_owned()).or_default() += 1;
         if let Some(key) = key {
-            *inner.counts.by_key.entry(key.to_owned()).or_default() += 1;
-            inner
-                .requests
-                .insert(key.to_owned(), RecordedRequest { path: path.to_owned(), headers, body: None });
+            *inner.by_key.touch(key, || 0) += 1;
+            inner.requests.put(key, RecordedRequest { path: path.to_owned(), headers, body: None });
         }
-        let total = inner.counts.total;
+        let total = inner.total;
         drop(inner);
         self.total.send_replace(total);
     }
 
     pub(crate) fn record_body(&self, key: Option<&str>, body: &Value) {
         if let Some(key) = key
+            && self.record_bodies.load(Ordering::Relaxed)
             && let Some(request) = self.lock().requests.get_mut(key)
         {
             request.body = Some(body.clone());
@@ -88,7 +130,17 @@ impl State {
     }
 
     pub(crate) fn calls(&self) -> CallCounts {
-        self.lock().counts.clone()
+        let inner = self.lock();
+        CallCounts {
+            total: inner.total,
+            by_path: inner.by_path.clone(),
+            by_key: inner.by_key.iter().map(|(key, n)| (key.clone(), *n)).collect(),
+        }
+    }
+
+    /// How many requests are recorded now (at most [`RECORDED_REQUESTS`]).
+    pub(crate) fn recorded(&self) -> usize {
+        self.lock().requests.len()
     }
 
     pub(crate) async fn wait_for_calls(&self, total: u64) {
@@ -124,11 +176,32 @@ impl State {
         let _ = self.released.subscribe().wait_for(|released| released.contains(tag)).await;
     }
 
-    /// Forgets counts, recordings, queued scripts and released tags.
+    /// Forgets counts, recordings, queued scripts and released tags (the
+    /// whether-to-record-bodies setting stays).
     /// Requests already holding keep waiting for a new release.
     pub(crate) fn reset(&self) {
         *self.lock() = Inner::default();
         self.released.send_modify(HashSet::clear);
         self.total.send_replace(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{COUNTED_KEYS, RECORDED_REQUESTS, State};
+
+    #[test]
+    fn per_key_counts_and_recordings_are_bounded() {
+        let state = State::new();
+        let n = COUNTED_KEYS + 10;
+        for i in 0..n {
+            state.arrive("/v1/messages", Some(&format!("k{i}")), Default::default());
+        }
+        let calls = state.calls();
+        assert_eq!(calls.total, n as u64);
+        assert_eq!(calls.by_key.len(), COUNTED_KEYS);
+        assert!(!calls.by_key.contains_key("k0"));
+        assert_eq!(calls.by_key.get(&format!("k{}", n - 1)), Some(&1));
+        assert_eq!(state.recorded(), RECORDED_REQUESTS);
     }
 }

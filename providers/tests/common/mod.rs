@@ -13,7 +13,7 @@ use uuid::Uuid;
 pub const DIALECTS: [Dialect; 2] = [Dialect::OpenAi, Dialect::Anthropic];
 
 pub async fn sim() -> SimHandle {
-    Simulator::new(42).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap()
+    Simulator::new(42).record_bodies(true).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap()
 }
 
 /// Timeouts generous enough that a loaded CI box never trips them by accident.

@@ -88,6 +88,8 @@ problem_types! {
     ProviderNotInChain = "provider-not-in-chain", UNPROCESSABLE_ENTITY, "Provider not in chain";
     /// the body is over `server.max_body_bytes`
     BodyTooLarge = "body-too-large", PAYLOAD_TOO_LARGE, "Request body too large";
+    /// the request body did not arrive within `server.body_read_timeout`
+    BodyTimeout = "body-timeout", REQUEST_TIMEOUT, "Request body timed out";
     /// the key is bound to another request body
     IdempotencyKeyReused = "idempotency-key-reused", CONFLICT, "Idempotency-Key reused";
     /// an attempt is `starting` (or another instance drives the job)
@@ -135,6 +137,9 @@ impl ProblemType {
             | ProblemType::NoEligibleProvider
             | ProblemType::UpstreamFailed => NO_RETRY,
             ProblemType::JobInProgress | ProblemType::StoreUnavailable => RETRY_SOON,
+            // The rest of the body may still be on its way: the connection
+            // cannot carry another request.
+            ProblemType::BodyTimeout => &[("connection", "close")],
             ProblemType::Forbidden
             | ProblemType::NotFound
             | ProblemType::MethodNotAllowed

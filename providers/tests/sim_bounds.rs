@@ -1,0 +1,68 @@
+//! The simulator's memory is bounded and it keeps prompts only when asked:
+//! its admin routes are unauthenticated, and the shipped demo runs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use intentgate_providers::Dialect;
+use intentgate_providers::sim::{RECORDED_REQUESTS, Simulator};
+use serde_json::{Value, json};
+
+async fn recorded(sim: &intentgate_providers::sim::SimHandle, key: &str) -> (u16, Value) {
+    let response = http().get(format!("http://{}/sim/requests/{key}", sim.addr())).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, serde_json::from_slice(&response.bytes().await.unwrap()).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn bodies_are_not_recorded_unless_asked() {
+    let sim = Simulator::new(1).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let ctx = ctx();
+    provider(&sim, Dialect::OpenAi, "model-x").chat(&hello(), &ctx).await.unwrap();
+    let key = ctx.job_id.to_string();
+    let seen = sim.last_request(&key).unwrap();
+    assert_eq!(seen.path, "/v1/chat/completions");
+    assert!(seen.body.is_none(), "the prompt was kept: {:?}", seen.body);
+    let (status, body) = recorded(&sim, &key).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["path"], "/v1/chat/completions");
+    assert_eq!(body["body"], Value::Null, "{body}");
+    assert!(!body.to_string().contains("hello there"), "{body}");
+
+    let sim = Simulator::new(1).record_bodies(true).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    provider(&sim, Dialect::OpenAi, "model-x").chat(&hello(), &ctx).await.unwrap();
+    let (_, body) = recorded(&sim, &key).await;
+    assert_eq!(body["body"]["model"], "model-x", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recordings_are_a_ring_of_the_most_recent_requests() {
+    let sim = Simulator::new(1).record_bodies(true).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = http();
+    let url = format!("{}/chat/completions", sim.base_url_openai());
+    let total = RECORDED_REQUESTS + 100;
+    for i in 0..total {
+        let response = client
+            .post(&url)
+            .header("idempotency-key", format!("key-{i}"))
+            .header("content-type", "application/json")
+            .body(
+                json!({"model": "m", "messages": [{"role": "user", "content": format!("prompt {i}")}]})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(sim.calls().total, total as u64);
+    assert_eq!(sim.recorded_requests(), RECORDED_REQUESTS, "the ring is bounded");
+    assert!(sim.last_request("key-0").is_none(), "the oldest was forgotten");
+    assert!(sim.last_request(&format!("key-{}", total - 1)).unwrap().body.is_some());
+    assert_eq!(recorded(&sim, "key-99").await.0, 404);
+    assert_eq!(recorded(&sim, "key-100").await.0, 200);
+
+    sim.reset();
+    assert_eq!(sim.recorded_requests(), 0);
+}

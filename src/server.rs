@@ -1,0 +1,113 @@
+//! The gateway's accept loop, instead of `axum::serve`, which offers no
+//! header-read timer and no connection cap: a client that sends half a
+//! request line, or a thousand that open sockets and stay silent, would hold
+//! connections (file descriptors, memory) forever.
+//!
+//! - **Header-read timeout** (hyper's): from when a connection starts waiting
+//!   for a request's headers until they are complete. hyper starts this
+//!   timer as soon as a connection waits for its next request, so it is
+//!   also the idle keep-alive timeout: an idle connection is closed after
+//!   `header_read_timeout`. (hyper 1's HTTP/1 has no separate idle timer.)
+//! - **Body-read timeout**: `crate::api` bounds the time a body may take
+//!   (408), since hyper only times headers.
+//! - **Connection cap**: at `max_connections` the loop stops accepting; new
+//!   connections wait in the kernel's accept queue and are served as soon as
+//!   one closes. Waiting rather than refusing: accepting only to close again
+//!   costs as much as serving a request and hands a burst of honest clients
+//!   resets, while the queue turns a burst into latency; and with the
+//!   timeouts above a slot held by a silent client frees itself.
+//!
+//! Connection tasks are spawned through a [`TaskTracker`] owned by this loop
+//! (it calls `tokio::spawn` for us, clippy's `disallowed_methods` does not
+//! object): on shutdown the loop stops accepting, asks every connection to
+//! finish its in-flight request and close, and waits for them all.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ServerConfig;
+
+/// What bounds a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Limits {
+    pub fn from_config(config: &ServerConfig) -> Self {
+        Limits {
+            header_read_timeout: config.header_read_timeout.into(),
+            max_connections: config.max_connections.max(1),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets every
+/// connection finish its in-flight request and returns once all closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let connections = TaskTracker::new();
+    let closing = CancellationToken::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        // A slot first: at the cap, connections wait in the accept queue.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.map_err(std::io::Error::other)?,
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let closing = closing.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = closing.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(err) = served {
+                tracing::debug!(error = %err, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    closing.cancel();
+    connections.close();
+    connections.wait().await;
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! A provider that echoes its own API key in a 2xx answer: the key is not
+//! stored (attempt `response`, job `result`) and not returned, through the
+//! jobs API and the OpenAI-compatible endpoint.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+store_matrix!(an_echoed_provider_key_is_neither_stored_nor_returned);
+
+const KEY: &str = "sk-live-echoed-0123456789abcdef";
+
+async fn an_echoed_provider_key_is_neither_stored_nor_returned(store: TestStore) {
+    // One variable per test run: tests in this binary run in parallel.
+    let env = format!("INTENTGATE_TEST_ECHO_KEY_{}", uuid::Uuid::now_v7().simple());
+    // SAFETY: a fresh, unique name nothing else reads or writes concurrently.
+    unsafe { std::env::set_var(&env, KEY) };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "api_key_env", env.as_str());
+        set_provider(doc, "sim-primary", "model", "sim:echo-auth");
+    })
+    .await;
+
+    let created = gw
+        .request(Method::POST, "/v1/jobs", ALICE)
+        .header("idempotency-key", "echo")
+        .header("prefer", "wait=10")
+        .json(&chat_body("hello"))
+        .send()
+        .await
+        .unwrap();
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(created["status"], "succeeded", "{created}");
+    let returned = created.to_string();
+    assert!(returned.contains("[redacted]"), "the provider did echo the key: {returned}");
+    assert!(!returned.contains(KEY), "returned: {returned}");
+    let seen = gw.sim().last_request(created["id"].as_str().unwrap()).unwrap();
+    assert!(seen.headers.values().any(|v| v.contains(KEY)), "the key did reach the provider");
+
+    let id = created["id"].as_str().unwrap();
+    let job = gw.gateway.store.job(id.parse().unwrap()).await.unwrap().unwrap();
+    let attempts = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+    let stored = format!("{job:?} {attempts:?}");
+    assert!(!stored.contains(KEY), "stored: {stored}");
+
+    let completion = gw
+        .request(Method::POST, "/v1/chat/completions", ALICE)
+        .header("idempotency-key", "echo-openai")
+        .json(&json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(completion.status(), 200);
+    let completion = completion.text().await.unwrap();
+    assert!(!completion.contains(KEY), "returned: {completion}");
+}
