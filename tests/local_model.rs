@@ -183,7 +183,7 @@ async fn smollm2_through_the_suites_the_gate_and_a_stream() {
     gw.sim = Some(sim);
 
     the_rendering_check_sees_smuggled_control_tokens(&config, &suites).await;
-    let reports = contract_run_extract(&gw, &config).await;
+    let reports = contract_run(&gw, &config, "extract").await;
     the_plain_model_fails_on_shape_and_the_constrained_one_passes(&reports);
     the_routes_show_who_may_serve(&gw).await;
     failover_goes_to_the_constrained_model_only(&gw).await;
@@ -241,28 +241,6 @@ async fn the_rendering_check_sees_smuggled_control_tokens(config: &Config, dir: 
     assert!(issues[0].detail.contains("reads as one control token (id 2)"), "{}", issues[0].detail);
     assert!(issues[1].detail.starts_with("`text` carries `<|im_start|>`"), "{}", issues[1].detail);
     assert!(issues[1].detail.contains("reads as one control token (id 1)"), "{}", issues[1].detail);
-}
-
-/// `contract run --route extract`, as the CLI does it, timed.
-async fn contract_run_extract(gw: &TestGateway, config: &Config) -> HashMap<String, SuiteReport> {
-    let suites = Suite::load_dir(&config.contracts.dir).unwrap();
-    let mut reports = HashMap::new();
-    for (suite, provider) in pairs(config, &suites, Some("extract"), None) {
-        let started = Instant::now();
-        let report = run_and_record(&gw.gateway.store, suite, provider, &mut |_| {}).await.unwrap();
-        eprintln!(
-            "contract run extract/{}: {} {}/{} in {:.1}s{}",
-            provider.name,
-            if report.passed { "pass" } else { "FAIL" },
-            report.cases.iter().filter(|c| c.passed).count(),
-            report.cases.len(),
-            started.elapsed().as_secs_f64(),
-            report.failures().next().map(|f| format!("; first failure: {f}")).unwrap_or_default()
-        );
-        reports.insert(provider.name.clone(), report);
-    }
-    gw.gateway.engine.gate().reload(&gw.gateway.store).await.unwrap();
-    reports
 }
 
 fn the_plain_model_fails_on_shape_and_the_constrained_one_passes(reports: &HashMap<String, SuiteReport>) {
@@ -527,9 +505,11 @@ async fn contract_run(gw: &TestGateway, config: &Config, route: &str) -> HashMap
         let started = Instant::now();
         let report = run_and_record(&gw.gateway.store, suite, provider, &mut |_| {}).await.unwrap();
         eprintln!(
-            "contract run {route}/{}: {} in {:.1}s{}",
+            "contract run {route}/{}: {} {}/{} in {:.1}s{}",
             provider.name,
             if report.passed { "pass" } else { "FAIL" },
+            report.cases.iter().filter(|c| c.passed).count(),
+            report.cases.len(),
             started.elapsed().as_secs_f64(),
             report.failures().next().map(|f| format!("; first failure: {f}")).unwrap_or_default()
         );
