@@ -6,11 +6,15 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use futures_util::StreamExt;
+use hyper::body::{Frame, SizeHint};
 
 use super::{Problem, ProblemType};
 
@@ -23,17 +27,52 @@ pub struct BodyTimedOut(pub Duration);
 pub async fn body_deadline(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
     let deadline = tokio::time::Instant::now() + timeout;
     let (parts, body) = request.into_parts();
-    let frames = body.into_data_stream();
-    let timed = futures_util::stream::unfold(Some(frames), move |frames| async move {
-        let mut frames = frames?;
-        match tokio::time::timeout_at(deadline, frames.next()).await {
-            Ok(Some(item)) => Some((item, Some(frames))),
-            Ok(None) => None,
-            // Dropping `frames` stops reading; one error, then the end.
-            Err(_) => Some((Err(axum::Error::new(BodyTimedOut(timeout))), None)),
+    let timed =
+        TimedBody { inner: body, sleep: Box::pin(tokio::time::sleep_until(deadline)), timeout, done: false };
+    next.run(Request::from_parts(parts, Body::new(timed))).await
+}
+
+/// A body that fails with [`BodyTimedOut`] once its deadline passed. It
+/// keeps the inner body's size hint, so a `Content-Length` over the limit
+/// is still refused before anything is read.
+struct TimedBody {
+    inner: Body,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    timeout: Duration,
+    done: bool,
+}
+
+impl HttpBody for TimedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if self.done {
+            return Poll::Ready(None);
         }
-    });
-    next.run(Request::from_parts(parts, Body::from_stream(timed))).await
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        match self.sleep.as_mut().poll(cx) {
+            // One error, then the end: the rest is not read.
+            Poll::Ready(()) => {
+                self.done = true;
+                Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(self.timeout)))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// The 408 problem, when `err` (or what caused it) is a [`BodyTimedOut`].
