@@ -10,8 +10,7 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, set_provider, set_route};
-use reqwest::Method;
+use common::{TestGateway, TestStore, set_provider, set_route};
 use serde_json::{Value, json};
 
 store_matrix!(
@@ -25,15 +24,6 @@ fn weather_tool() -> Value {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
 }
 
-async fn completion(gw: &TestGateway, key: &str, body: &Value) -> reqwest::Response {
-    gw.request(Method::POST, "/v1/chat/completions", ALICE)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// The route's only provider speaks Anthropic and answers with a `tool_use`
 /// block: the client gets an OpenAI tool call, plain and streamed.
 async fn an_anthropic_tool_call_comes_back_in_openai_shape(store: TestStore) {
@@ -44,7 +34,7 @@ async fn an_anthropic_tool_call_comes_back_in_openai_shape(store: TestStore) {
     .await;
     let body = json!({"model": "chat", "tools": weather_tool(),
         "messages": [{"role": "user", "content": "Weather in Utrecht?"}]});
-    let response = completion(&gw, "anthropic-tool", &body).await;
+    let response = gw.chat_completion("anthropic-tool", &body).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-intentgate-provider"], "sim-fallback");
     let answer: Value = response.json().await.unwrap();
@@ -58,7 +48,7 @@ async fn an_anthropic_tool_call_comes_back_in_openai_shape(store: TestStore) {
 
     let mut streamed = body.clone();
     streamed["stream"] = true.into();
-    let events = completion(&gw, "anthropic-tool-stream", &streamed).await.text().await.unwrap();
+    let events = gw.chat_completion("anthropic-tool-stream", &streamed).await.text().await.unwrap();
     let mut arguments = String::new();
     for data in events.lines().filter_map(|line| line.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
         let chunk: Value = serde_json::from_str(data).unwrap();
@@ -86,7 +76,7 @@ async fn failover_to_anthropic_in_the_middle_of_a_tool_conversation(store: TestS
             "function": {"name": "get_weather", "arguments": "{\"city\":\"Utrecht\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}
     ]});
-    let response = completion(&gw, "mid-conversation", &body).await;
+    let response = gw.chat_completion("mid-conversation", &body).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-intentgate-provider"], "sim-fallback");
     let job_id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
@@ -123,13 +113,13 @@ async fn a_dialect_that_cannot_express_the_request_is_passed_over(store: TestSto
     })
     .await;
     let two = |route: &str| json!({"model": route, "n": 2, "messages": [{"role": "user", "content": "two"}]});
-    let response = completion(&gw, "n-two", &two("chat")).await;
+    let response = gw.chat_completion("n-two", &two("chat")).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-intentgate-provider"], "sim-primary");
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["choices"].as_array().unwrap().len(), 2, "{answer}");
 
-    let refused = completion(&gw, "n-two-alone", &two("extract")).await;
+    let refused = gw.chat_completion("n-two-alone", &two("extract")).await;
     assert_eq!(refused.status(), 502);
     assert!(refused.headers().contains_key("x-intentgate-job-id"));
     let problem: Value = refused.json().await.unwrap();

@@ -521,13 +521,7 @@ async fn contract_run(gw: &TestGateway, config: &Config, route: &str) -> HashMap
 
 /// A chat completion, its body and job id.
 async fn completion(gw: &TestGateway, key: &str, body: &Value) -> (Value, String) {
-    let response = gw
-        .request(Method::POST, "/v1/chat/completions", ALICE)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let response = gw.chat_completion(key, body).await;
     let job_id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
     let status = response.status();
     let body: Value = response.json().await.unwrap();
@@ -537,13 +531,7 @@ async fn completion(gw: &TestGateway, key: &str, body: &Value) -> (Value, String
 
 /// A streamed tool call: the tool's name and its argument fragments joined.
 async fn streamed_tool_call(gw: &TestGateway, key: &str, body: &Value) -> (String, String, String) {
-    let response = gw
-        .request(Method::POST, "/v1/chat/completions", ALICE)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let response = gw.chat_completion(key, body).await;
     assert_eq!(response.status(), 200);
     let job_id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
     let sse = response.text().await.unwrap();

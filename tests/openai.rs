@@ -31,12 +31,7 @@ fn chat(text: &str, stream: bool) -> Value {
 }
 
 async fn post(gw: &TestGateway, key: &str, body: &Value) -> reqwest::Response {
-    gw.request(Method::POST, "/v1/chat/completions", ALICE)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    gw.chat_completion(key, body).await
 }
 
 async fn completion_and_byte_identical_replay(store: TestStore) {

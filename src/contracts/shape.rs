@@ -8,6 +8,7 @@
 //! failure), so the schema is compiled once per checker and the checker is
 //! `Send + Sync` to share behind an `Arc`.
 
+use crate::jobs::json_kind;
 use serde_json::{Map, Value};
 
 use super::rules::Rules;
@@ -132,7 +133,7 @@ impl ShapeChecker {
                         reasons.push(format!("`{key}` is {chars} characters, allowed {min}..={max}"));
                     }
                 }
-                Some(value) => reasons.push(format!("`{key}` is {}, not a string", with_article(value))),
+                Some(value) => reasons.push(format!("`{key}` is {}, not a string", json_kind(value))),
             }
         }
     }
@@ -178,18 +179,7 @@ pub(super) fn type_name(value: &Value) -> &'static str {
 fn short(value: &Value) -> String {
     match value {
         Value::String(text) => format!("`{}`", excerpt(text)),
-        other => with_article(other).to_owned(),
-    }
-}
-
-pub(super) fn with_article(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        other => json_kind(other).to_owned(),
     }
 }
 

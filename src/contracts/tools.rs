@@ -16,7 +16,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::shape::{excerpt, type_name, with_article};
+use super::shape::{excerpt, type_name};
+use crate::jobs::json_kind;
 
 /// OpenAI accepts `[a-zA-Z0-9_-]{1,64}` as a function name.
 const MAX_NAME_CHARS: usize = 64;
@@ -225,8 +226,7 @@ impl Tool {
         let text = match arguments {
             Some(Value::String(text)) => text,
             Some(other) => {
-                reasons
-                    .push(format!("tool `{name}`: arguments are {}, not a JSON string", with_article(other)));
+                reasons.push(format!("tool `{name}`: arguments are {}, not a JSON string", json_kind(other)));
                 return;
             }
             None => {

@@ -98,7 +98,7 @@ impl Engine {
         match step {
             Step::Deliver => {
                 let Seen::Answer { response, streamed, .. } = seen else { return Ok(Next::Stop) };
-                self.deliver(attempt, &response, streamed).await
+                self.deliver(attempt, response, streamed).await
             }
             Step::Fail { outcome, then } => {
                 let detail = detail();
@@ -157,18 +157,19 @@ impl Engine {
     async fn deliver(
         &self,
         attempt: &Attempt,
-        response: &ChatResponse,
+        response: ChatResponse,
         streamed: bool,
     ) -> Result<Next, EngineError> {
         let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
+        let finish_reason = response.finish_reason.clone();
         let result = JobResult {
             provider: attempt.provider.clone(),
-            model: response.model.clone(),
-            text: response.text.clone(),
-            json: response.json.clone(),
+            model: response.model,
+            text: response.text,
+            json: response.json,
             usage: response.usage.and_then(|usage| serde_json::to_value(usage).ok()),
-            finish_reason: response.finish_reason.clone(),
-            completion: Some(response.completion.clone()),
+            finish_reason: response.finish_reason,
+            completion: Some(response.completion),
             chunks,
         }
         .encode();
@@ -184,10 +185,7 @@ impl Engine {
         let (next, settled, event) = match outcome {
             CasOutcome::Won(job) => {
                 tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
-                let done = StreamEvent::Done {
-                    attempt: attempt.number,
-                    finish_reason: response.finish_reason.clone(),
-                };
+                let done = StreamEvent::Done { attempt: attempt.number, finish_reason };
                 let completed = Completed { job, attempt_number: attempt.number };
                 (Next::Completed(completed), Some(AttemptState::Succeeded), done)
             }

@@ -56,7 +56,7 @@ pub fn validate_messages(messages: &Value) -> Checked {
     let Value::Array(items) = messages else {
         return Err(InvalidMessage::at(
             "",
-            format!("must be an array of messages, not {}", kind_of(messages)),
+            format!("must be an array of messages, not {}", json_kind(messages)),
         ));
     };
     if items.is_empty() {
@@ -110,7 +110,7 @@ fn validate_tool_calls(fields: &Map<String, Value>, path: &str) -> Result<bool, 
     let Value::Array(calls) = calls else {
         return Err(InvalidMessage::at(
             &path,
-            format!("must be an array of tool calls, not {}", kind_of(calls)),
+            format!("must be an array of tool calls, not {}", json_kind(calls)),
         ));
     };
     if calls.is_empty() {
@@ -161,7 +161,7 @@ fn validate_content(content: &Value, path: &str, allowed: &[&str], non_empty: bo
             .try_for_each(|(index, part)| validate_part(part, &format!("{path}/{index}"), allowed)),
         other => Err(InvalidMessage::at(
             path,
-            format!("must be a string or an array of content parts, not {}", kind_of(other)),
+            format!("must be a string or an array of content parts, not {}", json_kind(other)),
         )),
     }
 }
@@ -201,7 +201,7 @@ fn validate_file(fields: &Map<String, Value>, path: &str) -> Checked {
 /// `value` as an object, or a refusal naming what it should have been.
 fn as_object<'a>(value: &'a Value, path: &str, what: &str) -> Result<&'a Map<String, Value>, InvalidMessage> {
     value.as_object().ok_or_else(|| {
-        InvalidMessage::at(path, format!("must be {what} (an object), not {}", kind_of(value)))
+        InvalidMessage::at(path, format!("must be {what} (an object), not {}", json_kind(value)))
     })
 }
 
@@ -239,7 +239,7 @@ fn optional_str<'a>(
         Some(Value::String(text)) => Ok(Some(text)),
         Some(other) => Err(InvalidMessage::at(
             &format!("{path}/{key}"),
-            format!("must be a string, not {}", kind_of(other)),
+            format!("must be a string, not {}", json_kind(other)),
         )),
     }
 }
@@ -262,8 +262,9 @@ fn one_of<'a>(
     }
 }
 
-/// The JSON type of `value`, for refusals.
-fn kind_of(value: &Value) -> &'static str {
+/// The JSON type of `value` with its article ("an array"), for refusals
+/// here and in the contract checks.
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

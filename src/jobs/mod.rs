@@ -22,7 +22,7 @@ pub use job::{Job, JobStatus, NewJob};
 /// Every message shape the door accepts, for tests elsewhere in the crate.
 #[cfg(test)]
 pub(crate) use messages::tests::accepted_shapes as accepted_message_shapes;
-pub use messages::{InvalidMessage, validate_messages};
+pub use messages::{InvalidMessage, json_kind, validate_messages};
 pub use outcome::AttemptOutcome;
 pub use request::{ChatMessage, JobInput, JobRequest};
 pub use result::{AttemptSummary, JobError, JobResult};

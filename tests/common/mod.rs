@@ -293,6 +293,16 @@ impl TestGateway {
             .unwrap()
     }
 
+    /// `POST /v1/chat/completions` as alice, with a key and a JSON body.
+    pub async fn chat_completion(&self, idem_key: &str, body: &Value) -> Response {
+        self.request(Method::POST, "/v1/chat/completions", ALICE)
+            .header("idempotency-key", idem_key)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     pub async fn get(&self, api_key: &str, path: &str) -> Response {
         self.request(Method::GET, path, api_key).send().await.unwrap()
     }
