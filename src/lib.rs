@@ -5,7 +5,7 @@
 //! The modules follow the request (see `ARCHITECTURE.md`):
 //! [`api`] (HTTP surface) → [`jobs`] (the domain, no HTTP and no SQL) →
 //! [`engine`] (drives jobs through providers) → [`store`] (SQLite and
-//! PostgreSQL). [`config`] and [`auth`] feed them;
+//! PostgreSQL); [`budgets`] is the arithmetic of spend and rate limits. [`config`] and [`auth`] feed them;
 //! [`app`] assembles a running gateway; [`cli`] is the command line.
 
 #![deny(clippy::disallowed_methods)]
@@ -13,6 +13,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod budgets;
 pub mod cli;
 pub mod config;
 pub mod contracts;

@@ -12,6 +12,8 @@
 //! | `intentgate_provider_latency_seconds` | histogram | `provider` | provider call time, per attempt |
 //! | `intentgate_gateway_overhead_seconds` | histogram | `path` | request time minus the provider time spent in it |
 //! | `intentgate_http_requests_total` | counter | `path` (the matched route), `status` | HTTP requests answered |
+//! | `intentgate_spend_nanos_total` | counter | `provider` | what settled attempts were charged, in nano-units of `[billing] currency` |
+//! | `intentgate_limit_refusals_total` | counter | `kind` = budget, rate | jobs and attempts refused by a budget or rate limit before anything was sent |
 //!
 //! The recorder is installed when the gateway starts ([`install`]), not on
 //! the first scrape: what happens before it is counted, and the counters
@@ -32,6 +34,8 @@ pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
 pub const PROVIDER_LATENCY: &str = "intentgate_provider_latency_seconds";
 pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
 pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
+pub const SPEND: &str = "intentgate_spend_nanos_total";
+pub const LIMIT_REFUSALS: &str = "intentgate_limit_refusals_total";
 
 /// The `result` label values of [`JOBS`].
 pub const JOB_RESULTS: &[&str] = &["created", "replayed", "conflicted"];
@@ -76,6 +80,9 @@ pub fn install(providers: &[String]) {
         metrics::counter!(JOBS, "result" => *result).increment(0);
     }
     metrics::counter!(RACES_LOST).increment(0);
+    for kind in ["budget", "rate"] {
+        metrics::counter!(LIMIT_REFUSALS, "kind" => kind).increment(0);
+    }
     for provider in providers {
         for outcome in crate::jobs::AttemptOutcome::ALL {
             metrics::counter!(ATTEMPTS, "provider" => provider.clone(), "outcome" => outcome.as_str())
@@ -97,4 +104,6 @@ fn describe() {
     metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
     metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
     metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");
+    metrics::describe_counter!(SPEND, "What settled attempts were charged, in nano-units of the currency.");
+    metrics::describe_counter!(LIMIT_REFUSALS, "Jobs and attempts refused by a budget or rate limit.");
 }

@@ -177,14 +177,14 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
     use std::sync::Arc;
 
     use intentgate::jobs::{IdempotencyKey, NewJob, now_ms};
-    use intentgate::store::{Lease, StartOutcome};
+    use intentgate::store::{Lease, Reservation, StartOutcome};
 
     let config = common::test_config(&store.url);
     let real = intentgate::store::Store::connect(&config.store).await.unwrap();
     real.migrate().await.unwrap();
     let new = NewJob::new("alice".into(), IdempotencyKey::parse("race").unwrap(), "chat".into(), "{}".into());
     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-    let job = match real.create_job(&new, lease, None, now_ms()).await.unwrap() {
+    let job = match real.create_job(&new, lease, None, &[], now_ms()).await.unwrap() {
         intentgate::store::Created::New(job) => job,
         other => panic!("{other:?}"),
     };
@@ -194,7 +194,7 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
             let (real, barrier) = (real.clone(), barrier.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                real.start_attempt(job.id, &format!("p{i}"), now_ms()).await.unwrap()
+                real.start_attempt(job.id, &format!("p{i}"), &Reservation::default(), now_ms()).await.unwrap()
             })
         })
         .collect();
@@ -217,7 +217,7 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
     use std::sync::Arc;
 
     use intentgate::jobs::{IdempotencyKey, NewJob, now_ms};
-    use intentgate::store::{ContractRecord, Created, Lease, StoreError};
+    use intentgate::store::{ContractRecord, Created, Lease, Reservation, StoreError};
 
     let config = common::test_config(&store.url);
     let real = intentgate::store::Store::connect(&config.store).await.unwrap();
@@ -245,7 +245,7 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                     let key = IdempotencyKey::parse(&format!("k{i}")).unwrap();
                     let new = NewJob::new("alice".into(), key, "chat".into(), "{}".into());
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-                    match real.create_job(&new, lease, Some("p"), now_ms()).await {
+                    match real.create_job(&new, lease, Some(("p", &Reservation::default())), &[], now_ms()).await {
                         Ok(Created::Started(..)) => Ok(()),
                         other => panic!("job {i}: {other:?}"),
                     }

@@ -79,11 +79,11 @@ pub async fn start(
             let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
             Ok(job_response(StatusCode::ACCEPTED, &job, &attempts, false))
         }
-        Err(err) => Err(start_refused(err, job_id)),
+        Err(err) => Err(start_refused(&state, err, job_id)),
     }
 }
 
-fn start_refused(err: ManualStartError, job_id: uuid::Uuid) -> Problem {
+fn start_refused(state: &AppState, err: ManualStartError, job_id: uuid::Uuid) -> Problem {
     match err {
         ManualStartError::Blocked(blocked) => blocked_problem(&blocked).with("job_id", job_id.to_string()),
         ManualStartError::Driven => Problem::new(
@@ -103,6 +103,10 @@ fn start_refused(err: ManualStartError, job_id: uuid::Uuid) -> Problem {
             ),
         ),
         ManualStartError::NotFound => Problem::new(ProblemType::NotFound, format!("no job `{job_id}`")),
+        ManualStartError::Refused(refusal) => {
+            super::usage::limit_problem(&refusal, state.engine.currency(), state.engine.clock().now_ms())
+                .with("job_id", job_id.to_string())
+        }
         ManualStartError::Engine(err) => engine_problem(err, StoreStage::AfterCommit(job_id)),
     }
 }

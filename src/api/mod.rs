@@ -26,6 +26,8 @@ mod problem;
 mod routes;
 mod submit;
 mod text;
+mod usage;
+pub use usage::usage_body;
 mod view;
 
 use std::sync::Arc;
@@ -72,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/cancel", post(attempts::cancel))
         .route("/v1/providers/{name}/resolve", post(attempts::resolve_provider))
         .route("/v1/routes", get(routes::list))
+        .route("/v1/usage", get(usage::usage))
         .route("/metrics", get(metrics::render))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

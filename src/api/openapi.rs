@@ -18,9 +18,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::problem::{Forbidden, Internal, StoreUnavailable, Unauthorized};
-use super::view::{AttemptView, JobView};
+use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
-use super::{attempts, health, jobs, metrics, openai, routes};
+use super::{attempts, health, jobs, metrics, openai, routes, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -42,6 +42,7 @@ use super::{attempts, health, jobs, metrics, openai, routes};
         attempts::cancel,
         attempts::resolve_provider,
         routes::list,
+        usage::usage,
         openai::chat_completions,
         openai::models,
         openai::model,
@@ -55,6 +56,7 @@ use super::{attempts, health, jobs, metrics, openai, routes};
             Problem,
             JobView,
             AttemptView,
+            AttemptUsage,
             crate::jobs::JobRequest,
             crate::jobs::JobInput,
             crate::jobs::ChatMessage,

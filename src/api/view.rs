@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::budgets::nanos_to_decimal;
 use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, rfc3339};
 
 /// The response header naming the job a response is about: on OpenAI
@@ -49,6 +50,27 @@ pub struct AttemptView<'a> {
     pub resolved_by: Option<&'a str>,
     pub started_at: String,
     pub finished_at: Option<String>,
+    pub usage: AttemptUsage<'a>,
+}
+
+/// What an attempt used and cost, in `[billing] currency` (and exactly,
+/// in nano-units).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AttemptUsage<'a> {
+    /// The provider's own `usage` object, when it reported one.
+    #[schema(value_type = Option<Object>)]
+    pub reported: Option<&'a RawValue>,
+    /// What it was charged once settled (`null` while open): what it
+    /// reported, priced; nothing if it provably did no work; its
+    /// reservation if it may have been billed without saying how much.
+    pub cost: Option<f64>,
+    pub cost_nanos: Option<i64>,
+    /// Tokens charged to tokens-per-minute limits.
+    pub tokens: Option<i64>,
+    /// Its worst case, reserved before it was sent.
+    pub reserved: f64,
+    pub reserved_nanos: i64,
+    pub reserved_tokens: i64,
 }
 
 impl<'a> JobView<'a> {
@@ -84,6 +106,15 @@ impl<'a> AttemptView<'a> {
             resolved_by: attempt.resolved_by.as_deref(),
             started_at: rfc3339(attempt.started_at_ms),
             finished_at: attempt.finished_at_ms.map(rfc3339),
+            usage: AttemptUsage {
+                reported: raw_json(attempt.usage.as_deref()),
+                cost: attempt.charged.map(|c| nanos_to_decimal(c.nanos)),
+                cost_nanos: attempt.charged.map(|c| c.nanos),
+                tokens: attempt.charged.map(|c| c.tokens),
+                reserved: nanos_to_decimal(attempt.reserved.nanos),
+                reserved_nanos: attempt.reserved.nanos,
+                reserved_tokens: attempt.reserved.tokens,
+            },
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod contract;
 mod jobs;
+mod usage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +66,16 @@ pub enum Command {
     /// Work with API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// An owner's spend budgets and rate limits in their current windows.
+    Usage {
+        /// Whose usage (an owner as `[[principals]]` name them).
+        owner: String,
+        /// Print `GET /v1/usage`'s JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -188,6 +199,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Sim { listen, seed, record_bodies } => sim(listen, seed, record_bodies).await,
         Command::Contract(command) => contract_command(command).await,
         Command::Jobs(command) => jobs_command(command).await,
+        Command::Usage { owner, json, config } => match open_store(&config).await {
+            Ok((config, store)) => usage::show(&config, store, &owner, json).await,
+            Err(code) => code,
+        },
         Command::Keys(KeysCommand::Hash { key }) => {
             let key = match key {
                 Some(key) => key,

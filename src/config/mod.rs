@@ -45,6 +45,41 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+    #[serde(default)]
+    pub billing: BillingConfig,
+    /// Spend budgets per owner (and route) and window.
+    #[serde(default)]
+    pub budgets: Vec<crate::budgets::BudgetRule>,
+    /// Requests and tokens per minute per owner and/or route.
+    #[serde(default)]
+    pub rate_limits: Vec<crate::budgets::RateLimitRule>,
+}
+
+/// How spend is counted (see `[[budgets]]` and the providers' `price`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BillingConfig {
+    /// The currency of every `price` and budget `limit`, named once.
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    /// The completion tokens an attempt reserves when its request sets no
+    /// `max_tokens` (or `max_completion_tokens`).
+    #[serde(default = "default_max_tokens")]
+    pub default_max_tokens: u64,
+}
+
+impl Default for BillingConfig {
+    fn default() -> Self {
+        BillingConfig { currency: default_currency(), default_max_tokens: default_max_tokens() }
+    }
+}
+
+fn default_currency() -> String {
+    "USD".to_owned()
+}
+
+fn default_max_tokens() -> u64 {
+    4096
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -365,6 +400,10 @@ pub struct ProviderConfig {
     /// calls). Not sent; it names how the server behaves, so it is part of
     /// the contract fingerprint, and `scripts/local-model start` is given it.
     pub chat_format: Option<String>,
+    /// What the provider charges, per million tokens in `[billing]
+    /// currency`: `price = { input_per_mtok = 0.15, output_per_mtok = 0.60,
+    /// cached_input_per_mtok = 0.075 }`. Unset: its attempts cost nothing.
+    pub price: Option<crate::budgets::Price>,
 }
 
 /// Why a provider's settings cannot be built when it is about to be used
@@ -576,6 +615,11 @@ impl Config {
             }
         }
         self.simulator.listen = addr;
+    }
+
+    /// The budgets and rate limits, as the engine applies them.
+    pub fn limits(&self) -> crate::budgets::Limits {
+        crate::budgets::Limits { budgets: self.budgets.clone(), rate_limits: self.rate_limits.clone() }
     }
 
     pub fn route(&self, name: &str) -> Option<&RouteConfig> {

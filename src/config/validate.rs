@@ -14,7 +14,46 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     validate_store(config)?;
     validate_principals(config)?;
     validate_providers(config)?;
-    validate_routes(config)
+    validate_routes(config)?;
+    validate_limits(config)
+}
+
+/// Budgets and rate limits name owners and routes that exist: a typo
+/// would otherwise be a limit that silently never applies.
+fn validate_limits(config: &Config) -> Result<(), Invalid> {
+    let owners: HashSet<&str> = config
+        .principals
+        .iter()
+        .map(|p| p.owner.as_deref().unwrap_or(&p.name))
+        .collect();
+    let routes: HashSet<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+    let check = |key: String, owner: Option<&str>, route: Option<&str>| -> Result<(), Invalid> {
+        if let Some(owner) = owner.filter(|o| *o != "*" && !owners.contains(o)) {
+            return Err((format!("{key}.owner"), format!("no principal has owner `{owner}`")));
+        }
+        if let Some(route) = route.filter(|r| *r != "*" && !routes.contains(r)) {
+            return Err((format!("{key}.route"), format!("no route is named `{route}`")));
+        }
+        Ok(())
+    };
+    for (i, budget) in config.budgets.iter().enumerate() {
+        check(format!("budgets[{i}]"), Some(&budget.owner), budget.route.as_deref())?;
+    }
+    for (i, rate) in config.rate_limits.iter().enumerate() {
+        let key = format!("rate_limits[{i}]");
+        check(key.clone(), rate.owner.as_deref(), rate.route.as_deref())?;
+        if rate.requests_per_minute.is_none() && rate.tokens_per_minute.is_none() {
+            return Err((key, "sets neither requests_per_minute nor tokens_per_minute".into()));
+        }
+        if rate.requests_per_minute == Some(0) || rate.tokens_per_minute == Some(0) {
+            return Err((key, "a limit of zero per minute refuses everything; remove the route instead".into()));
+        }
+    }
+    let currency = &config.billing.currency;
+    if currency.is_empty() || currency.len() > 16 || !currency.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(("billing.currency".into(), "must be a short code such as USD or EUR".into()));
+    }
+    Ok(())
 }
 
 /// Durations for which zero is no setting but a mistake: a timeout that

@@ -162,6 +162,18 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
         let finish_reason = response.finish_reason.clone();
+        // Won or superseded, the provider did the work: it costs what it
+        // reported (its reservation if it reported nothing).
+        let reported = response.completion.get("usage").filter(|usage| !usage.is_null());
+        let measured = self.measure(&attempt.provider, reported);
+        let usage_json = reported.map(serde_json::Value::to_string);
+        let charged = crate::jobs::charge(
+            AttemptState::Succeeded,
+            Some(AttemptOutcome::Ok),
+            attempt.reserved,
+            measured,
+        )
+        .unwrap_or(attempt.reserved);
         let result = JobResult {
             provider: attempt.provider.clone(),
             model: response.model,
@@ -176,12 +188,21 @@ impl Engine {
         let raw = String::from_utf8_lossy(&response.raw);
         let outcome = self
             .hold(attempt, "record an answer", || {
-                self.store().complete_job(attempt, &result, &raw, self.now_ms())
+                self.store().complete_job(
+                    attempt,
+                    &result,
+                    &raw,
+                    (charged, usage_json.as_deref()),
+                    self.now_ms(),
+                )
             })
             .await?;
         metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Ok.as_str())
             .increment(1);
         tracing::Span::current().record("outcome", AttemptOutcome::Ok.as_str());
+        if !matches!(outcome, CasOutcome::NotDeliverable) {
+            self.record_charge(attempt, Some(charged));
+        }
         let (next, settled, event) = match outcome {
             CasOutcome::Won(job) => {
                 tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
@@ -233,6 +254,7 @@ impl Engine {
         outcome: AttemptOutcome,
         detail: &str,
     ) -> Result<bool, EngineError> {
+        let charge = crate::jobs::charge(AttemptState::Failed, Some(outcome), attempt.reserved, None);
         let settle = Settle {
             from,
             to: AttemptState::Failed,
@@ -240,6 +262,7 @@ impl Engine {
             detail: Some(detail),
             response: None,
             resolved_by: None,
+            charge,
         };
         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, %outcome, detail, "attempt failed");
         let settled = self
@@ -248,6 +271,7 @@ impl Engine {
             })
             .await?;
         if settled {
+            self.record_charge(attempt, charge);
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.as_str())
                 .increment(1);
             tracing::Span::current().record("outcome", outcome.as_str());
@@ -270,6 +294,8 @@ impl Engine {
             detail: Some(reason),
             response: None,
             resolved_by: None,
+            // It keeps its reservation: it may have been billed.
+            charge: None,
         };
         tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, reason, "attempt outcome unknown");
         let settled = self
@@ -307,6 +333,7 @@ impl Engine {
         detail: &str,
         resolved_by: Option<&str>,
     ) -> Result<bool, EngineError> {
+        let charge = crate::jobs::charge(to, Some(AttemptOutcome::Unknown), attempt.reserved, None);
         let settle = Settle {
             from: AttemptState::Unknown,
             to,
@@ -314,10 +341,12 @@ impl Engine {
             detail: Some(detail),
             response: None,
             resolved_by,
+            charge,
         };
         if !self.store().settle_attempt(attempt.id, settle, self.now_ms()).await? {
             return Ok(false);
         }
+        self.record_charge(attempt, charge);
         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, state = %to, detail, "unknown attempt settled");
         // Announced once the job moved on, so that whoever waits on the
         // event finds the job `running` again, not still `unknown`.

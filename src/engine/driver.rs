@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::conclude::{Pending, Seen};
 use super::decide::Phase;
 use super::{Engine, EngineError, plan};
+use crate::budgets::LimitRefusal;
 use crate::config::RouteConfig;
 use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobError, JobRequest, NewJob};
 use crate::store::{Created, Lease, StartOutcome, StoreError};
@@ -35,6 +36,8 @@ pub(super) enum Creation {
     New(Job, Kickoff),
     /// The owner's key already named this job.
     Existing(Job),
+    /// A budget or rate limit refused the new job: nothing was stored.
+    Refused(LimitRefusal),
 }
 
 /// How a job created by [`Engine::create`] starts: its attempt 1, inserted
@@ -95,9 +98,16 @@ impl Engine {
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
+        let reservation = first_provider.map(|provider| self.reservation(&new.owner, &new.request, provider));
+        let first = first_provider.zip(reservation.as_ref());
+        let job_holds = self.job_holds(&new.owner, &new.route);
         let created =
-            self.store().create_job(new, self.new_job_lease(), first_provider, self.now_ms()).await?;
+            self.store().create_job(new, self.new_job_lease(), first, &job_holds, self.now_ms()).await?;
         Ok(match created {
+            Created::Refused(refusal) => {
+                self.record_refusal(&new.owner, &new.route, &refusal);
+                Creation::Refused(refusal)
+            }
             Created::Existing(job) => Creation::Existing(job),
             Created::New(job) => Creation::New(job, Kickoff { attempt: None, refused: Vec::new() }),
             Created::Started(job, attempt) => {
@@ -251,10 +261,15 @@ impl Engine {
                             }
                         }
                     };
-                    match self.store().start_attempt(job_id, &provider, self.now_ms()).await? {
+                    let reservation = self.reservation(&job.owner, &job.request, &provider);
+                    match self.store().start_attempt(job_id, &provider, &reservation, self.now_ms()).await? {
                         StartOutcome::Started(attempt) => attempt,
                         StartOutcome::Blocked(blocked) => {
                             tracing::debug!(%job_id, ?blocked, "no new attempt");
+                            return Ok(Next::Stop);
+                        }
+                        StartOutcome::Refused(refusal) => {
+                            self.end_chain_refused(&job, &provider, &refusal, refused_so_far).await?;
                             return Ok(Next::Stop);
                         }
                     }
@@ -282,6 +297,27 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// A budget or rate limit refused the chain's next attempt: nothing was
+    /// sent, and the job fails with that reason (a later attempt by hand
+    /// may go ahead once the window resets).
+    async fn end_chain_refused(
+        &self,
+        job: &Job,
+        provider: &str,
+        refusal: &LimitRefusal,
+        refused: Vec<String>,
+    ) -> Result<(), EngineError> {
+        self.record_refusal(&job.owner, &job.route, refusal);
+        let attempts = self.store().attempts(job.id).await?;
+        let code = if refusal.is_budget() { "budget-exhausted" } else { "rate-limited" };
+        let error = JobError {
+            code: Some(code.to_owned()),
+            refused,
+            ..JobError::new(format!("no attempt on `{provider}`: {refusal}")).with_attempts(&attempts)
+        };
+        self.fail_job(job.id, &error).await
     }
 
     /// Provider time of one call: its latency histogram (for calls that

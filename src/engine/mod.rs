@@ -23,6 +23,7 @@ mod operator;
 mod plan;
 mod recovery;
 mod request;
+mod spend;
 mod stream_attempt;
 mod streams;
 mod submit;
@@ -43,6 +44,7 @@ use driver::Kickoff;
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::to_chat_request;
+pub use spend::MeterUsage;
 pub use streams::{StreamEvent, StreamHub, Subscription};
 pub use submit::{Submission, SubmitError, Submitted};
 pub use tasks::Tasks;
@@ -73,7 +75,11 @@ fn build_providers(config: &Config) -> Result<HashMap<String, ProviderEntry>, En
             .map_err(|err| EngineError::Provider { name: provider.name.clone(), message: err.to_string() })?;
         providers.insert(
             provider.name.clone(),
-            ProviderEntry { provider: Arc::new(built), config: provider.clone() },
+            ProviderEntry {
+                provider: Arc::new(built),
+                config: provider.clone(),
+                prompt_counter: std::sync::OnceLock::new(),
+            },
         );
     }
     Ok(providers)
@@ -101,6 +107,9 @@ struct Inner {
     events: tokio::sync::broadcast::Sender<EngineEvent>,
     clock: Clock,
     tasks: Tasks,
+    /// Budgets and rate limits (see `spend.rs`).
+    limits: crate::budgets::Limits,
+    billing: crate::config::BillingConfig,
 }
 
 /// How the drive of a new job ended, for the request that created it:
@@ -142,6 +151,8 @@ pub enum EngineEvent {
 struct ProviderEntry {
     provider: Arc<Provider>,
     config: ProviderConfig,
+    /// How reservations count its prompts.
+    prompt_counter: std::sync::OnceLock<spend::PromptCounter>,
 }
 
 impl Engine {
@@ -165,6 +176,8 @@ impl Engine {
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
                 tasks: Tasks::default(),
+                limits: config.limits(),
+                billing: config.billing.clone(),
             }),
         })
     }

@@ -50,6 +50,9 @@ pub enum ManualStartError {
     NotInChain(String),
     #[error("no provider of the chain is eligible: {}", .0.join("; "))]
     NoEligibleProvider(Vec<String>),
+    /// A budget or rate limit refused the attempt's reservation.
+    #[error(transparent)]
+    Refused(crate::budgets::LimitRefusal),
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -108,12 +111,17 @@ impl Engine {
         if !self.claim(job.id).await? {
             return Err(ManualStartError::Driven);
         }
-        let attempt = match self.store().start_attempt(job.id, &provider, self.now_ms()).await {
+        let reservation = self.reservation(&job.owner, &job.request, &provider);
+        let attempt = match self.store().start_attempt(job.id, &provider, &reservation, self.now_ms()).await {
             Ok(StartOutcome::Started(attempt)) => attempt,
             refused => {
                 let _ = self.store().release_lease(job.id, self.instance()).await;
                 return Err(match refused {
                     Ok(StartOutcome::Blocked(blocked)) => ManualStartError::Blocked(blocked),
+                    Ok(StartOutcome::Refused(refusal)) => {
+                        self.record_refusal(&job.owner, &job.route, &refusal);
+                        ManualStartError::Refused(refusal)
+                    }
                     Ok(StartOutcome::Started(_)) => ManualStartError::Driven,
                     Err(err) => err.into(),
                 });

@@ -36,6 +36,9 @@ mod tests {
             resolved_by: None,
             started_at_ms: 0,
             finished_at_ms: Some(0),
+            reserved: Default::default(),
+            charged: None,
+            usage: None,
         }
     }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::driver::Creation;
 use super::{Engine, EngineError, Subscription};
+use crate::budgets::LimitRefusal;
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
 use crate::store::StoreError;
 use crate::telemetry;
@@ -25,6 +26,9 @@ pub enum Submission {
     Accepted(Box<Submitted>),
     /// The key is bound to another intent (R3): the job it names.
     Conflict { job_id: Uuid },
+    /// A budget or rate limit refused the new job: nothing was stored and
+    /// nothing sent.
+    Refused(LimitRefusal),
 }
 
 /// A job this request created or found, as it stood when the wait ended.
@@ -80,6 +84,7 @@ impl Engine {
                 Ok(Submission::Accepted(Box::new(submitted)))
             }
             Creation::Existing(job) => self.found(new, job, wait, false).await,
+            Creation::Refused(refusal) => Ok(Submission::Refused(refusal)),
         }
     }
 
@@ -110,6 +115,10 @@ impl Engine {
             Creation::Existing(job) => {
                 self.streams().discard(new.id);
                 self.found(new, job, wait, true).await
+            }
+            Creation::Refused(refusal) => {
+                self.streams().discard(new.id);
+                Ok(Submission::Refused(refusal))
             }
         }
     }

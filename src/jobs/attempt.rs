@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{AttemptOutcome, UnknownState};
+use super::{Amounts, AttemptOutcome, UnknownState};
 
 /// Lifecycle of one attempt (SPEC "Job and attempt states").
 ///
@@ -80,11 +80,18 @@ pub struct Attempt {
     pub resolved_by: Option<String>,
     pub started_at_ms: i64,
     pub finished_at_ms: Option<i64>,
+    /// Its worst case, reserved before it was sent (zero when nothing
+    /// meters it and its provider has no price).
+    pub reserved: Amounts,
+    /// What it was charged once settled (see [`super::charge`]).
+    pub charged: Option<Amounts>,
+    /// The usage the provider reported (OpenAI's `usage` object, JSON).
+    pub usage: Option<String>,
 }
 
 impl Attempt {
     /// Attempt 1 of a job just inserted with it, as the insert wrote it.
-    pub fn first(id: Uuid, job: &super::Job, provider: &str, now_ms: i64) -> Attempt {
+    pub fn first(id: Uuid, job: &super::Job, provider: &str, reserved: Amounts, now_ms: i64) -> Attempt {
         Attempt {
             id,
             job_id: job.id,
@@ -98,6 +105,9 @@ impl Attempt {
             resolved_by: None,
             started_at_ms: now_ms,
             finished_at_ms: None,
+            reserved,
+            charged: None,
+            usage: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! before the database answers them again.
 
 mod attempt;
+mod charge;
 mod fingerprint;
 mod idempotency_key;
 mod job;
@@ -16,6 +17,7 @@ mod result;
 mod transitions;
 
 pub use attempt::{Attempt, AttemptState};
+pub use charge::{Amounts, charge};
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
 pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
 pub use job::{Job, JobStatus, NewJob};

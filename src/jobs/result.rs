@@ -54,6 +54,10 @@ pub struct JobError {
     /// Providers the contract gate refused, each as `name: reason` (R9).
     #[serde(default)]
     pub refused: Vec<String>,
+    /// A machine-readable cause where one applies: `budget-exhausted` or
+    /// `rate-limited` when a limit refused the chain's next attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// One attempt as a job's error lists it.

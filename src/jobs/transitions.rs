@@ -103,6 +103,9 @@ mod tests {
             resolved_by: None,
             started_at_ms: 0,
             finished_at_ms: None,
+            reserved: Default::default(),
+            charged: None,
+            usage: None,
         };
         assert_eq!(
             may_start_attempt(JobStatus::Unknown, std::slice::from_ref(&attempt)),

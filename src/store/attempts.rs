@@ -4,10 +4,14 @@
 use sqlx::{FromRow as _, Row as _};
 use uuid::Uuid;
 
+use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
 use super::rows::{AttemptRow, JobRow, first};
 use super::sqlite_statements::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt};
+use crate::budgets::LimitRefusal;
+use crate::jobs::{
+    Amounts, Attempt, AttemptOutcome, AttemptState, Job, JobStatus, StartBlocked, may_start_attempt,
+};
 
 /// What `start_attempt` did.
 #[derive(Debug, Clone)]
@@ -16,6 +20,8 @@ pub enum StartOutcome {
     Started(Attempt),
     /// R4 refused it: the domain said so, or the partial unique index did.
     Blocked(StartBlocked),
+    /// A budget or rate limit refused its reservation; nothing was written.
+    Refused(LimitRefusal),
 }
 
 /// What the compare-and-swap of a result did.
@@ -40,6 +46,9 @@ pub struct Settle<'a> {
     pub detail: Option<&'a str>,
     pub response: Option<&'a str>,
     pub resolved_by: Option<&'a str>,
+    /// What the attempt is charged, when `to` is a closed state
+    /// ([`crate::jobs::charge`]); the schema refuses to close it without.
+    pub charge: Option<Amounts>,
 }
 
 impl Store {
@@ -56,7 +65,9 @@ impl Store {
     }
 
     /// R4: writes attempt `starting` (with the job version it read) and moves
-    /// the job to `running`, in one transaction — or says why not. The domain
+    /// the job to `running`, and books its `reservation` on the meters of
+    /// its budgets and rate limits, in one transaction — or says why not
+    /// (then nothing is written). The domain
     /// answers first; if two drivers race past it, the partial unique index
     /// `attempts_one_open_per_job` (or `UNIQUE (job_id, number)`) refuses the
     /// second insert and this returns `Blocked` for it too.
@@ -64,12 +75,15 @@ impl Store {
         &self,
         job_id: Uuid,
         provider: &str,
+        reservation: &Reservation,
         now_ms: i64,
     ) -> Result<StartOutcome, StoreError> {
         let attempt_id = Uuid::now_v7();
+        let Amounts { nanos, tokens } = reservation.amounts;
         match self {
             Store::Sqlite(store) => {
                 let provider = provider.to_owned();
+                let holds = reservation.holds.clone();
                 store
                     .writer
                     .write(move |conn| {
@@ -81,10 +95,22 @@ impl Store {
                             Ok(plan) => plan,
                             Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
                         };
+                        if let Some(refusal) = check_sqlite(conn, &holds)? {
+                            return Ok(StartOutcome::Refused(refusal));
+                        }
                         let inserted = fetch_optional(
                             conn,
                             sql::INSERT_ATTEMPT,
-                            &[&attempt_id, &job_id, &plan.number, &provider, &plan.job.version, &now_ms],
+                            &[
+                                &attempt_id,
+                                &job_id,
+                                &plan.number,
+                                &provider,
+                                &plan.job.version,
+                                &now_ms,
+                                &nanos,
+                                &tokens,
+                            ],
                             AttemptRow::from_sqlite,
                         );
                         let row = match inserted {
@@ -97,6 +123,7 @@ impl Store {
                             Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
                             Err(err) => return Err(err),
                         };
+                        book_sqlite(conn, Some(attempt_id), &holds)?;
                         if let Some((from, to)) = plan.job_transition() {
                             execute(
                                 conn,
@@ -125,6 +152,8 @@ impl Store {
                     .bind(provider)
                     .bind(plan.job.version)
                     .bind(now_ms)
+                    .bind(nanos)
+                    .bind(tokens)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(StoreError::from);
@@ -133,6 +162,10 @@ impl Store {
                     Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
                     Err(err) => return Err(err),
                 };
+                if let Some(refusal) = book_pg(&mut tx, Some(attempt_id), &reservation.holds).await? {
+                    // Dropping the transaction rolls the attempt back with it.
+                    return Ok(StartOutcome::Refused(refusal));
+                }
                 if let Some((from, to)) = plan.job_transition() {
                     sqlx::query(sql::SET_JOB_STATUS)
                         .bind(job_id)
@@ -168,6 +201,8 @@ impl Store {
             settle.response.into(),
             settle.resolved_by.into(),
             finished_at.into(),
+            settle.charge.map(|c| c.nanos).into(),
+            settle.charge.map(|c| c.tokens).into(),
         ];
         Ok(self.execute(sql::SETTLE_ATTEMPT, args).await? == 1)
     }
@@ -175,17 +210,22 @@ impl Store {
     /// R6/R7: the attempt's result becomes the job's result only through the
     /// conditional UPDATE on `(id, version, completed_by IS NULL)`. The loser
     /// keeps its payload on its own row as `superseded`; nothing is merged.
+    /// Either way the attempt is charged `charge` for `usage`: the provider
+    /// did the work.
     pub async fn complete_job(
         &self,
         attempt: &Attempt,
         result: &str,
         raw_response: &str,
+        (charge, usage): (Amounts, Option<&str>),
         now_ms: i64,
     ) -> Result<CasOutcome, StoreError> {
         let (attempt_id, job_id, job_version) = (attempt.id, attempt.job_id, attempt.job_version);
+        let Amounts { nanos, tokens } = charge;
         match self {
             Store::Sqlite(store) => {
                 let (result, raw_response) = (result.to_owned(), raw_response.to_owned());
+                let usage = usage.map(str::to_owned);
                 store
                     .writer
                     .write(move |conn| {
@@ -199,7 +239,7 @@ impl Store {
                         let settled = execute(
                             conn,
                             sql::SETTLE_DELIVERED,
-                            &[&attempt_id, &to, &raw_response, &now_ms],
+                            &[&attempt_id, &to, &raw_response, &now_ms, &nanos, &tokens, &usage],
                         )?;
                         if settled == 0 {
                             return Ok(CasOutcome::NotDeliverable);
@@ -222,6 +262,9 @@ impl Store {
                     .bind(attempt_id)
                     .bind(now_ms)
                     .bind(raw_response)
+                    .bind(nanos)
+                    .bind(tokens)
+                    .bind(usage)
                     .fetch_optional(&store.pool)
                     .await?;
                 let Some(row) = row else { return Ok(CasOutcome::NotDeliverable) };

@@ -3,7 +3,9 @@
 
 use uuid::Uuid;
 
+use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
 use super::rows::{JobRow, first};
+use crate::budgets::Hold;
 use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
@@ -34,15 +36,24 @@ impl Store {
     /// with its attempt 1 `starting` on that provider, in the same
     /// transaction (R4 holds trivially: a new job has no other attempt), so
     /// its driver can call the provider at once.
+    ///
+    /// A new job books `job_holds` (its request on every rate limit) and its
+    /// attempt 1 the `Reservation` in the same transaction; if one does not
+    /// fit, nothing is written and the answer is [`Created::Refused`]. A
+    /// duplicate books nothing.
     pub async fn create_job(
         &self,
         new: &NewJob,
         lease: Lease<'_>,
-        first_provider: Option<&str>,
+        first: Option<(&str, &Reservation)>,
+        job_holds: &[Hold],
         now_ms: i64,
     ) -> Result<Created, StoreError> {
         let attempt_id = Uuid::now_v7();
+        let first_provider = first.map(|(provider, _)| provider);
         let status = if first_provider.is_some() { JobStatus::Running } else { JobStatus::Pending };
+        let reserved = first.map(|(_, reservation)| reservation.amounts).unwrap_or_default();
+        let attempt_holds = first.map(|(_, reservation)| reservation.holds.as_slice()).unwrap_or_default();
         let created = match self {
             Store::Sqlite(store) => {
                 // The conflict's read runs in the same op: one trip to the writer.
@@ -50,10 +61,30 @@ impl Store {
                 let lease_owner = lease.owner.to_owned();
                 let expires_at = lease.expires_at_ms;
                 let provider = first_provider.map(str::to_owned);
+                let (job_holds, attempt_holds) = (job_holds.to_vec(), attempt_holds.to_vec());
                 store
                     .writer
                     .write(move |conn| {
-                        let args: [&dyn rusqlite::ToSql; 12] = [
+                        let existing = |conn: &rusqlite::Connection| {
+                            fetch_optional(
+                                conn,
+                                sql::SELECT_JOB_BY_KEY,
+                                &[&new.owner, &new.idempotency_key.as_str()],
+                                JobRow::from_sqlite,
+                            )
+                        };
+                        let refusal = match check_sqlite(conn, &job_holds)? {
+                            Some(refusal) => Some(refusal),
+                            None => check_sqlite(conn, &attempt_holds)?,
+                        };
+                        if let Some(refusal) = refusal {
+                            // A duplicate is answered, not refused: it books nothing.
+                            return match existing(conn)? {
+                                Some(row) => Ok(Created::Existing(row.try_into()?)),
+                                None => Ok(Created::Refused(refusal)),
+                            };
+                        }
+                        let args: [&dyn rusqlite::ToSql; 14] = [
                             &new.id,
                             &new.owner,
                             &new.idempotency_key.as_str(),
@@ -66,21 +97,19 @@ impl Store {
                             &status.as_str(),
                             &attempt_id,
                             &provider,
+                            &reserved.nanos,
+                            &reserved.tokens,
                         ];
                         if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)?
                         {
+                            book_sqlite(conn, None, &job_holds)?;
                             if provider.is_some() {
                                 execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
+                                book_sqlite(conn, Some(attempt_id), &attempt_holds)?;
                             }
                             return Ok(Created::New(row.try_into()?));
                         }
-                        let existing = fetch_optional(
-                            conn,
-                            sql::SELECT_JOB_BY_KEY,
-                            &[&new.owner, &new.idempotency_key.as_str()],
-                            JobRow::from_sqlite,
-                        )?;
-                        match existing {
+                        match existing(conn)? {
                             Some(row) => Ok(Created::Existing(row.try_into()?)),
                             None => Err(vanished(&new)),
                         }
@@ -105,9 +134,27 @@ impl Store {
                     .bind(lease.expires_at_ms)
                     .bind(status.as_str());
                 if first_provider.is_some() {
-                    query = query.bind(attempt_id).bind(first_provider);
+                    query = query.bind(attempt_id).bind(first_provider).bind(reserved.nanos).bind(reserved.tokens);
                 }
-                match query.fetch_optional(&store.pool).await? {
+                let inserted = if job_holds.is_empty() && attempt_holds.is_empty() {
+                    query.fetch_optional(&store.pool).await?
+                } else {
+                    let mut tx = store.pool.begin().await?;
+                    let inserted = query.fetch_optional(&mut *tx).await?;
+                    if inserted.is_some() {
+                        let mut refusal = book_pg(&mut tx, None, job_holds).await?;
+                        if refusal.is_none() && first_provider.is_some() {
+                            refusal = book_pg(&mut tx, Some(attempt_id), attempt_holds).await?;
+                        }
+                        if let Some(refusal) = refusal {
+                            // Dropping the transaction takes the job back out.
+                            return Ok(Created::Refused(refusal));
+                        }
+                    }
+                    tx.commit().await?;
+                    inserted
+                };
+                match inserted {
                     Some(row) => Created::New(row.try_into()?),
                     None => match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
                         Some(job) => Created::Existing(job),
@@ -118,7 +165,7 @@ impl Store {
         };
         Ok(match (created, first_provider) {
             (Created::New(job), Some(provider)) => {
-                let attempt = Attempt::first(attempt_id, &job, provider, now_ms);
+                let attempt = Attempt::first(attempt_id, &job, provider, reserved, now_ms);
                 Created::Started(job, attempt)
             }
             (created, _) => created,

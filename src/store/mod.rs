@@ -34,6 +34,7 @@ mod attempts;
 mod contracts;
 mod exec;
 mod jobs;
+mod meters;
 mod postgres;
 mod rows;
 mod sql;
@@ -46,6 +47,7 @@ mod sqlite_writer;
 pub use attempts::{CasOutcome, Settle, StartOutcome};
 pub use contracts::{CaseRecord, ContractRecord};
 pub use jobs::{JobFilter, Lease};
+pub use meters::{MeterReading, Reservation};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -167,6 +169,8 @@ pub enum Created {
     Started(Job, crate::jobs::Attempt),
     /// The row already existed; the constraint said so, not a prior read.
     Existing(Job),
+    /// A budget or rate limit refused the new job; nothing was written.
+    Refused(crate::budgets::LimitRefusal),
 }
 
 impl Store {

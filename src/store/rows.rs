@@ -5,7 +5,7 @@
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::jobs::{Attempt, Fingerprint, Job};
+use crate::jobs::{Amounts, Attempt, Fingerprint, Job};
 
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct JobRow {
@@ -60,6 +60,11 @@ pub(super) struct AttemptRow {
     resolved_by: Option<String>,
     started_at: i64,
     finished_at: Option<i64>,
+    reserved_nanos: i64,
+    reserved_tokens: i64,
+    cost_nanos: Option<i64>,
+    tokens: Option<i64>,
+    usage: Option<String>,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -83,6 +88,12 @@ impl TryFrom<AttemptRow> for Attempt {
             resolved_by: row.resolved_by,
             started_at_ms: row.started_at,
             finished_at_ms: row.finished_at,
+            reserved: Amounts { nanos: row.reserved_nanos, tokens: row.reserved_tokens },
+            charged: match (row.cost_nanos, row.tokens) {
+                (Some(nanos), Some(tokens)) => Some(Amounts { nanos, tokens }),
+                _ => None,
+            },
+            usage: row.usage,
         })
     }
 }
@@ -125,6 +136,11 @@ impl AttemptRow {
             resolved_by: row.get(9)?,
             started_at: row.get(10)?,
             finished_at: row.get(11)?,
+            reserved_nanos: row.get(12)?,
+            reserved_tokens: row.get(13)?,
+            cost_nanos: row.get(14)?,
+            tokens: row.get(15)?,
+            usage: row.get(16)?,
         })
     }
 }

@@ -13,7 +13,8 @@ macro_rules! job_columns {
 macro_rules! attempt_columns {
     () => {
         "id, job_id, number, provider, state, job_version, outcome, detail, response, \
-         resolved_by, started_at, finished_at"
+         resolved_by, started_at, finished_at, reserved_nanos, reserved_tokens, cost_nanos, \
+         tokens, usage"
     };
 }
 
@@ -39,17 +40,18 @@ macro_rules! insert_job {
 pub(super) const INSERT_JOB: &str = insert_job!();
 
 /// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
-/// (`$11` attempt id, `$12` provider, as in the PostgreSQL form below.)
-pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at) \
-     VALUES ($11, $1, 1, $12, 'starting', 0, $7)";
+/// (`$11` attempt id, `$12` provider, `$13`/`$14` its reservation in
+/// nano-units and tokens, as in the PostgreSQL form below.)
+pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
+     reserved_nanos, reserved_tokens) VALUES ($11, $1, 1, $12, 'starting', 0, $7, $13, $14)";
 
 /// PostgreSQL: the job and, if it was inserted, its attempt 1 `starting`,
 /// in one statement (one round trip, one commit).
 pub(super) const INSERT_JOB_AND_FIRST_ATTEMPT_PG: &str = concat!(
     "WITH job AS (",
     insert_job!(),
-    "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at) \
-     SELECT $11, id, 1, $12, 'starting', version, $7 FROM job) SELECT ",
+    "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
+     reserved_nanos, reserved_tokens) SELECT $11, id, 1, $12, 'starting', version, $7, $13, $14 FROM job) SELECT ",
     job_columns!(),
     " FROM job"
 );
@@ -116,9 +118,11 @@ pub(super) const COMPLETE_JOB_CAS: &str = concat!(
 );
 
 /// SQLite: the delivering attempt settles as `$2` (`succeeded` if its CAS
-/// won, else `superseded`). Zero rows: it could not deliver.
+/// won, else `superseded`), charged `$5` nano-units and `$6` tokens for
+/// the usage `$7`. Zero rows: it could not deliver.
 pub(super) const SETTLE_DELIVERED: &str = concat!(
-    "UPDATE attempts SET state = $2, outcome = 'ok', response = $3, finished_at = $4 WHERE id = $1 AND ",
+    "UPDATE attempts SET state = $2, outcome = 'ok', response = $3, finished_at = $4, \
+     cost_nanos = $5, tokens = $6, usage = $7 WHERE id = $1 AND ",
     deliverable!()
 );
 
@@ -140,7 +144,7 @@ pub(super) const COMPLETE_JOB_PG: &str = concat!(
     job_columns!(),
     "), settled AS (UPDATE attempts SET \
      state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded' ELSE 'superseded' END, \
-     outcome = 'ok', response = $6, finished_at = $5 \
+     outcome = 'ok', response = $6, finished_at = $5, cost_nanos = $7, tokens = $8, usage = $9 \
      WHERE id IN (SELECT id FROM deliverable) RETURNING state) \
      SELECT settled.state AS settled_as, (SELECT completed_by FROM jobs WHERE id = $1) AS winner, won.* \
      FROM settled LEFT JOIN won ON true"
@@ -191,18 +195,21 @@ pub(super) const SELECT_ATTEMPTS: &str =
 pub(super) const SELECT_ATTEMPT: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 AND number = $2");
 
-/// Written before the provider request leaves (R5): a crash cannot hide a call.
+/// Written before the provider request leaves (R5): a crash cannot hide a
+/// call. `$7`/`$8`: its reservation (nano-units, tokens).
 pub(super) const INSERT_ATTEMPT: &str = concat!(
-    "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at) \
-     VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING ",
+    "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
+     reserved_nanos, reserved_tokens) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8) RETURNING ",
     attempt_columns!()
 );
 
 /// One attempt leaves state `$2` for `$3`. `finished_at` is NULL exactly
-/// for the open states (a CHECK says so).
+/// for the open states, and the charge (`$9` nano-units, `$10` tokens) is
+/// set exactly for the closed ones (CHECKs say so).
 pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome = COALESCE($4, outcome), \
      detail = COALESCE($5, detail), response = COALESCE($6, response), \
-     resolved_by = COALESCE($7, resolved_by), finished_at = $8 \
+     resolved_by = COALESCE($7, resolved_by), finished_at = $8, \
+     cost_nanos = COALESCE($9, cost_nanos), tokens = COALESCE($10, tokens) \
      WHERE id = $1 AND state = $2";
 
 /// Recovery: the process that wrote these `starting` attempts is gone and
@@ -224,3 +231,28 @@ pub(super) const COUNT_UNKNOWN_ATTEMPTS: &str = "SELECT COUNT(*) FROM attempts W
 
 pub(super) const UNKNOWN_BY_PROVIDER: &str =
     "SELECT provider, COUNT(*) FROM attempts WHERE state = 'unknown' GROUP BY provider";
+
+// ---- budgets and rate limits (src/budgets) -----------------------------------
+
+/// Books `$4` more into a meter's `held` if it fits under the limit `$5`
+/// (the conflict branch's WHERE: concurrent writers serialise on the row).
+/// No row: it did not fit. A new meter row takes `$4` unchecked: the caller
+/// checks a hold against an empty meter first.
+pub(super) const RESERVE_HOLD: &str = "INSERT INTO meters (meter, window_start, window_end, held, used) \
+     VALUES ($1, $2, $3, $4, 0) ON CONFLICT (meter, window_start) DO UPDATE \
+     SET held = meters.held + excluded.held \
+     WHERE meters.held + meters.used + excluded.held <= $5 RETURNING held";
+
+/// Counts `$4` used at once (a request of a rate limit), under the same
+/// condition as [`RESERVE_HOLD`].
+pub(super) const COUNT_USE: &str = "INSERT INTO meters (meter, window_start, window_end, held, used) \
+     VALUES ($1, $2, $3, 0, $4) ON CONFLICT (meter, window_start) DO UPDATE \
+     SET used = meters.used + excluded.used \
+     WHERE meters.held + meters.used + excluded.used <= $5 RETURNING used";
+
+pub(super) const INSERT_HOLD: &str =
+    "INSERT INTO holds (attempt_id, meter, window_start, unit, amount) VALUES ($1, $2, $3, $4, $5)";
+
+/// `(used, held)` of one meter in one window.
+pub(super) const SELECT_METER: &str =
+    "SELECT used, held FROM meters WHERE meter = $1 AND window_start = $2";

@@ -104,6 +104,13 @@ problem_types! {
     AttemptNotUnknown = "attempt-not-unknown", CONFLICT, "Attempt not unknown";
     /// no provider of the chain has a passing, current contract record
     NoEligibleProvider = "no-eligible-provider", CONFLICT, "No eligible provider";
+    /// a spend budget of the caller has no room for this request's worst
+    /// case in its window; `x-should-retry: false`, and `resets_at` says
+    /// when the window starts over. Nothing was stored or sent
+    BudgetExhausted = "budget-exhausted", TOO_MANY_REQUESTS, "Budget exhausted";
+    /// a requests- or tokens-per-minute limit is reached; retry after
+    /// `Retry-After` seconds. Nothing was stored or sent
+    RateLimited = "rate-limited", TOO_MANY_REQUESTS, "Rate limited";
     /// every provider of the route's chain failed
     UpstreamFailed = "upstream-failed", BAD_GATEWAY, "Every provider failed";
     /// an unexpected error; the detail is in the gateway's log
@@ -135,6 +142,7 @@ impl ProblemType {
             | ProblemType::JobCompleted
             | ProblemType::AttemptNotUnknown
             | ProblemType::NoEligibleProvider
+            | ProblemType::BudgetExhausted
             | ProblemType::UpstreamFailed => NO_RETRY,
             ProblemType::JobInProgress | ProblemType::StoreUnavailable => RETRY_SOON,
             // The rest of the body may still be on its way: the connection
@@ -153,6 +161,8 @@ impl ProblemType {
             | ProblemType::ProviderNotInChain
             | ProblemType::BodyTooLarge
             | ProblemType::Internal
+            // Its `Retry-After` depends on the window: set per problem.
+            | ProblemType::RateLimited
             | ProblemType::StreamLagged => &[],
         }
     }

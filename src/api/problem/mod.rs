@@ -48,6 +48,12 @@ impl Problem {
         self
     }
 
+    /// `Retry-After: seconds` on this problem (for types whose wait varies).
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.headers.push((header::RETRY_AFTER, HeaderValue::from(seconds)));
+        self
+    }
+
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.extensions.insert(key.to_owned(), value.into());
         self

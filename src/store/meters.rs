@@ -1,0 +1,123 @@
+//! Booking the holds of budgets and rate limits ([`crate::budgets`]) inside
+//! the transaction that writes an attempt or a job, and reading meters.
+//!
+//! Settling needs nothing here: the `attempts_settle_holds` trigger of
+//! migration 0004 moves a reservation into `used` when its attempt is
+//! charged. The two backends book differently, side by side below: the
+//! SQLite writer is the only writer, so it checks every hold first and
+//! then books them; PostgreSQL books each with a conditional upsert that
+//! serialises concurrent writers on the meter's row, in meter order, and
+//! the caller rolls the whole transaction back if one does not fit.
+
+use rusqlite::Connection;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::sqlite_statements::{execute, fetch_optional};
+use super::{Store, StoreError, sql};
+use crate::budgets::{Hold, LimitKind, LimitRefusal};
+use crate::jobs::Amounts;
+
+/// What a new attempt reserves, and on which meters.
+#[derive(Debug, Clone, Default)]
+pub struct Reservation {
+    pub amounts: Amounts,
+    pub holds: Vec<Hold>,
+}
+
+/// `(used, held)` of a meter in the window starting at `window_start_ms`.
+pub type MeterReading = (i64, i64);
+
+/// The statement that books `hold`: into `held` for an attempt's
+/// reservation, straight into `used` for a request.
+fn booking(hold: &Hold) -> &'static str {
+    match hold.kind {
+        LimitKind::Requests => sql::COUNT_USE,
+        LimitKind::Budget | LimitKind::Tokens => sql::RESERVE_HOLD,
+    }
+}
+
+/// SQLite, inside a writer op, before it writes anything: the first hold
+/// that does not fit. Nothing else writes meanwhile (the writer is the
+/// only one), so holds that fit here still fit in [`book_sqlite`].
+pub(super) fn check_sqlite(conn: &Connection, holds: &[Hold]) -> Result<Option<LimitRefusal>, StoreError> {
+    for hold in holds {
+        let reading = fetch_optional(conn, sql::SELECT_METER, &[&hold.meter, &hold.window_start_ms], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+        })?;
+        let (used, held) = reading.unwrap_or((0, 0));
+        if !hold.fits(used, held) {
+            return Ok(Some(hold.refusal(used, held)));
+        }
+    }
+    Ok(None)
+}
+
+/// SQLite, inside the same op, after [`check_sqlite`] and after the attempt
+/// (if any) is inserted: books every hold.
+pub(super) fn book_sqlite(conn: &Connection, attempt_id: Option<Uuid>, holds: &[Hold]) -> Result<(), StoreError> {
+    for hold in holds {
+        let args: [&dyn rusqlite::ToSql; 5] =
+            [&hold.meter, &hold.window_start_ms, &hold.window_end_ms, &hold.amount, &hold.limit];
+        execute(conn, booking(hold), &args)?;
+        if let Some(attempt_id) = attempt_id.filter(|_| hold.kind != LimitKind::Requests) {
+            let args: [&dyn rusqlite::ToSql; 5] =
+                [&attempt_id, &hold.meter, &hold.window_start_ms, &hold.kind.unit(), &hold.amount];
+            execute(conn, sql::INSERT_HOLD, &args)?;
+        }
+    }
+    Ok(())
+}
+
+/// PostgreSQL, inside the caller's transaction: books the holds in order;
+/// on a refusal the caller must roll back (earlier holds are booked).
+pub(super) async fn book_pg(
+    tx: &mut PgConnection,
+    attempt_id: Option<Uuid>,
+    holds: &[Hold],
+) -> Result<Option<LimitRefusal>, StoreError> {
+    for hold in holds {
+        if !hold.fits(0, 0) {
+            return Ok(Some(hold.refusal(0, 0)));
+        }
+        let booked: Option<(i64,)> = sqlx::query_as(booking(hold))
+            .bind(&hold.meter)
+            .bind(hold.window_start_ms)
+            .bind(hold.window_end_ms)
+            .bind(hold.amount)
+            .bind(hold.limit)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if booked.is_none() {
+            let (used, held): (i64, i64) = sqlx::query_as(sql::SELECT_METER)
+                .bind(&hold.meter)
+                .bind(hold.window_start_ms)
+                .fetch_optional(&mut *tx)
+                .await?
+                .unwrap_or((0, 0));
+            return Ok(Some(hold.refusal(used, held)));
+        }
+        if let Some(attempt_id) = attempt_id.filter(|_| hold.kind != LimitKind::Requests) {
+            sqlx::query(sql::INSERT_HOLD)
+                .bind(attempt_id)
+                .bind(&hold.meter)
+                .bind(hold.window_start_ms)
+                .bind(hold.kind.unit())
+                .bind(hold.amount)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    Ok(None)
+}
+
+impl Store {
+    /// A meter's `(used, held)` in one window; `(0, 0)` if nothing counted yet.
+    pub async fn meter(&self, meter: &str, window_start_ms: i64) -> Result<MeterReading, StoreError> {
+        let args = vec![meter.into(), window_start_ms.into()];
+        let reading = self
+            .read_optional(sql::SELECT_METER, args, |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)))
+            .await?;
+        Ok(reading.unwrap_or((0, 0)))
+    }
+}
