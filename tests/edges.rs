@@ -55,7 +55,12 @@ async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(st
     );
     let now = engine.clock().now_ms();
     let dead = Lease { owner: "gw-killed", expires_at_ms: now + 30_000 };
-    let created = gw.gateway.store.create_job(&new, dead, Some(("sim-primary", &Reservation::default())), &[], now).await.unwrap();
+    let created = gw
+        .gateway
+        .store
+        .create_job(&new, dead, Some(("sim-primary", &Reservation::default())), &[], now)
+        .await
+        .unwrap();
     let Created::Started(job, _) = created else { panic!("expected a job inserted with its attempt 1") };
     let id = job.id.to_string();
 

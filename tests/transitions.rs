@@ -17,6 +17,7 @@ store_matrix!(
     attempt_transitions_match_the_domain,
     job_transitions_match_the_domain,
     one_open_attempt_per_job,
+    settling_needs_a_charge,
     racing_drivers_start_one_attempt,
     a_failing_write_spares_the_writes_beside_it,
 );
@@ -70,19 +71,23 @@ impl Raw {
     }
 
     async fn insert_attempt(&self, key: &str, number: i32, state: AttemptState) -> Result<u64, String> {
-        let finished = if state.is_open() { "NULL" } else { "1" };
+        // A closed attempt is finished and charged (CHECKs say so).
+        let (finished, charged) = if state.is_open() { ("NULL", "NULL") } else { ("1", "0") };
         self.exec(format!(
-            "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, finished_at) \
-             SELECT {}, id, {number}, 'p', '{state}', 0, 0, {finished} FROM jobs WHERE idempotency_key = '{key}'",
+            "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, finished_at, \
+             cost_nanos, tokens) \
+             SELECT {}, id, {number}, 'p', '{state}', 0, 0, {finished}, {charged}, {charged} \
+             FROM jobs WHERE idempotency_key = '{key}'",
             self.new_uuid()
         ))
         .await
     }
 
     async fn set_attempt(&self, key: &str, to: AttemptState) -> Result<u64, String> {
-        let finished = if to.is_open() { "NULL" } else { "2" };
+        let (finished, charged) = if to.is_open() { ("NULL", "NULL") } else { ("2", "0") };
         self.exec(format!(
-            "UPDATE attempts SET state = '{to}', finished_at = {finished} \
+            "UPDATE attempts SET state = '{to}', finished_at = {finished}, cost_nanos = {charged}, \
+             tokens = {charged} \
              WHERE job_id = (SELECT id FROM jobs WHERE idempotency_key = '{key}')"
         ))
         .await
@@ -170,6 +175,23 @@ async fn one_open_attempt_per_job(store: TestStore) {
     assert!(same_number.is_err(), "UNIQUE (job_id, number)");
 }
 
+/// Budgets: an attempt cannot leave its open states without its charge,
+/// so a meter's reservation is never left behind.
+async fn settling_needs_a_charge(store: TestStore) {
+    let raw = Raw::open(&store).await;
+    raw.insert_job("charge", "running").await;
+    raw.insert_attempt("charge", 1, AttemptState::Starting).await.unwrap();
+    let uncharged = raw
+        .exec(
+            "UPDATE attempts SET state = 'failed', finished_at = 2 \
+             WHERE job_id = (SELECT id FROM jobs WHERE idempotency_key = 'charge')"
+                .into(),
+        )
+        .await;
+    assert!(uncharged.is_err(), "closing an attempt without its charge must be refused: {uncharged:?}");
+    raw.set_attempt("charge", AttemptState::Failed).await.expect("with its charge it closes");
+}
+
 /// R4 under concurrency: twenty drivers race to start an attempt of one job;
 /// exactly one succeeds, the others are refused (by the domain check or, when
 /// they raced past it, by the partial unique index).
@@ -245,7 +267,10 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                     let key = IdempotencyKey::parse(&format!("k{i}")).unwrap();
                     let new = NewJob::new("alice".into(), key, "chat".into(), "{}".into());
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-                    match real.create_job(&new, lease, Some(("p", &Reservation::default())), &[], now_ms()).await {
+                    match real
+                        .create_job(&new, lease, Some(("p", &Reservation::default())), &[], now_ms())
+                        .await
+                    {
                         Ok(Created::Started(..)) => Ok(()),
                         other => panic!("job {i}: {other:?}"),
                     }

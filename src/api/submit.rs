@@ -30,11 +30,9 @@ pub async fn submit(
     match submission {
         Ok(Submission::Accepted(submitted)) => Ok(*submitted),
         Ok(Submission::Conflict { job_id }) => Err(reused(job_id)),
-        Ok(Submission::Refused(refusal)) => Err(super::usage::limit_problem(
-            &refusal,
-            state.engine.currency(),
-            state.engine.clock().now_ms(),
-        )),
+        Ok(Submission::Refused(refusal)) => {
+            Err(super::usage::limit_problem(&refusal, state.engine.currency(), state.engine.clock().now_ms()))
+        }
         Err(SubmitError::BeforeCommit(err)) => {
             Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit))
         }

@@ -91,8 +91,7 @@ pub async fn usage(
         Some(owner) => owner,
         None => caller.owner.clone(),
     };
-    let meters =
-        state.engine.usage(&owner).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+    let meters = state.engine.usage(&owner).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
     Ok(Json(usage_body(&owner, state.engine.currency(), &meters)))
 }
 

@@ -158,10 +158,7 @@ impl Limits {
     /// tokens need counting before it is sent).
     pub fn meters_attempts(&self, owner: &str, route: &str) -> bool {
         !self.budget_meters(owner, route).is_empty()
-            || self
-                .rate_meters(owner, route, LimitKind::Tokens)
-                .next()
-                .is_some()
+            || self.rate_meters(owner, route, LimitKind::Tokens).next().is_some()
     }
 
     /// The holds of one attempt: its worst-case cost against every budget
@@ -172,7 +169,9 @@ impl Limits {
         let mut holds: Vec<Hold> = self
             .budget_meters(owner, route)
             .into_iter()
-            .map(|(meter, limit, window)| hold(LimitKind::Budget, meter, limit, window, reserved.nanos, now_ms))
+            .map(|(meter, limit, window)| {
+                hold(LimitKind::Budget, meter, limit, window, reserved.nanos, now_ms)
+            })
             .collect();
         holds.extend(self.rate_meters(owner, route, LimitKind::Tokens).map(|(meter, limit)| {
             hold(LimitKind::Tokens, meter, limit, Window::Minute, reserved.tokens, now_ms)
@@ -240,7 +239,12 @@ mod tests {
         Limits {
             budgets: vec![
                 BudgetRule { owner: "*".into(), route: None, limit: 5_000_000_000, window: Window::Day },
-                BudgetRule { owner: "alice".into(), route: Some("*".into()), limit: 1_000, window: Window::Hour },
+                BudgetRule {
+                    owner: "alice".into(),
+                    route: Some("*".into()),
+                    limit: 1_000,
+                    window: Window::Hour,
+                },
             ],
             rate_limits: vec![RateLimitRule {
                 owner: Some("*".into()),

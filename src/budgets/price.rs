@@ -37,9 +37,8 @@ impl TryFrom<PriceConfig> for Price {
     type Error = PriceError;
 
     fn try_from(config: PriceConfig) -> Result<Self, Self::Error> {
-        let micros = |value: f64, name: &'static str| {
-            decimal_to_micros(value).ok_or(PriceError::NotAnAmount(name))
-        };
+        let micros =
+            |value: f64, name: &'static str| decimal_to_micros(value).ok_or(PriceError::NotAnAmount(name));
         let input = micros(config.input_per_mtok, "input_per_mtok")?;
         Ok(Price {
             input,
@@ -143,8 +142,12 @@ mod tests {
     use super::*;
 
     fn price(input: f64, output: f64, cached: Option<f64>) -> Price {
-        Price::try_from(PriceConfig { input_per_mtok: input, output_per_mtok: output, cached_input_per_mtok: cached })
-            .unwrap()
+        Price::try_from(PriceConfig {
+            input_per_mtok: input,
+            output_per_mtok: output,
+            cached_input_per_mtok: cached,
+        })
+        .unwrap()
     }
 
     #[test]

@@ -83,7 +83,8 @@ fn month_bounds(at_ms: i64) -> (i64, i64) {
     let start_of = |year: i32, month: u32| {
         Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0).single().map(|t| t.timestamp_millis())
     };
-    let (next_year, next_month) = if at.month() == 12 { (at.year() + 1, 1) } else { (at.year(), at.month() + 1) };
+    let (next_year, next_month) =
+        if at.month() == 12 { (at.year() + 1, 1) } else { (at.year(), at.month() + 1) };
     match (start_of(at.year(), at.month()), start_of(next_year, next_month)) {
         (Some(start), Some(end)) => (start, end),
         _ => Window::Day.bounds(at_ms),

@@ -21,11 +21,8 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
 /// Budgets and rate limits name owners and routes that exist: a typo
 /// would otherwise be a limit that silently never applies.
 fn validate_limits(config: &Config) -> Result<(), Invalid> {
-    let owners: HashSet<&str> = config
-        .principals
-        .iter()
-        .map(|p| p.owner.as_deref().unwrap_or(&p.name))
-        .collect();
+    let owners: HashSet<&str> =
+        config.principals.iter().map(|p| p.owner.as_deref().unwrap_or(&p.name)).collect();
     let routes: HashSet<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
     let check = |key: String, owner: Option<&str>, route: Option<&str>| -> Result<(), Invalid> {
         if let Some(owner) = owner.filter(|o| *o != "*" && !owners.contains(o)) {
@@ -46,7 +43,10 @@ fn validate_limits(config: &Config) -> Result<(), Invalid> {
             return Err((key, "sets neither requests_per_minute nor tokens_per_minute".into()));
         }
         if rate.requests_per_minute == Some(0) || rate.tokens_per_minute == Some(0) {
-            return Err((key, "a limit of zero per minute refuses everything; remove the route instead".into()));
+            return Err((
+                key,
+                "a limit of zero per minute refuses everything; remove the route instead".into(),
+            ));
         }
     }
     let currency = &config.billing.currency;

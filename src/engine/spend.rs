@@ -68,7 +68,9 @@ impl Engine {
         let counter = entry.map_or(&PromptCounter::Bytes, |entry| {
             // Built on first use: a vocabulary takes a while to build, and
             // only metered or priced attempts need one.
-            entry.prompt_counter.get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()))
+            entry
+                .prompt_counter
+                .get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()))
         });
         let prompt_tokens = counter.count(&prompt).saturating_add(counter.count(&tools));
         let param = |name: &str| request.params.get(name).and_then(Value::as_u64);
@@ -93,7 +95,10 @@ impl Engine {
     pub(super) fn measure(&self, provider: &str, usage: Option<&Value>) -> Option<Amounts> {
         let usage = Usage::from_openai(usage?)?;
         let price = self.provider(provider).and_then(|entry| entry.config.price);
-        Some(Amounts { nanos: price.map_or(0, |price| price.cost_nanos(&usage)), tokens: usage.total_tokens() })
+        Some(Amounts {
+            nanos: price.map_or(0, |price| price.cost_nanos(&usage)),
+            tokens: usage.total_tokens(),
+        })
     }
 
     /// Counts what a settled attempt was charged, once its write landed.

@@ -69,8 +69,14 @@ mod tests {
 
     #[test]
     fn work_that_may_have_been_billed_keeps_its_reservation() {
-        assert_eq!(charge(AttemptState::Abandoned, Some(AttemptOutcome::Unknown), RESERVED, None), Some(RESERVED));
-        assert_eq!(charge(AttemptState::Failed, Some(AttemptOutcome::BadOutput), RESERVED, None), Some(RESERVED));
+        assert_eq!(
+            charge(AttemptState::Abandoned, Some(AttemptOutcome::Unknown), RESERVED, None),
+            Some(RESERVED)
+        );
+        assert_eq!(
+            charge(AttemptState::Failed, Some(AttemptOutcome::BadOutput), RESERVED, None),
+            Some(RESERVED)
+        );
         assert_eq!(
             charge(AttemptState::Failed, Some(AttemptOutcome::ContractViolation), RESERVED, Some(MEASURED)),
             Some(MEASURED)

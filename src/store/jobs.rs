@@ -5,9 +5,9 @@ use uuid::Uuid;
 
 use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
 use super::rows::{JobRow, first};
-use crate::budgets::Hold;
 use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
+use crate::budgets::Hold;
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
 
 /// A lease held by one gateway instance on one job (R10).
@@ -134,7 +134,11 @@ impl Store {
                     .bind(lease.expires_at_ms)
                     .bind(status.as_str());
                 if first_provider.is_some() {
-                    query = query.bind(attempt_id).bind(first_provider).bind(reserved.nanos).bind(reserved.tokens);
+                    query = query
+                        .bind(attempt_id)
+                        .bind(first_provider)
+                        .bind(reserved.nanos)
+                        .bind(reserved.tokens);
                 }
                 let inserted = if job_holds.is_empty() && attempt_holds.is_empty() {
                     query.fetch_optional(&store.pool).await?

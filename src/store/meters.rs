@@ -42,9 +42,10 @@ fn booking(hold: &Hold) -> &'static str {
 /// only one), so holds that fit here still fit in [`book_sqlite`].
 pub(super) fn check_sqlite(conn: &Connection, holds: &[Hold]) -> Result<Option<LimitRefusal>, StoreError> {
     for hold in holds {
-        let reading = fetch_optional(conn, sql::SELECT_METER, &[&hold.meter, &hold.window_start_ms], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
-        })?;
+        let reading =
+            fetch_optional(conn, sql::SELECT_METER, &[&hold.meter, &hold.window_start_ms], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+            })?;
         let (used, held) = reading.unwrap_or((0, 0));
         if !hold.fits(used, held) {
             return Ok(Some(hold.refusal(used, held)));
@@ -55,11 +56,16 @@ pub(super) fn check_sqlite(conn: &Connection, holds: &[Hold]) -> Result<Option<L
 
 /// SQLite, inside the same op, after [`check_sqlite`] and after the attempt
 /// (if any) is inserted: books every hold.
-pub(super) fn book_sqlite(conn: &Connection, attempt_id: Option<Uuid>, holds: &[Hold]) -> Result<(), StoreError> {
+pub(super) fn book_sqlite(
+    conn: &Connection,
+    attempt_id: Option<Uuid>,
+    holds: &[Hold],
+) -> Result<(), StoreError> {
     for hold in holds {
         let args: [&dyn rusqlite::ToSql; 5] =
             [&hold.meter, &hold.window_start_ms, &hold.window_end_ms, &hold.amount, &hold.limit];
-        execute(conn, booking(hold), &args)?;
+        // The check above ran in this same op, so the booking's condition holds.
+        fetch_optional(conn, booking(hold), &args, |row| row.get::<_, i64>(0))?;
         if let Some(attempt_id) = attempt_id.filter(|_| hold.kind != LimitKind::Requests) {
             let args: [&dyn rusqlite::ToSql; 5] =
                 [&attempt_id, &hold.meter, &hold.window_start_ms, &hold.kind.unit(), &hold.amount];

@@ -254,5 +254,4 @@ pub(super) const INSERT_HOLD: &str =
     "INSERT INTO holds (attempt_id, meter, window_start, unit, amount) VALUES ($1, $2, $3, $4, $5)";
 
 /// `(used, held)` of one meter in one window.
-pub(super) const SELECT_METER: &str =
-    "SELECT used, held FROM meters WHERE meter = $1 AND window_start = $2";
+pub(super) const SELECT_METER: &str = "SELECT used, held FROM meters WHERE meter = $1 AND window_start = $2";
