@@ -145,6 +145,12 @@ struct Args {
     /// Keep the temporary directory (configs, SQLite files, gateway logs).
     #[arg(long)]
     keep: bool,
+    /// Price the providers (with a tokenizer to count prompts) and configure
+    /// one budget and one rate limit that never run out: the cost of
+    /// budgets on the hot path (a reservation per attempt, a request count
+    /// per job, a charge per answer).
+    #[arg(long)]
+    limits: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -365,7 +371,21 @@ struct GatewaySpec {
     sqlite_sync: Option<&'static str>,
 }
 
-fn gateway_config(spec: &GatewaySpec, port: u16, sim: SocketAddr, pool: u32) -> String {
+/// `--limits`: prices, one budget and one rate limit, none of which runs out.
+const LIMITS: &str = r#"
+[[budgets]]
+owner = "alice"
+limit = 1000000.0
+window = "1d"
+
+[[rate_limits]]
+owner = "*"
+route = "chat"
+requests_per_minute = 100000000
+tokens_per_minute = 1000000000000
+"#;
+
+fn gateway_config(spec: &GatewaySpec, port: u16, sim: SocketAddr, pool: u32, limits: bool) -> String {
     let suites = Path::new(env!("CARGO_MANIFEST_DIR")).join("contract-tests");
     let sync = spec.sqlite_sync.map(|s| format!("sqlite_synchronous = \"{s}\"\n")).unwrap_or_default();
     format!(
@@ -398,6 +418,7 @@ name = "sim-primary"
 dialect = "openai"
 base_url = "http://{sim}/v1"
 model = "sim:ok"
+{price}
 
 [[providers]]
 name = "sim-fallback"
@@ -411,7 +432,13 @@ chain = ["sim-primary", "sim-fallback"]
 attempt_timeout = "10s"
 require_contract_for_primary = false
 require_contract_for_fallback = false
-"#,
+{limits}"#,
+        limits = if limits { LIMITS } else { "" },
+        price = if limits {
+            "tokenizer = \"o200k_base\"\nprice = { input_per_mtok = 0.15, output_per_mtok = 0.60 }"
+        } else {
+            ""
+        },
         url = spec.store_url,
         label = spec.label,
         suites = suites.display(),
@@ -427,7 +454,7 @@ async fn start_gateway(
 ) -> Result<Gateway, String> {
     let port = free_port();
     let config_path = dir.join(format!("{}.toml", spec.label));
-    std::fs::write(&config_path, gateway_config(&spec, port, sim, args.pool)).map_err(|e| e.to_string())?;
+    std::fs::write(&config_path, gateway_config(&spec, port, sim, args.pool, args.limits)).map_err(|e| e.to_string())?;
     let log_path = dir.join(format!("{}.log", spec.label));
     let log = File::create(&log_path).map_err(|e| e.to_string())?;
     let mut child = Command::new(&args.gateway_bin)

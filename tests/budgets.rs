@@ -226,7 +226,8 @@ async fn concurrent_requests_never_overspend_across_two_processes(store: TestSto
 /// A requests-per-minute limit of 10 shared by two processes: of 30
 /// concurrent new requests exactly 10 are served; the others get 429
 /// `rate-limited` with a `Retry-After`; a duplicate of a served one is
-/// answered (it is not a new request).
+/// answered (it is not a new request). A tokens-per-minute limit holds the
+/// same way.
 async fn requests_per_minute_hold_across_two_processes(store: TestStore) {
     // The limit counts per wall-clock minute: start clear of its end so the
     // burst falls in one window (a wait for the clock, not for an event).
@@ -235,8 +236,9 @@ async fn requests_per_minute_hold_across_two_processes(store: TestStore) {
         tokio::time::sleep(std::time::Duration::from_millis((60_000 - into_minute + 100) as u64)).await;
     }
     let replicas = Replicas::start(&store, |doc| {
-        let rate = json!({"owner": "*", "route": "chat", "requests_per_minute": 10});
-        with_limits(doc, &[], &[rate]);
+        let requests = json!({"owner": "bob", "route": "chat", "requests_per_minute": 10});
+        let tokens = json!({"owner": "alice", "tokens_per_minute": 150});
+        with_limits(doc, &[], &[requests, tokens]);
     })
     .await;
     let answers = replicas.burst(BOB, 30).await;
@@ -271,6 +273,29 @@ async fn requests_per_minute_hold_across_two_processes(store: TestStore) {
         .unwrap();
     assert_eq!(replay.status(), 200);
     assert_eq!(replicas.store.meter(meter, Window::Minute.bounds(now).0).await.unwrap(), (10, 0));
+
+    // Tokens: each attempt reserves its prompt plus max_tokens and is
+    // charged what the provider reported; what was charged in the minute
+    // never passes the limit.
+    let calls_before = replicas.sim.calls().total;
+    let answers = replicas.burst(ALICE, 40).await;
+    let served = answers.iter().filter(|(status, _, _)| *status == 200).count();
+    assert!(served > 0 && served < 40, "some fit, some do not: {served}");
+    for (status, _, body) in answers.iter().filter(|(status, _, _)| *status != 200) {
+        assert_eq!(*status, 429, "{body}");
+        assert_eq!(body["type"], format!("{}rate-limited", intentgate::api::PROBLEM_TYPE_BASE));
+    }
+    let meter = "rate1-tokens/owner=alice/route=all/1m";
+    let (used, held) = replicas.store.meter(meter, Window::Minute.bounds(now).0).await.unwrap();
+    let charged: i64 = ledger(&replicas.store)
+        .await
+        .iter()
+        .filter(|(job, _)| job.owner == "alice")
+        .flat_map(|(_, attempts)| attempts.iter().map(|a| a.charged.unwrap().tokens))
+        .sum();
+    assert_eq!((used, held), (charged, 0), "the minute's tokens are the attempts' charges");
+    assert!(used <= 150, "{used} tokens charged in a minute limited to 150");
+    assert_eq!(replicas.sim.calls().total - calls_before, served as u64);
 }
 
 async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) -> reqwest::Response {
