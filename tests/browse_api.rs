@@ -111,7 +111,7 @@ async fn search_filters_and_refuses_bad_input(store: TestStore) {
         async move { get_json(gw, ALICE, &path).await }
     };
 
-    assert_eq!(ids(&search("idempotency_key=order-1").await), [one.clone()]);
+    assert_eq!(ids(&search("idempotency_key=order-1").await), [one]);
     assert_eq!(ids(&search("status=succeeded").await).len(), 2);
     assert!(ids(&search("status=unknown").await).is_empty());
     assert_eq!(ids(&search("route=chat").await).len(), 2);
