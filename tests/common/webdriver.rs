@@ -30,7 +30,7 @@ pub struct Browser {
 /// chromedriver on `PATH` (or at `INTENTGATE_CHROMEDRIVER`).
 fn chromedriver() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("INTENTGATE_CHROMEDRIVER") {
-        return Some(PathBuf::from(path));
+        return Some(PathBuf::from(path)).filter(|file| file.is_file());
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join("chromedriver")).find(|file| file.is_file())
@@ -39,7 +39,7 @@ fn chromedriver() -> Option<PathBuf> {
 /// The browser binary chromedriver should start: Debian's `chromium`.
 fn chromium() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("INTENTGATE_CHROMIUM") {
-        return Some(PathBuf::from(path));
+        return Some(PathBuf::from(path)).filter(|file| file.is_file());
     }
     ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]
         .iter()
@@ -64,7 +64,9 @@ impl Browser {
     /// Starts chromedriver on a free port and a headless chromium session;
     /// `None` (after a loud banner) when they are not installed and not required.
     pub async fn start() -> Option<Browser> {
-        let Some(driver_path) = chromedriver() else { return unavailable("chromedriver is not on PATH") };
+        let Some(driver_path) = chromedriver() else {
+            return unavailable("chromedriver is not installed (on PATH, or at INTENTGATE_CHROMEDRIVER)");
+        };
         let Some(chromium_path) = chromium() else { return unavailable("chromium is not installed") };
         let port = super::free_port();
         let mut command = std::process::Command::new(&driver_path);
