@@ -21,7 +21,11 @@ use intentgate::contracts::{Suite, pairs, run_and_record};
 use intentgate::jobs::AttemptState;
 use serde_json::{Value, json};
 
-store_matrix!(an_admin_settles_an_unknown_attempt_and_the_job_goes_on, a_user_sees_only_their_own_jobs);
+store_matrix!(
+    an_admin_settles_an_unknown_attempt_and_the_job_goes_on,
+    a_user_sees_only_their_own_jobs,
+    the_timeline_shows_who_won_the_race_and_the_tool_calls,
+);
 
 /// A gateway whose attempts time out fast, with settled jobs of alice and
 /// bob, and one job of alice's (`refund-7`) whose attempt is `unknown`: its
@@ -30,6 +34,9 @@ async fn gateway_with_an_unknown_attempt(store: &TestStore) -> (TestGateway, Str
     let mut captured = None;
     let gw = TestGateway::start_tweaked(store, |doc| {
         set_route(doc, "chat", "attempt_timeout", "300ms");
+        // The extract route gated as shipped (it runs no job here).
+        set_route(doc, "extract", "require_contract_for_primary", true);
+        set_route(doc, "extract", "require_contract_for_fallback", true);
         captured = Some(common::config_from_doc(doc));
     })
     .await;
@@ -236,10 +243,19 @@ async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStor
         .await;
     let sloppy = browser.text("#contracts .contract[data-route='extract'][data-provider='sim-sloppy']").await;
     assert!(sloppy.contains("ineligible") && sloppy.contains("first failure"), "{sloppy}");
+    assert!(!sloppy.contains("gate not required"), "the extract route is gated: {sloppy}");
     let primary =
         browser.text("#contracts .contract[data-route='extract'][data-provider='sim-primary']").await;
     assert!(primary.contains("eligible") && primary.contains("contract_max_age 30days"), "{primary}");
     if shots {
+        // The failing provider's card, with its first failure, in view.
+        browser
+            .script(
+                "document.querySelector(\"#contracts .contract[data-route='extract'][data-provider='sim-fallback']\")
+                    .scrollIntoView()",
+                json!([]),
+            )
+            .await;
         browser.screenshot("contracts").await;
     }
 
@@ -326,6 +342,91 @@ async fn a_user_sees_only_their_own_jobs(store: TestStore) {
         AttemptState::Unknown,
         "nothing settled it"
     );
+}
+
+/// R7 on the timeline: attempt 1 (the primary) is settled while its
+/// request is held, attempt 2 (the fallback) answers first and wins, then
+/// attempt 1's late answer arrives and is superseded. And a job whose answer
+/// is a tool call, rendered as one.
+async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        common::set_provider(doc, "sim-primary", "model", "sim:hold=slow-a");
+        common::set_provider(doc, "sim-fallback", "model", "sim:hold=fast-b");
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+    })
+    .await;
+    let tools = json!({
+        "route": "tools",
+        "input": {"messages": [{"role": "user", "content": "Where is order 42?"}]},
+        "params": {"tools": [{"type": "function", "function": {"name": "find_order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
+                           "required": ["order_id"]}}}]},
+    });
+    let created: Value = gw.create(ALICE, "order-status-42", &tools).await.json().await.unwrap();
+    let tools_id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(settled_job(&gw, ALICE, &tools_id).await["status"], "succeeded");
+
+    let mut events = gw.events();
+    let calls_before = gw.sim().calls().total;
+    let created: Value = gw.create(ALICE, "race-1", &chat_body("Who wins?")).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    let resolved = gw
+        .request(reqwest::Method::POST, &format!("/v1/jobs/{id}/attempts/1/resolve"), ADMIN)
+        .json(&json!({"as": "abandoned", "reason": "the primary is stuck"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200);
+    gw.sim().wait_for_calls(calls_before + 2).await; // attempt 2's request reached the fallback
+    gw.sim().release("fast-b");
+    wait_for_attempt(&mut events, &id, 2, AttemptState::Succeeded).await;
+    gw.sim().release("slow-a");
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+
+    sign_in(&browser, &gw, ADMIN).await;
+    browser.script(&format!("location.hash = '#/job/{id}'"), json!([])).await;
+    browser
+        .wait_for("the raced job", &format!("document.getElementById('page-job').dataset.job === '{id}'"))
+        .await;
+    let timeline = browser
+        .script(
+            "return [...document.querySelectorAll('#timeline-svg g.attempt')].map(g => ({
+                provider: g.dataset.provider, state: g.dataset.state, won: g.dataset.won === 'true',
+                label: g.textContent }))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(timeline.as_array().unwrap().len(), 2, "{timeline}");
+    assert_eq!(
+        (timeline[0]["provider"].as_str(), timeline[0]["state"].as_str()),
+        (Some("sim-primary"), Some("superseded"))
+    );
+    assert_eq!(timeline[0]["won"], false);
+    assert!(timeline[0]["label"].as_str().unwrap().contains("lost: another attempt won first"), "{timeline}");
+    assert_eq!(
+        (timeline[1]["provider"].as_str(), timeline[1]["state"].as_str()),
+        (Some("sim-fallback"), Some("succeeded"))
+    );
+    assert_eq!(timeline[1]["won"], true);
+    let facts = browser.text("#job-facts").await;
+    assert!(facts.contains("attempt 2 on sim-fallback"), "{facts}");
+    if store.backend == common::Backend::Sqlite {
+        browser.screenshot("job-race").await;
+    }
+
+    browser.script(&format!("location.hash = '#/job/{tools_id}'"), json!([])).await;
+    browser
+        .wait_for(
+            "the tools job",
+            &format!("document.getElementById('page-job').dataset.job === '{tools_id}'"),
+        )
+        .await;
+    let result = browser.text("#job-result").await;
+    assert!(result.contains("tool call find_order") && result.contains("\"order_id\""), "{result}");
+    assert!(result.contains("provider sim-tools"), "{result}");
+    browser.close().await;
 }
 
 /// The page and its assets over plain HTTP: types, a strict policy with no

@@ -559,9 +559,13 @@
             `${fmtDuration(run.age_ms)} old, contract_max_age ${c.contract_max_age}` + (run.expired ? ' — too old' : '') }),
           run.first_failure ? el('p', { class: 'first-failure' }, 'first failure: ', el('b', { text: run.first_failure.case }),
             ` — ${run.first_failure.reason}`) : null,
-          el('ul', {}, run.cases.map((k) => el('li', { class: `case ${k.passed ? 'passed' : 'failed'}` },
+          el('ul', {}, run.cases.map((k) => el('li', {
+            class: `case ${k.passed ? 'passed' : 'failed'}`, title: k.reasons.join('\n') || null,
+          },
             `${k.passed ? '✓' : '✗'} ${k.case} (${fmtDuration(k.duration_ms)})`,
-            k.passed ? null : el('span', { class: 'note', text: ' — ' + k.reasons.join('; ') })))),
+            // The first reason; every one is in the tooltip.
+            k.passed ? null : el('span', { class: 'note', text: ` — ${k.reasons[0] || 'failed'}` +
+              (k.reasons.length > 1 ? ` (+${k.reasons.length - 1} more)` : '') })))),
         ] : el('p', { class: 'empty', text: 'no recorded run' }));
     });
     $('contracts').replaceChildren(...cards);
