@@ -12,6 +12,9 @@
 
 mod attempts;
 mod auth;
+mod browse;
+mod console;
+mod contracts;
 mod deadline;
 mod extract;
 mod health;
@@ -23,6 +26,7 @@ mod openai;
 mod openapi;
 mod prefer;
 mod problem;
+mod queue;
 mod routes;
 mod submit;
 mod text;
@@ -68,13 +72,22 @@ pub fn router(state: AppState) -> Router {
     let body_read_timeout: Duration = state.config.server.body_read_timeout.into();
     Router::new()
         .route("/v1/jobs", get(jobs::find_by_key).post(jobs::create))
+        .route("/v1/jobs/search", get(browse::search))
+        .route("/v1/jobs/counts", get(browse::counts))
         .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/jobs/{id}/attempts", post(attempts::start))
         .route("/v1/jobs/{id}/attempts/{number}/resolve", post(attempts::resolve))
         .route("/v1/jobs/{id}/cancel", post(attempts::cancel))
         .route("/v1/providers/{name}/resolve", post(attempts::resolve_provider))
+        .route("/v1/attempts/unknown", get(queue::unknown))
         .route("/v1/routes", get(routes::list))
         .route("/v1/usage", get(usage::usage))
+        .route("/v1/contracts", get(contracts::list))
+        .route("/v1/overview", get(browse::overview))
+        .route("/v1/whoami", get(browse::whoami))
+        .route("/console", get(console::page_handler))
+        .route("/console/console.js", get(console::script_handler))
+        .route("/console/console.css", get(console::style_handler))
         .route("/metrics", get(metrics::render))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

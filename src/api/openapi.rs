@@ -20,7 +20,7 @@ use utoipa::{Modify, OpenApi};
 use super::problem::{Forbidden, Internal, StoreUnavailable, Unauthorized};
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
-use super::{attempts, health, jobs, metrics, openai, routes, usage};
+use super::{attempts, browse, console, contracts, health, jobs, metrics, openai, queue, routes, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -37,6 +37,15 @@ use super::{attempts, health, jobs, metrics, openai, routes, usage};
         jobs::create,
         jobs::find_by_key,
         jobs::get,
+        browse::search,
+        browse::counts,
+        browse::overview,
+        browse::whoami,
+        queue::unknown,
+        contracts::list,
+        console::page_handler,
+        console::script_handler,
+        console::style_handler,
         attempts::start,
         attempts::resolve,
         attempts::cancel,
@@ -67,6 +76,19 @@ use super::{attempts, health, jobs, metrics, openai, routes, usage};
             attempts::ResolveAs,
             attempts::ProviderResolved,
             routes::RouteList,
+            browse::JobPage,
+            browse::JobSummaryView,
+            browse::JobCounts,
+            browse::Overview,
+            browse::WhoAmI,
+            queue::UnknownQueue,
+            queue::QueuedAttempt,
+            queue::ProviderBacklog,
+            contracts::ContractList,
+            contracts::ContractStatus,
+            contracts::LastRun,
+            contracts::CaseView,
+            contracts::CaseFailure,
             openai::ModelList,
             openai::ChatCompletionRequest,
             openai::ChatCompletion,
@@ -80,7 +102,8 @@ use super::{attempts, health, jobs, metrics, openai, routes, usage};
         (name = "jobs", description = "Jobs: one user intent each, created idempotently"),
         (name = "attempts", description = "Attempts by hand, settling unknown attempts (admin), cancelling"),
         (name = "openai", description = "The OpenAI-compatible surface"),
-        (name = "operations", description = "Routes, health, metrics and this document"),
+        (name = "operations", description = "Routes, contracts, overview, health, metrics and this document"),
+        (name = "console", description = "The operator console in the browser (`/console`)"),
     ),
 )]
 struct ApiDoc;

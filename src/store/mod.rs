@@ -31,6 +31,7 @@ pub enum Store {
 }
 
 mod attempts;
+mod browse;
 mod contracts;
 mod exec;
 mod jobs;
@@ -45,6 +46,7 @@ mod sqlite_statements;
 mod sqlite_writer;
 
 pub use attempts::{CasOutcome, Settle, StartOutcome};
+pub use browse::{JobQuery, JobSummary, MinuteCount, UnknownAttempt};
 pub use contracts::{CaseRecord, ContractRecord};
 pub use jobs::{JobFilter, Lease};
 pub use meters::{MeterReading, Reservation};

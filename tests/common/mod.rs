@@ -10,6 +10,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod proxy;
+pub mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,0 +1,496 @@
+//! The operator console (`/console`) in a real headless browser (chromium
+//! through chromedriver, see `common::webdriver`), on a real gateway with
+//! the provider simulator: sign in, find a job by its key, read its attempt
+//! timeline, settle an `unknown` attempt from the queue and watch the job
+//! go on to the fallback and succeed; a user who sees only their own jobs
+//! and no resolve button; bad input refused with the API's problem, shown
+//! readably. Plus the page's headers, checked over plain HTTP.
+//!
+//! `INTENTGATE_SCREENSHOTS=1` writes a PNG of each page to
+//! `docs/screenshots/` (the README shows them).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::webdriver::Browser;
+use common::{
+    ADMIN, ALICE, BOB, TestGateway, TestStore, chat_body, set_route, settled_job, wait_for_attempt,
+};
+use intentgate::contracts::{Suite, pairs, run_and_record};
+use intentgate::jobs::AttemptState;
+use serde_json::{Value, json};
+
+store_matrix!(
+    an_admin_settles_an_unknown_attempt_and_the_job_goes_on,
+    a_user_sees_only_their_own_jobs,
+    the_timeline_shows_who_won_the_race_and_the_tool_calls,
+);
+
+/// A gateway whose attempts time out fast, with settled jobs of alice and
+/// bob, and one job of alice's (`refund-7`) whose attempt is `unknown`: its
+/// id.
+async fn gateway_with_an_unknown_attempt(store: &TestStore) -> (TestGateway, String) {
+    let mut captured = None;
+    let gw = TestGateway::start_tweaked(store, |doc| {
+        set_route(doc, "chat", "attempt_timeout", "300ms");
+        // The extract route gated as shipped (it runs no job here).
+        set_route(doc, "extract", "require_contract_for_primary", true);
+        set_route(doc, "extract", "require_contract_for_fallback", true);
+        captured = Some(common::config_from_doc(doc));
+    })
+    .await;
+    // A contract run to show: the extract route's suite against its chain.
+    let config = captured.unwrap();
+    let suites = Suite::load_dir(&config.contracts.dir).unwrap();
+    for (suite, provider) in pairs(&config, &suites, Some("extract"), None) {
+        run_and_record(&gw.gateway.store, suite, provider, &mut |_| {}).await.unwrap();
+    }
+    gw.gateway.engine.gate().reload(&gw.gateway.store).await.unwrap();
+
+    for (key, owner, text) in [
+        (ALICE, "order-41", "Say hi"),
+        (ALICE, "order-42", "What is the capital of France?"),
+        (BOB, "bob-report-1", "Summarise the report"),
+    ] {
+        let created: Value = gw.create(key, owner, &chat_body(text)).await.json().await.unwrap();
+        settled_job(&gw, key, created["id"].as_str().unwrap()).await;
+    }
+    let mut events = gw.events();
+    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
+    let created: Value =
+        gw.create(ALICE, "refund-7", &chat_body("Refund order 7")).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    (gw, id)
+}
+
+/// Opens the console and signs in with `key`; returns on the Jobs page.
+async fn sign_in(browser: &Browser, gw: &TestGateway, key: &str) {
+    browser.goto(&gw.url("/console")).await;
+    browser.wait_for("the sign-in page", "document.body.dataset.page === 'signin'").await;
+    browser.type_into("#api-key", key).await;
+    browser.click("#signin-submit").await;
+    browser.wait_for("the jobs page", "document.body.dataset.page === 'jobs'").await;
+    browser
+        .wait_for("the first page of jobs", "document.getElementById('jobs-table').dataset.state === 'ready'")
+        .await;
+}
+
+/// The keys of the jobs the Jobs page lists.
+async fn listed_keys(browser: &Browser) -> Vec<String> {
+    let keys = browser
+        .script("return [...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.key)", json!([]))
+        .await;
+    serde_json::from_value(keys).unwrap()
+}
+
+/// Applies the Jobs filters as they are typed, and waits for the new page.
+async fn apply_filters(browser: &Browser) {
+    browser.script("document.getElementById('jobs-table').dataset.state = 'stale'", json!([])).await;
+    browser.click("#f-apply").await;
+    browser
+        .wait_for(
+            "the filtered jobs (or a problem)",
+            "['ready', 'error'].includes(document.getElementById('jobs-table').dataset.state)",
+        )
+        .await;
+}
+
+async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let shots = store.backend == common::Backend::Sqlite;
+    let (gw, id) = gateway_with_an_unknown_attempt(&store).await;
+
+    // A wrong key is refused with the API's problem, shown readably.
+    browser.goto(&gw.url("/console")).await;
+    browser.wait_for("the sign-in page", "document.body.dataset.page === 'signin'").await;
+    browser.type_into("#api-key", "demo-nobody").await;
+    browser.click("#signin-submit").await;
+    browser
+        .wait_for("the 401 problem", "document.getElementById('problem').dataset.problem === 'unauthorized'")
+        .await;
+    let problem = browser.text("#problem").await;
+    assert!(
+        problem.contains("Missing or invalid API key") && problem.contains("the API key is not known"),
+        "{problem}"
+    );
+    if shots {
+        browser.screenshot("sign-in").await;
+    }
+    assert_eq!(
+        browser.script("return location.href", json!([])).await.as_str().unwrap(),
+        gw.url("/console"),
+        "the key is never in the URL"
+    );
+
+    sign_in(&browser, &gw, ADMIN).await;
+    let stored = browser.script("return sessionStorage.getItem('intentgate.apiKey')", json!([])).await;
+    assert_eq!(stored, "demo-admin", "the key is kept in the tab's sessionStorage");
+    let cookies = browser.script("return document.cookie", json!([])).await;
+    assert_eq!(cookies, "", "and in no cookie");
+    assert!(browser.script("return location.href", json!([])).await.as_str().unwrap().ends_with("#/jobs"));
+    // Admin: every owner's jobs, newest first; the live counts show the unknown one.
+    assert_eq!(listed_keys(&browser).await, ["refund-7", "bob-report-1", "order-42", "order-41"]);
+    browser
+        .wait_for("the unknown count", "document.getElementById('count-unknown').textContent === '1'")
+        .await;
+    if shots {
+        browser.screenshot("jobs").await;
+    }
+
+    // Find the job by its key and open its timeline.
+    browser.type_into("#f-key", "refund-7").await;
+    apply_filters(&browser).await;
+    assert_eq!(listed_keys(&browser).await, ["refund-7"]);
+    browser.click("#jobs-body tr[data-key='refund-7'] a.job-link").await;
+    browser
+        .wait_for("the job page", &format!("document.getElementById('page-job').dataset.job === '{id}'"))
+        .await;
+    browser
+        .wait_for(
+            "attempt 1 unknown on the timeline",
+            "document.querySelector('#timeline-svg g.attempt[data-attempt=\"1\"][data-state=\"unknown\"]')",
+        )
+        .await;
+    assert_eq!(browser.text("#job-status").await, "unknown");
+
+    // The queue: settle it, with a reason, after the confirmation says what follows.
+    browser.click("#nav a[data-page='unknown']").await;
+    let row = format!("#unknown-body tr[data-job='{id}'][data-attempt='1']");
+    browser.wait_for("the queued attempt", &format!("document.querySelector(\"{row}\")")).await;
+    let queued = browser.text(&row).await;
+    assert!(
+        queued.contains("sim-primary") && queued.contains("the chain continues on sim-fallback"),
+        "{queued}"
+    );
+    if shots {
+        browser.screenshot("unknown").await;
+    }
+    browser.click(&format!("{row} button[data-as='abandoned']")).await;
+    browser.wait_for("the confirmation", "document.getElementById('resolve-dialog').open").await;
+    let consequence = browser.text("#resolve-consequence").await;
+    assert!(
+        consequence.contains("Attempt 1 of job refund-7 on sim-primary becomes abandoned")
+            && consequence.contains("Then the chain continues on sim-fallback"),
+        "{consequence}"
+    );
+    // A blank reason passes the form but not the API: its problem, shown in the dialog.
+    browser.type_into("#resolve-reason", "   ").await;
+    browser.click("#resolve-confirm").await;
+    browser
+        .wait_for(
+            "the refusal",
+            "document.getElementById('resolve-error').dataset.problem === 'invalid-body'",
+        )
+        .await;
+    let refusal = browser.text("#resolve-error").await;
+    assert!(refusal.contains("Invalid resolution") && refusal.contains("give a `reason`"), "{refusal}");
+    assert_eq!(
+        gw.gateway.store.attempt(id.parse().unwrap(), 1).await.unwrap().unwrap().state,
+        AttemptState::Unknown,
+        "a refused settle settles nothing"
+    );
+    if shots {
+        browser.screenshot("unknown-confirm").await;
+    }
+    browser.type_into("#resolve-reason", "provider support: request never processed").await;
+    browser.click("#resolve-confirm").await;
+    browser.wait_for("the dialog to close", "!document.getElementById('resolve-dialog').open").await;
+    browser.wait_for("an empty queue", "!document.getElementById('unknown-empty').hidden").await;
+
+    // The job went on: attempt 2 on the fallback won; the page updates itself.
+    browser.script(&format!("location.hash = '#/job/{id}'"), json!([])).await;
+    browser
+        .wait_for("the job to succeed", "document.getElementById('page-job').dataset.status === 'succeeded'")
+        .await;
+    let timeline = browser
+        .script(
+            "return [...document.querySelectorAll('#timeline-svg g.attempt')].map(g => ({
+                number: g.dataset.attempt, provider: g.dataset.provider, state: g.dataset.state,
+                won: g.dataset.won === 'true', label: g.textContent }))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(timeline[0]["provider"], "sim-primary");
+    assert_eq!(timeline[0]["state"], "abandoned");
+    assert_eq!(timeline[0]["won"], false);
+    assert!(timeline[0]["label"].as_str().unwrap().contains("settled by admin"), "{timeline}");
+    assert_eq!(timeline[1]["provider"], "sim-fallback");
+    assert_eq!(timeline[1]["state"], "succeeded");
+    assert_eq!(timeline[1]["won"], true);
+    assert!(timeline[1]["label"].as_str().unwrap().contains("won the compare-and-swap"), "{timeline}");
+    let attempts = browser.text("#attempts-table").await;
+    assert!(attempts.contains("resolved by admin: provider support: request never processed"), "{attempts}");
+    let result = browser.text("#job-result").await;
+    assert!(result.contains("provider sim-fallback") && result.contains("Refund order 7"), "{result}");
+    assert_eq!(browser.text("#job-request .message .text").await, "Refund order 7");
+    browser
+        .wait_for(
+            "the unknown count back to 0",
+            "document.getElementById('count-unknown').textContent === '0'",
+        )
+        .await;
+    // The same job through the API: the console settled it for real.
+    assert_eq!(settled_job(&gw, ALICE, &id).await["result"]["provider"], "sim-fallback");
+    if shots {
+        browser.screenshot("job").await;
+    }
+
+    browser.click("#nav a[data-page='contracts']").await;
+    browser
+        .wait_for("the contracts", "document.getElementById('page-contracts').dataset.state === 'ready'")
+        .await;
+    let sloppy = browser.text("#contracts .contract[data-route='extract'][data-provider='sim-sloppy']").await;
+    assert!(sloppy.contains("ineligible") && sloppy.contains("first failure"), "{sloppy}");
+    assert!(!sloppy.contains("gate not required"), "the extract route is gated: {sloppy}");
+    let primary =
+        browser.text("#contracts .contract[data-route='extract'][data-provider='sim-primary']").await;
+    assert!(primary.contains("eligible") && primary.contains("contract_max_age 30days"), "{primary}");
+    if shots {
+        // The failing provider's card, with its first failure, in view.
+        browser
+            .script(
+                "document.querySelector(\"#contracts .contract[data-route='extract'][data-provider='sim-fallback']\")
+                    .scrollIntoView()",
+                json!([]),
+            )
+            .await;
+        browser.screenshot("contracts").await;
+    }
+
+    browser.click("#nav a[data-page='overview']").await;
+    browser
+        .wait_for("the overview", "document.getElementById('page-overview').dataset.state === 'ready'")
+        .await;
+    let charted = browser
+        .script("return Number(document.querySelector('#chart-jobs svg').dataset.total)", json!([]))
+        .await;
+    assert_eq!(charted, 4, "four jobs in the last hour");
+    if shots {
+        browser.screenshot("overview").await;
+    }
+
+    browser.click("#sign-out").await;
+    browser.wait_for("the sign-in page", "document.body.dataset.page === 'signin'").await;
+    assert_eq!(
+        browser.script("return sessionStorage.length", json!([])).await,
+        0,
+        "signing out forgets the key"
+    );
+    browser.close().await;
+}
+
+async fn a_user_sees_only_their_own_jobs(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let (gw, alice_unknown) = gateway_with_an_unknown_attempt(&store).await;
+
+    // Bob: his job only; alice's key finds nothing; no owner filter.
+    sign_in(&browser, &gw, BOB).await;
+    assert_eq!(listed_keys(&browser).await, ["bob-report-1"]);
+    assert_eq!(
+        browser.script("return document.getElementById('f-owner-label').hidden", json!([])).await,
+        true
+    );
+    browser.type_into("#f-key", "refund-7").await;
+    apply_filters(&browser).await;
+    assert!(listed_keys(&browser).await.is_empty());
+    assert_eq!(browser.script("return document.getElementById('jobs-empty').hidden", json!([])).await, false);
+    // Bad input: a key the API refuses, its problem shown readably.
+    browser.type_into("#f-key", "ключ").await;
+    apply_filters(&browser).await;
+    browser
+        .wait_for(
+            "the problem",
+            "document.getElementById('problem').dataset.problem === 'idempotency-key-invalid'",
+        )
+        .await;
+    let problem = browser.text("#problem").await;
+    assert!(problem.contains("Idempotency-Key invalid") && problem.contains("400"), "{problem}");
+    // Alice's job by its id: the API's 404, as for a job that does not exist.
+    browser.script(&format!("location.hash = '#/job/{alice_unknown}'"), json!([])).await;
+    browser.wait_for("the 404", "document.getElementById('problem').dataset.problem === 'not-found'").await;
+    assert!(browser.text("#problem").await.contains(&format!("no job `{alice_unknown}`")));
+    assert_eq!(
+        browser.script("return document.getElementById('page-job').dataset.job || ''", json!([])).await,
+        ""
+    );
+    // The queue holds nothing of his.
+    browser.click("#nav a[data-page='unknown']").await;
+    browser.wait_for("the queue", "document.getElementById('page-unknown').dataset.state === 'ready'").await;
+    assert!(!browser.text("#unknown-empty").await.is_empty(), "an empty queue for bob");
+    browser.wait_for("bob's counts", "document.getElementById('count-unknown').textContent === '0'").await;
+    browser.click("#sign-out").await;
+    browser.wait_for("the sign-in page", "document.body.dataset.page === 'signin'").await;
+
+    // Alice sees her unknown attempt but cannot settle it: no buttons.
+    sign_in(&browser, &gw, ALICE).await;
+    assert_eq!(listed_keys(&browser).await, ["refund-7", "order-42", "order-41"]);
+    browser.click("#nav a[data-page='unknown']").await;
+    let row = format!("#unknown-body tr[data-job='{alice_unknown}']");
+    browser.wait_for("her queued attempt", &format!("document.querySelector(\"{row}\")")).await;
+    let buttons =
+        browser.script("return document.querySelectorAll('#page-unknown button').length", json!([])).await;
+    assert_eq!(buttons, 0, "no resolve button for a user");
+    assert_eq!(
+        browser.script("return document.getElementById('unknown-readonly').hidden", json!([])).await,
+        false
+    );
+    browser.close().await;
+    assert_eq!(
+        gw.gateway.store.attempt(alice_unknown.parse().unwrap(), 1).await.unwrap().unwrap().state,
+        AttemptState::Unknown,
+        "nothing settled it"
+    );
+}
+
+/// R7 on the timeline: attempt 1 (the primary) is settled while its
+/// request is held, attempt 2 (the fallback) answers first and wins, then
+/// attempt 1's late answer arrives and is superseded. And a job whose answer
+/// is a tool call, rendered as one.
+async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        common::set_provider(doc, "sim-primary", "model", "sim:hold=slow-a");
+        common::set_provider(doc, "sim-fallback", "model", "sim:hold=fast-b");
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+    })
+    .await;
+    let tools = json!({
+        "route": "tools",
+        "input": {"messages": [{"role": "user", "content": "Where is order 42?"}]},
+        "params": {"tools": [{"type": "function", "function": {"name": "find_order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
+                           "required": ["order_id"]}}}]},
+    });
+    let created: Value = gw.create(ALICE, "order-status-42", &tools).await.json().await.unwrap();
+    let tools_id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(settled_job(&gw, ALICE, &tools_id).await["status"], "succeeded");
+
+    let mut events = gw.events();
+    let calls_before = gw.sim().calls().total;
+    let created: Value = gw.create(ALICE, "race-1", &chat_body("Who wins?")).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    let resolved = gw
+        .request(reqwest::Method::POST, &format!("/v1/jobs/{id}/attempts/1/resolve"), ADMIN)
+        .json(&json!({"as": "abandoned", "reason": "the primary is stuck"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200);
+    gw.sim().wait_for_calls(calls_before + 2).await; // attempt 2's request reached the fallback
+    gw.sim().release("fast-b");
+    wait_for_attempt(&mut events, &id, 2, AttemptState::Succeeded).await;
+    gw.sim().release("slow-a");
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+
+    sign_in(&browser, &gw, ADMIN).await;
+    browser.script(&format!("location.hash = '#/job/{id}'"), json!([])).await;
+    browser
+        .wait_for("the raced job", &format!("document.getElementById('page-job').dataset.job === '{id}'"))
+        .await;
+    let timeline = browser
+        .script(
+            "return [...document.querySelectorAll('#timeline-svg g.attempt')].map(g => ({
+                provider: g.dataset.provider, state: g.dataset.state, won: g.dataset.won === 'true',
+                label: g.textContent }))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(timeline.as_array().unwrap().len(), 2, "{timeline}");
+    assert_eq!(
+        (timeline[0]["provider"].as_str(), timeline[0]["state"].as_str()),
+        (Some("sim-primary"), Some("superseded"))
+    );
+    assert_eq!(timeline[0]["won"], false);
+    assert!(timeline[0]["label"].as_str().unwrap().contains("lost: another attempt won first"), "{timeline}");
+    assert_eq!(
+        (timeline[1]["provider"].as_str(), timeline[1]["state"].as_str()),
+        (Some("sim-fallback"), Some("succeeded"))
+    );
+    assert_eq!(timeline[1]["won"], true);
+    let facts = browser.text("#job-facts").await;
+    assert!(facts.contains("attempt 2 on sim-fallback"), "{facts}");
+    if store.backend == common::Backend::Sqlite {
+        browser.screenshot("job-race").await;
+    }
+
+    browser.script(&format!("location.hash = '#/job/{tools_id}'"), json!([])).await;
+    browser
+        .wait_for(
+            "the tools job",
+            &format!("document.getElementById('page-job').dataset.job === '{tools_id}'"),
+        )
+        .await;
+    let result = browser.text("#job-result").await;
+    assert!(result.contains("tool call find_order") && result.contains("\"order_id\""), "{result}");
+    assert!(result.contains("provider sim-tools"), "{result}");
+    browser.close().await;
+}
+
+/// The page and its assets over plain HTTP: types, a strict policy with no
+/// inline script or style, versioned assets cached for good, the page
+/// revalidated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_with_a_strict_policy() {
+    let store = TestStore::new(common::Backend::Sqlite).await.unwrap();
+    let gw = TestGateway::start(&store).await;
+    let client = common::client();
+    let page = client.get(gw.url("/console")).send().await.unwrap();
+    assert_eq!(page.status(), 200, "no API key needed to load the page");
+    let headers = page.headers().clone();
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(headers["cache-control"], "no-cache");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(policy.contains(directive), "{policy}");
+    }
+    assert!(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"), "{policy}");
+    let html = page.text().await.unwrap();
+    let etag = headers["etag"].to_str().unwrap().to_owned();
+    let build = etag.trim_matches('"');
+    assert!(build.starts_with(env!("CARGO_PKG_VERSION")), "the ETag names the version: {etag}");
+    for asset in ["console.js", "console.css"] {
+        assert!(html.contains(&format!("/console/{asset}?v={build}")), "{asset} is versioned in the page");
+    }
+    // No inline script or style anywhere, nothing from another origin.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert!(html.contains("<script src=\"/console/console.js"));
+    assert!(!html.contains("<style") && !html.contains(" style=") && !html.contains(" onclick="));
+    assert!(!html.contains("http://") && !html.contains("https://"), "nothing from the network");
+
+    let again = client.get(gw.url("/console")).header("if-none-match", &etag).send().await.unwrap();
+    assert_eq!(again.status(), 304);
+
+    for (path, content_type) in [
+        ("/console/console.js", "text/javascript; charset=utf-8"),
+        ("/console/console.css", "text/css; charset=utf-8"),
+    ] {
+        let asset = client.get(gw.url(&format!("{path}?v={build}"))).send().await.unwrap();
+        assert_eq!(asset.status(), 200, "{path}");
+        assert_eq!(asset.headers()["content-type"], content_type, "{path}");
+        assert_eq!(asset.headers()["cache-control"], "public, max-age=31536000, immutable", "{path}");
+        assert!(asset.headers().contains_key("content-security-policy"), "{path}");
+        // The SVG namespace is a name, not a fetch.
+        let text = asset.text().await.unwrap().replace("http://www.w3.org/2000/svg", "");
+        assert!(
+            !text.contains("http://") && !text.contains("https://"),
+            "{path} fetches nothing from the network"
+        );
+    }
+    let script = client.get(gw.url("/console/console.js")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        script.contains("sessionStorage")
+            && !script.contains("localStorage")
+            && !script.contains("document.cookie =")
+    );
+    assert_eq!(client.get(gw.url("/console/nothing.js")).send().await.unwrap().status(), 404);
+}
