@@ -454,7 +454,8 @@ async fn start_gateway(
 ) -> Result<Gateway, String> {
     let port = free_port();
     let config_path = dir.join(format!("{}.toml", spec.label));
-    std::fs::write(&config_path, gateway_config(&spec, port, sim, args.pool, args.limits)).map_err(|e| e.to_string())?;
+    std::fs::write(&config_path, gateway_config(&spec, port, sim, args.pool, args.limits))
+        .map_err(|e| e.to_string())?;
     let log_path = dir.join(format!("{}.log", spec.label));
     let log = File::create(&log_path).map_err(|e| e.to_string())?;
     let mut child = Command::new(&args.gateway_bin)

@@ -115,7 +115,7 @@ impl Engine {
                     Some((route, pick)) => self.report_refused(route, &pick.refused),
                     None => Vec::new(),
                 };
-                Creation::New(job, Kickoff { attempt: Some(Box::new(attempt)), refused })
+                Creation::New(job, Kickoff { attempt: Some(attempt), refused })
             }
         })
     }

@@ -170,7 +170,7 @@ impl Store {
         Ok(match (created, first_provider) {
             (Created::New(job), Some(provider)) => {
                 let attempt = Attempt::first(attempt_id, &job, provider, reserved, now_ms);
-                Created::Started(job, attempt)
+                Created::Started(job, Box::new(attempt))
             }
             (created, _) => created,
         })

@@ -168,7 +168,7 @@ pub enum Created {
     /// This call inserted the row (`pending`).
     New(Job),
     /// This call inserted the row (`running`) and its attempt 1 `starting`.
-    Started(Job, crate::jobs::Attempt),
+    Started(Job, Box<crate::jobs::Attempt>),
     /// The row already existed; the constraint said so, not a prior read.
     Existing(Job),
     /// A budget or rate limit refused the new job; nothing was written.

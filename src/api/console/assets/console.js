@@ -104,7 +104,16 @@
     return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ` +
       `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`;
   }
-  function fmtDuration(ms) {
+  // An attempt's charge, or its reservation while it is open (budgets).
+function fmtCost(usage) {
+  if (!usage) return '';
+  if (usage.cost === null || usage.cost === undefined) {
+    return usage.reserved > 0 ? `${usage.reserved} reserved` : '';
+  }
+  return String(usage.cost);
+}
+
+function fmtDuration(ms) {
     if (ms === null || ms === undefined || Number.isNaN(ms)) return '–';
     if (ms < 1000) return `${Math.round(ms)} ms`;
     const s = ms / 1000;
@@ -334,6 +343,7 @@
       el('td', { text: a.outcome || '–' }),
       el('td', { text: fmtTime(a.started_at) }),
       el('td', { text: a.finished_at ? fmtDuration(Date.parse(a.finished_at) - Date.parse(a.started_at)) : 'open' }),
+      el('td', { text: fmtCost(a.usage) }),
       el('td', { text: a.detail || '' }),
       el('td', { text: a.resolved_by || '' }),
     )));
