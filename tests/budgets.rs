@@ -468,6 +468,17 @@ async fn a_budget_refusal_ends_the_chain_with_its_reason(store: TestStore) {
     assert_eq!(body["currency"], "USD");
     assert_eq!(gw.job_count().await, before, "a refused job stores nothing");
     assert!(gw.create(BOB, "unbudgeted", &huge).await.status().is_success(), "bob has no budget");
+    let refusals = metric(&gw, "intentgate_limit_refusals_total{kind=\"budget\"}").await;
+    assert!(refusals >= 2.0, "the chain's refusal and the new job's are counted: {refusals}");
+}
+
+/// A metric's value from `GET /metrics` (the recorder is shared by the
+/// tests of this binary, so callers compare with ≥).
+async fn metric(gw: &TestGateway, series: &str) -> f64 {
+    let text = gw.client.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no `{series}` in\n{text}"))
 }
 
 /// `GET /v1/usage` and `intentgate usage` say what the meters hold; a user
@@ -505,4 +516,6 @@ async fn usage_reports_what_the_meters_hold(store: TestStore) {
     common::assert_problem(gw.get(BOB, "/v1/usage?owner=alice").await, 403, "forbidden").await;
     let by_admin: Value = gw.get(ADMIN, "/v1/usage?owner=alice").await.json().await.unwrap();
     assert_eq!(by_admin["budgets"][0]["spent_nanos"], cost);
+    let spend = metric(&gw, "intentgate_spend_nanos_total{provider=\"sim-primary\"}").await;
+    assert!(spend >= cost as f64, "the spend counter counts this charge: {spend} < {cost}");
 }
