@@ -192,7 +192,7 @@ async fn concurrent_requests_never_overspend_across_two_processes(store: TestSto
             other => panic!("every request is served or refused with 429, got {other}: {body}"),
         }
     }
-    assert!(served > 0, "some requests fit the budget");
+    assert!(served > 0 && served < 200, "some requests fit the budget, not all: {served}");
     eprintln!("budget race on {:?}: {served} of 200 served, {} refused", store.backend, 200 - served);
 
     let ledger = ledger(&replicas.store).await;

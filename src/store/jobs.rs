@@ -146,11 +146,10 @@ impl Store {
                     let mut tx = store.pool.begin().await?;
                     let inserted = query.fetch_optional(&mut *tx).await?;
                     if inserted.is_some() {
-                        let mut refusal = book_pg(&mut tx, None, job_holds).await?;
-                        if refusal.is_none() && first_provider.is_some() {
-                            refusal = book_pg(&mut tx, Some(attempt_id), attempt_holds).await?;
-                        }
-                        if let Some(refusal) = refusal {
+                        // The job's request counts and its attempt's holds, in one statement.
+                        let holds = [job_holds, attempt_holds].concat();
+                        let attempt = first_provider.map(|_| attempt_id);
+                        if let Some(refusal) = book_pg(&mut tx, attempt, &holds).await? {
                             // Dropping the transaction takes the job back out.
                             return Ok(Created::Refused(refusal));
                         }

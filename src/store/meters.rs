@@ -5,9 +5,10 @@
 //! migration 0004 moves a reservation into `used` when its attempt is
 //! charged. The two backends book differently, side by side below: the
 //! SQLite writer is the only writer, so it checks every hold first and
-//! then books them; PostgreSQL books each with a conditional upsert that
-//! serialises concurrent writers on the meter's row, in meter order, and
-//! the caller rolls the whole transaction back if one does not fit.
+//! then books them; PostgreSQL books them all in one statement of
+//! conditional upserts that serialise concurrent writers on each meter's
+//! row, in meter order, and the caller rolls the whole transaction back if
+//! one does not fit.
 
 use rusqlite::Connection;
 use sqlx::PgConnection;
@@ -75,46 +76,55 @@ pub(super) fn book_sqlite(
     Ok(())
 }
 
-/// PostgreSQL, inside the caller's transaction: books the holds in order;
-/// on a refusal the caller must roll back (earlier holds are booked).
+/// PostgreSQL, inside the caller's transaction: books every hold in one
+/// statement ([`sql::BOOK_HOLDS_PG`]), so the meter rows it locks stay locked
+/// for one round trip and the commit, not for one round trip per hold.
+/// On a refusal the caller must roll back (the holds that fitted are booked).
 pub(super) async fn book_pg(
     tx: &mut PgConnection,
     attempt_id: Option<Uuid>,
     holds: &[Hold],
 ) -> Result<Option<LimitRefusal>, StoreError> {
-    for hold in holds {
-        if !hold.fits(0, 0) {
-            return Ok(Some(hold.refusal(0, 0)));
-        }
-        let booked: Option<(i64,)> = sqlx::query_as(booking(hold))
+    if holds.is_empty() {
+        return Ok(None);
+    }
+    if let Some(hold) = holds.iter().find(|hold| !hold.fits(0, 0)) {
+        return Ok(Some(hold.refusal(0, 0)));
+    }
+    let mut holds = holds.to_vec();
+    holds.sort_by(|a, b| (&a.meter, a.window_start_ms).cmp(&(&b.meter, b.window_start_ms)));
+    let column = |field: fn(&Hold) -> i64| holds.iter().map(field).collect::<Vec<i64>>();
+    let (booked,): (i64,) = sqlx::query_as(sql::BOOK_HOLDS_PG)
+        .bind(holds.iter().map(|hold| hold.meter.clone()).collect::<Vec<String>>())
+        .bind(column(|hold| hold.window_start_ms))
+        .bind(column(|hold| hold.window_end_ms))
+        .bind(column(|hold| hold.amount))
+        .bind(column(|hold| hold.limit))
+        .bind(holds.iter().map(|hold| hold.kind.unit()).collect::<Vec<&str>>())
+        .bind(attempt_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if usize::try_from(booked).is_ok_and(|booked| booked == holds.len()) {
+        return Ok(None);
+    }
+    // Which one did not fit, read inside the transaction: a meter this
+    // statement booked shows its amount added, so it is judged without it.
+    for hold in &holds {
+        let (used, held): (i64, i64) = sqlx::query_as(sql::SELECT_METER)
             .bind(&hold.meter)
             .bind(hold.window_start_ms)
-            .bind(hold.window_end_ms)
-            .bind(hold.amount)
-            .bind(hold.limit)
             .fetch_optional(&mut *tx)
-            .await?;
-        if booked.is_none() {
-            let (used, held): (i64, i64) = sqlx::query_as(sql::SELECT_METER)
-                .bind(&hold.meter)
-                .bind(hold.window_start_ms)
-                .fetch_optional(&mut *tx)
-                .await?
-                .unwrap_or((0, 0));
+            .await?
+            .unwrap_or((0, 0));
+        let (used, held) = match hold.kind {
+            LimitKind::Requests => (used - hold.amount, held),
+            LimitKind::Budget | LimitKind::Tokens => (used, held - hold.amount),
+        };
+        if !hold.fits(used, held) {
             return Ok(Some(hold.refusal(used, held)));
         }
-        if let Some(attempt_id) = attempt_id.filter(|_| hold.kind != LimitKind::Requests) {
-            sqlx::query(sql::INSERT_HOLD)
-                .bind(attempt_id)
-                .bind(&hold.meter)
-                .bind(hold.window_start_ms)
-                .bind(hold.kind.unit())
-                .bind(hold.amount)
-                .execute(&mut *tx)
-                .await?;
-        }
     }
-    Ok(None)
+    Ok(Some(holds[0].refusal(0, 0)))
 }
 
 impl Store {

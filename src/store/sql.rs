@@ -255,3 +255,31 @@ pub(super) const INSERT_HOLD: &str =
 
 /// `(used, held)` of one meter in one window.
 pub(super) const SELECT_METER: &str = "SELECT used, held FROM meters WHERE meter = $1 AND window_start = $2";
+
+/// PostgreSQL: books a set of holds in one statement. `$1`…`$6` are arrays
+/// (meter, window start, window end, amount, limit, unit), sorted by meter
+/// so that concurrent writers lock meter rows in one order; `$7` the attempt
+/// whose `holds` rows are written (NULL for a job's request counts). Returns
+/// how many holds fitted: fewer than were asked means the caller rolls back.
+/// A meter row that does not exist yet takes its amount unchecked (the
+/// caller checks a hold against an empty meter first).
+pub(super) const BOOK_HOLDS_PG: &str = "WITH wanted AS ( \
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[]) \
+       AS w(meter, window_start, window_end, amount, lim, unit)), \
+     booked AS ( \
+       INSERT INTO meters AS m (meter, window_start, window_end, held, used) \
+       SELECT meter, window_start, window_end, \
+              CASE WHEN unit = 'requests' THEN 0 ELSE amount END, \
+              CASE WHEN unit = 'requests' THEN amount ELSE 0 END \
+       FROM wanted ORDER BY meter, window_start \
+       ON CONFLICT (meter, window_start) DO UPDATE \
+       SET held = m.held + excluded.held, used = m.used + excluded.used \
+       WHERE m.held + m.used + excluded.held + excluded.used \
+             <= (SELECT w.lim FROM wanted w WHERE w.meter = m.meter AND w.window_start = m.window_start) \
+       RETURNING m.meter, m.window_start), \
+     held AS ( \
+       INSERT INTO holds (attempt_id, meter, window_start, unit, amount) \
+       SELECT $7, w.meter, w.window_start, w.unit, w.amount \
+       FROM wanted w JOIN booked b USING (meter, window_start) \
+       WHERE $7 IS NOT NULL AND w.unit <> 'requests') \
+     SELECT count(*) FROM booked";
