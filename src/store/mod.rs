@@ -34,6 +34,7 @@ mod attempts;
 mod contracts;
 mod exec;
 mod jobs;
+mod listener;
 mod postgres;
 mod rows;
 mod sql;
@@ -46,6 +47,7 @@ mod sqlite_writer;
 pub use attempts::{CasOutcome, Settle, StartOutcome};
 pub use contracts::{CaseRecord, ContractRecord};
 pub use jobs::{JobFilter, Lease};
+pub use listener::{SettledFeed, SettledListener};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -71,6 +73,9 @@ pub enum DbError {
     /// The SQLite writer thread could not run or commit an op.
     #[error("{0}")]
     Writer(String),
+    /// The PostgreSQL connection that LISTENs for settled jobs.
+    #[error("{0}")]
+    Listener(&'static str),
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
