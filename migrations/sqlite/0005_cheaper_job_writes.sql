@@ -2,9 +2,14 @@
 -- migrations/postgres/0005_cheaper_job_writes_and_settle_notify.sql (which
 -- also announces settled jobs to other replicas; SQLite has one process).
 --
--- `jobs_status` (all statuses, low selectivity) served only the recovery
--- sweep; its two questions get partial indexes holding only the rows they
--- ask about, and a completed job (no lease, `succeeded`) is in neither.
+-- `jobs_status` (every row, low selectivity) served only the recovery
+-- sweep, and `jobs_lease` held every leased row. They become partial
+-- indexes holding only the jobs the sweep may have to act on; a completed
+-- job (no lease, `succeeded`) is in neither. Two, not PostgreSQL's one:
+-- SQLite uses a partial index only when the query's terms imply its WHERE
+-- term by term, and `status = 'unknown'` does not imply an IN list.
+-- Checked with EXPLAIN QUERY PLAN (bound parameters, as the gateway runs
+-- them): both sweep queries search these indexes, neither scans `jobs`.
 DROP INDEX jobs_status;
 DROP INDEX jobs_lease;
 
