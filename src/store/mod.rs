@@ -45,7 +45,9 @@ mod sqlite_writer;
 // Last, apart from the list above (the budgets branch adds to it).
 mod listener;
 
+// Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY).
 pub use listener::{SettledFeed, SettledListener};
+
 pub use attempts::{CasOutcome, Settle, StartOutcome};
 pub use contracts::{CaseRecord, ContractRecord};
 pub use jobs::{JobFilter, Lease};
