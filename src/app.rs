@@ -125,6 +125,7 @@ async fn start_with_simulator(
         principals: Arc::new(principals),
     };
     engine.spawn_sweeper();
+    engine.spawn_settled_listener();
     let (shutdown, mut stopped) = watch::channel(false);
     let app = api::router(state);
     let tasks = engine.tasks().clone();

@@ -113,3 +113,185 @@ async fn killed_gateway_leaves_the_attempt_unknown(store: TestStore) {
     second.start_kill().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Cross-replica wake-ups need a database both replicas listen on: PostgreSQL
+/// only (SQLite is one process, whose waiters its own engine wakes).
+mod wake_ups {
+    use std::time::{Duration, Instant};
+
+    use super::common::{self, ALICE, TestGateway, TestStore, chat_body, config_from_doc, set_provider};
+    use intentgate::engine::EngineEvent;
+    use intentgate_providers::sim::Simulator;
+    use serde_json::Value;
+    use sqlx::Connection as _;
+    use uuid::Uuid;
+
+    /// Two gateways on one PostgreSQL, a job driven by A, its provider held.
+    struct Pair {
+        a: TestGateway,
+        b: TestGateway,
+        sim: intentgate_providers::sim::SimHandle,
+    }
+
+    async fn pair(store: &TestStore, tag: &str) -> Pair {
+        let sim = Simulator::new(11).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let mut gateways = Vec::new();
+        for name in ["wake-a", "wake-b"] {
+            let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
+            set_provider(&mut doc, "sim-primary", "model", format!("sim:hold={tag}"));
+            let mut engine = toml::Table::new();
+            engine.insert("instance_id".into(), format!("{name}-{}", Uuid::now_v7()).into());
+            doc.insert("engine".into(), engine.into());
+            gateways.push(TestGateway::start_with(config_from_doc(&doc)).await);
+        }
+        let b = gateways.pop().unwrap();
+        let a = gateways.pop().unwrap();
+        Pair { a, b, sim }
+    }
+
+    /// The `n` of B's listener connection once it listens.
+    async fn listening(gw: &TestGateway, after: u64) -> u64 {
+        let mut announcements = gw.gateway.engine.announcements();
+        let live = tokio::time::timeout(
+            Duration::from_secs(10),
+            announcements.wait_for(|n| n.is_some_and(|n| n > after)),
+        )
+        .await
+        .expect("the settled-job listener never connected")
+        .unwrap();
+        live.unwrap()
+    }
+
+    /// Creates a job on A (its provider call held) and has B wait on it
+    /// with `Prefer: wait=10`; returns the job id and B's pending answer
+    /// once B asked for the job's settle to be announced.
+    async fn job_on_a_waited_on_b(
+        pair: &Pair,
+        key: &str,
+    ) -> (String, tokio::task::JoinHandle<(Value, Instant)>) {
+        let mut b_events = pair.b.events();
+        let created = pair.a.create(ALICE, key, &chat_body("wake me")).await;
+        assert_eq!(created.status(), 201);
+        let job: Value = created.json().await.unwrap();
+        let id = job["id"].as_str().unwrap().to_owned();
+        pair.sim.wait_for_calls(1).await; // A's attempt is on the wire, held
+        let request = pair
+            .b
+            .request(reqwest::Method::GET, &format!("/v1/jobs/{id}"), ALICE)
+            .header("prefer", "wait=10");
+        let answer = tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let job: Value = response.json().await.unwrap();
+            (job, Instant::now())
+        });
+        seen("B awaiting the job", &mut b_events, awaiting(&id)).await;
+        (id, answer)
+    }
+
+    /// Waits for the first event `wanted` accepts; returns when it was seen.
+    async fn seen(
+        what: &str,
+        events: &mut tokio::sync::broadcast::Receiver<EngineEvent>,
+        wanted: impl Fn(&EngineEvent) -> bool,
+    ) -> Instant {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match events.recv().await {
+                    Ok(event) if wanted(&event) => return Instant::now(),
+                    Ok(_) => {}
+                    Err(err) => panic!("event stream: {err}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("never seen: {what}"))
+    }
+
+    fn settled_on(job_id: &str) -> impl Fn(&EngineEvent) -> bool + '_ {
+        move |event| {
+            matches!(event, EngineEvent::AttemptSettled { job_id: j, state, .. }
+                if j.to_string() == job_id && *state == intentgate::jobs::AttemptState::Succeeded)
+        }
+    }
+
+    fn awaiting(job_id: &str) -> impl Fn(&EngineEvent) -> bool + '_ {
+        move |event| matches!(event, EngineEvent::Awaiting { job_id: j } if j.to_string() == job_id)
+    }
+
+    fn announced(job_id: &str) -> impl Fn(&EngineEvent) -> bool + '_ {
+        move |event| matches!(event, EngineEvent::Announced { job_id: j } if j.to_string() == job_id)
+    }
+
+    /// A waiter on replica B is woken by the settle on replica A through
+    /// PostgreSQL's NOTIFY — not by its re-read — and answers the settled
+    /// job. The time from A's settle to B's answer is reported, not asserted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn waiter_on_another_replica_is_woken_by_the_settle() {
+        let Some(store) = TestStore::new(common::Backend::Postgres).await else { return };
+        let pair = pair(&store, "wake-now").await;
+        listening(&pair.b, 0).await;
+        let (mut a_events, mut b_events) = (pair.a.events(), pair.b.events());
+        let (id, answer) = job_on_a_waited_on_b(&pair, "wake-1").await;
+
+        pair.sim.release("wake-now");
+        // Each instant is taken as its event arrives (polled together).
+        let (settled_at, announced_at, answered) = tokio::join!(
+            seen("A settled the attempt", &mut a_events, settled_on(&id)),
+            seen("B was announced the settle", &mut b_events, announced(&id)),
+            answer
+        );
+        let (job, answered_at) = answered.unwrap();
+        assert_eq!(job["status"], "succeeded", "{job}");
+        common::loud(&format!(
+            "\n=== cross-replica wake-up: A settled → B announced {:.2} ms → B answered {:.2} ms ===\n",
+            ms(announced_at, settled_at),
+            ms(answered_at, settled_at),
+        ));
+    }
+
+    /// B's LISTEN connection is killed by the database: B polls meanwhile,
+    /// listens again on a new connection, and a settle on A during or after
+    /// the gap still reaches B's waiter (nothing is lost).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn listener_reconnects_and_nothing_is_lost_meanwhile() {
+        let Some(store) = TestStore::new(common::Backend::Postgres).await else { return };
+        let pair = pair(&store, "wake-later").await;
+        let first = listening(&pair.b, 0).await;
+        let (id, answer) = job_on_a_waited_on_b(&pair, "wake-2").await;
+
+        // What a database restart does to the listener's connection.
+        let mut admin = sqlx::PgConnection::connect(&common::pg_base_url()).await.unwrap();
+        let name = format!("intentgate-listen {}", pair.b.gateway.engine.instance());
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind(&name)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(killed, [true], "B's listener connection");
+        pair.sim.release("wake-later"); // settles while B listens again, or just after
+        let (job, _) = answer.await.unwrap();
+        assert_eq!(job["status"], "succeeded", "{job}");
+        listening(&pair.b, first).await;
+
+        // And the new connection announces.
+        pair.sim.reset(); // holds again
+        let mut b_events = pair.b.events();
+        let (id2, answer) = job_on_a_waited_on_b(&pair, "wake-3").await;
+        assert_ne!(id, id2);
+        pair.sim.release("wake-later");
+        seen("B was announced the settle", &mut b_events, announced(&id2)).await;
+        let (job, _) = answer.await.unwrap();
+        assert_eq!(job["status"], "succeeded", "{job}");
+    }
+
+    fn ms(later: Instant, earlier: Instant) -> f64 {
+        if later >= earlier {
+            later.duration_since(earlier).as_secs_f64() * 1000.0
+        } else {
+            -(earlier.duration_since(later).as_secs_f64() * 1000.0)
+        }
+    }
+}

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use intentgate_providers::{CallContext, Failure};
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::conclude::{Pending, Seen};
@@ -142,9 +141,9 @@ impl Engine {
         job_id: Uuid,
         first: First,
     ) -> Result<Option<Completed>, EngineError> {
-        let renewer = self.spawn_lease_renewer(job_id);
+        let held = self.hold_lease(job_id);
         let result = self.drive_chain(job_id, first).await;
-        renewer.abort();
+        drop(held);
         if !matches!(result, Ok(Next::Completed(_)))
             && let Err(err) = self.store().release_lease(job_id, self.instance()).await
         {
@@ -153,25 +152,6 @@ impl Engine {
         result.map(|next| match next {
             Next::Completed(completed) => Some(completed),
             _ => None,
-        })
-    }
-
-    fn spawn_lease_renewer(&self, job_id: Uuid) -> JoinHandle<Option<()>> {
-        let engine = self.clone();
-        self.tasks().spawn_watch(async move {
-            let period = engine.inner.lease_ttl / 3;
-            loop {
-                tokio::time::sleep(period).await;
-                let lease = Lease { owner: engine.instance(), expires_at_ms: engine.lease_expiry() };
-                match engine.store().renew_lease(job_id, lease).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(%job_id, "lease lost to another instance");
-                        return;
-                    }
-                    Err(err) => tracing::warn!(%job_id, error = %err, "cannot renew the lease"),
-                }
-            }
         })
     }
 

@@ -19,9 +19,11 @@ mod decide;
 mod driver;
 mod gate;
 mod late;
+mod leases;
 mod operator;
 mod plan;
 mod recovery;
+mod remote;
 mod request;
 mod spend;
 mod stream_attempt;
@@ -102,6 +104,7 @@ struct Inner {
     lease_ttl: Duration,
     sweep_interval: Duration,
     waiters: Waiters,
+    leases: leases::HeldLeases,
     streams: StreamHub,
     gate: Gate,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
@@ -145,6 +148,12 @@ pub enum EngineEvent {
     /// The store was unreachable when the outcome of this attempt was to be
     /// recorded: the engine holds on to it and retries.
     Holding { job_id: Uuid, number: i32 },
+    /// A request here waits on this job, which another process drives: the
+    /// job's settle will be announced to this process.
+    Awaiting { job_id: Uuid },
+    /// Another process announced that this job left `pending`/`running`
+    /// (PostgreSQL `NOTIFY`); this one's waiters on it were woken.
+    Announced { job_id: Uuid },
 }
 
 /// A callable provider with the settings the engine needs beside it.
@@ -171,6 +180,7 @@ impl Engine {
                 lease_ttl: config.engine.lease_ttl.into(),
                 sweep_interval: config.engine.sweep_interval.into(),
                 waiters: Waiters::default(),
+                leases: leases::HeldLeases::default(),
                 streams: StreamHub::default(),
                 gate,
                 events: tokio::sync::broadcast::channel(4096).0,
@@ -292,7 +302,19 @@ impl Engine {
     /// `Prefer: wait`), woken by the transition itself; `None` if the job
     /// does not exist.
     pub async fn wait_settled(&self, job_id: Uuid, timeout: Duration) -> Result<Option<Job>, StoreError> {
-        self.inner.waiters.wait_settled(&self.inner.store, job_id, timeout).await
+        // A job this process drives is announced here by its drive; one
+        // driven elsewhere is announced through the store, once asked.
+        let mark = || async move {
+            if self.inner.leases.holds(job_id) {
+                return Ok(false);
+            }
+            let marked = self.store().mark_awaited(job_id, self.instance()).await?;
+            if marked {
+                let _ = self.inner.events.send(EngineEvent::Awaiting { job_id });
+            }
+            Ok(marked)
+        };
+        self.inner.waiters.wait_settled(&self.inner.store, job_id, timeout, mark).await
     }
 
     /// The failover gate: contract records and runtime shape checks.
@@ -303,6 +325,14 @@ impl Engine {
     /// The live stream of a streamed job (see [`StreamHub`]).
     pub fn streams(&self) -> &StreamHub {
         &self.inner.streams
+    }
+
+    /// `Some(n)` while jobs settled by other processes wake this one's
+    /// waiters at once (the `n`th `LISTEN` connection is up), `None` while
+    /// they are found by polling (SQLite always; PostgreSQL while the
+    /// listener reconnects).
+    pub fn announcements(&self) -> tokio::sync::watch::Receiver<Option<u64>> {
+        self.inner.waiters.announcements()
     }
 
     /// Every event from now on. A receiver that falls more than 4096 events

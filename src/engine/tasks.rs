@@ -5,8 +5,9 @@
 //! Two kinds of work:
 //! - **drives** (a job being taken through its chain, an answer being
 //!   recorded): on shutdown they get a grace period to settle;
-//! - **watches** (late-answer listeners, lease renewers, the sweep, provider
-//!   calls): they may wait for minutes, so shutdown does not wait for them;
+//! - **watches** (late-answer listeners, the lease renewer, the settled-job
+//!   listener, the sweep, provider calls): they may wait for minutes, so
+//!   shutdown does not wait for them;
 //!   it stops them once the drives are done. What they would have settled is the recovery sweep's to
 //!   settle, on this instance's next start or on another replica: leases
 //!   expire, `starting` attempts become `unknown`, `max_execution` abandons.

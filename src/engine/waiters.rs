@@ -5,25 +5,36 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use crate::jobs::{Job, JobStatus};
 use crate::store::{Store, StoreError};
 
 /// One `Notify` per job someone is waiting on. The engine calls
-/// [`Waiters::notify`] after every job transition it makes.
+/// [`Waiters::notify`] after every job transition it makes; on PostgreSQL
+/// the settled-job listener (`remote.rs`) calls it for the transitions of
+/// other processes too.
 ///
-/// In-process only: with several replicas on one PostgreSQL, a waiter on a
-/// replica other than the driver's is woken by the short re-check below.
+/// While that listener is not connected (SQLite has none; PostgreSQL
+/// between a lost connection and the next `LISTEN`), a transition made by
+/// another process is seen by the short re-read below.
 #[derive(Default)]
 pub struct Waiters {
     by_job: Mutex<HashMap<Uuid, Arc<Notify>>>,
+    /// `Some(n)` while the transitions of other processes are announced,
+    /// `n` counting the listener's connections so far; `None` while they
+    /// are not. Waiters re-read only as a backstop while it is `Some`.
+    announced: watch::Sender<Option<u64>>,
 }
 
-/// Upper bound between re-reads, so a transition made by another replica is
-/// still seen.
+/// Upper bound between re-reads while another process's transition would
+/// not be announced, so that it is still seen.
 const RECHECK: Duration = Duration::from_millis(500);
+
+/// Upper bound between re-reads while every transition is announced: a
+/// backstop for an announcement lost with a connection nobody noticed yet.
+const RECHECK_ANNOUNCED: Duration = Duration::from_secs(5);
 
 impl Waiters {
     pub fn notify(&self, job_id: Uuid) {
@@ -33,17 +44,41 @@ impl Waiters {
         }
     }
 
-    pub async fn wait_settled(
+    /// Says whether the transitions of other processes are announced from
+    /// now on (`Some(connection number)`), and wakes every waiter to
+    /// re-read: whatever settled while nobody listened was never announced,
+    /// and a waiter that relied on announcements must go back to polling.
+    pub fn set_announced(&self, announced: Option<u64>) {
+        self.announced.send_replace(announced);
+        let all: Vec<Arc<Notify>> =
+            self.by_job.lock().map(|map| map.values().cloned().collect()).unwrap_or_default();
+        for notify in all {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Waits until the job is no longer `pending` or `running`, or
+    /// `timeout` passed; `None` if it does not exist. `mark` asks for the
+    /// job's settle to be announced to this process (see `remote.rs`) and
+    /// says whether it will be; it is called only while announcements are
+    /// received, and until it says yes.
+    pub async fn wait_settled<M, F>(
         &self,
         store: &Store,
         job_id: Uuid,
         timeout: Duration,
-    ) -> Result<Option<Job>, StoreError> {
+        mark: M,
+    ) -> Result<Option<Job>, StoreError>
+    where
+        M: Fn() -> F,
+        F: Future<Output = Result<bool, StoreError>>,
+    {
         let deadline = tokio::time::Instant::now() + timeout;
         // Unregisters however this ends, also when the request is dropped
         // (its client went away) in the middle of the wait.
         let registration = Registration { waiters: self, job_id, notify: self.register(job_id) };
         let notify = &registration.notify;
+        let mut marked = false;
         async {
             loop {
                 // Arm before reading, so a transition between the read and
@@ -60,7 +95,14 @@ impl Waiters {
                 if now >= deadline {
                     return Ok(job);
                 }
-                let _ = tokio::time::timeout((deadline - now).min(RECHECK), notified).await;
+                // Read after arming: a change of mode wakes us (see
+                // `set_announced`), so this choice is never stale for long.
+                let announced = self.announced.borrow().is_some();
+                if announced && !marked {
+                    marked = mark().await?;
+                }
+                let recheck = if announced && marked { RECHECK_ANNOUNCED } else { RECHECK };
+                let _ = tokio::time::timeout((deadline - now).min(recheck), notified).await;
             }
         }
         .await
@@ -71,6 +113,12 @@ impl Waiters {
             Ok(mut map) => map.entry(job_id).or_default().clone(),
             Err(_) => Arc::new(Notify::new()),
         }
+    }
+
+    /// Follows whether other processes' transitions are announced (see
+    /// `announced`).
+    pub fn announcements(&self) -> watch::Receiver<Option<u64>> {
+        self.announced.subscribe()
     }
 
     /// How many jobs have a waiter now (a leak shows here).

@@ -250,6 +250,18 @@ impl Store {
         Ok(self.execute(sql::FAIL_JOB, args).await? == 1)
     }
 
+    /// Asks that the job's settle be announced to other processes
+    /// ([`sql::MARK_AWAITED`]), for a waiter of `instance`; true when it
+    /// will be. Always false on SQLite (one process).
+    pub async fn mark_awaited(&self, id: Uuid, instance: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(_) => Ok(false),
+            Store::Postgres(_) => {
+                Ok(self.execute(sql::MARK_AWAITED, vec![id.into(), instance.into()]).await? == 1)
+            }
+        }
+    }
+
     /// Takes (or re-takes) the lease unless another live instance holds it.
     pub async fn claim_lease(&self, id: Uuid, lease: Lease<'_>, now_ms: i64) -> Result<bool, StoreError> {
         let args = vec![id.into(), lease.owner.into(), lease.expires_at_ms.into(), now_ms.into()];

@@ -44,6 +44,11 @@ mod sqlite_files;
 mod sqlite_readers;
 mod sqlite_statements;
 mod sqlite_writer;
+// Last, apart from the list above (the budgets branch adds to it).
+mod listener;
+
+// Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY).
+pub use listener::{SettledFeed, SettledListener};
 
 pub use attempts::{CasOutcome, Settle, StartOutcome};
 pub use browse::{JobQuery, JobSummary, MinuteCount, UnknownAttempt};
@@ -75,6 +80,9 @@ pub enum DbError {
     /// The SQLite writer thread could not run or commit an op.
     #[error("{0}")]
     Writer(String),
+    /// The PostgreSQL connection that LISTENs for settled jobs.
+    #[error("{0}")]
+    Listener(&'static str),
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {

@@ -135,6 +135,8 @@ pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id =
 /// No row: the attempt could not deliver. Else `settled_as` says whether
 /// it won (`succeeded`, the job's columns beside it) or came second
 /// (`superseded`, `winner` then names the attempt that won, if visible).
+/// The winner is read from `jobs` only when this attempt did not win
+/// (`COALESCE` does not evaluate the sub-select when `won` has a row).
 pub(super) const COMPLETE_JOB_PG: &str = concat!(
     "WITH deliverable AS (SELECT id FROM attempts WHERE id = $4 AND ",
     deliverable!(),
@@ -146,9 +148,17 @@ pub(super) const COMPLETE_JOB_PG: &str = concat!(
      state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded' ELSE 'superseded' END, \
      outcome = 'ok', response = $6, finished_at = $5, cost_nanos = $7, tokens = $8, usage = $9 \
      WHERE id IN (SELECT id FROM deliverable) RETURNING state) \
-     SELECT settled.state AS settled_as, (SELECT completed_by FROM jobs WHERE id = $1) AS winner, won.* \
+     SELECT settled.state AS settled_as, \
+     COALESCE(won.completed_by, (SELECT completed_by FROM jobs WHERE id = $1)) AS winner, won.* \
      FROM settled LEFT JOIN won ON true"
 );
+
+/// PostgreSQL: a waiter on a replica other than the job's driver (`$2` is
+/// the waiter's instance) asks for the job's settle to be announced
+/// (migration 0005, `jobs_notify_settled`). Zero rows: the job has settled
+/// already, or this instance drives it (and wakes its own waiters).
+pub(super) const MARK_AWAITED: &str = "UPDATE jobs SET awaited = true \
+     WHERE id = $1 AND status IN ('pending', 'running') AND lease_owner IS DISTINCT FROM $2";
 
 /// R10: take the lease if it is free or expired. Not re-entrant: a lease
 /// this instance holds belongs to one of its drives, and a second task of
