@@ -13,7 +13,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::{ADMIN, ALICE, BOB, TestGateway, TestStore, set_provider, set_route};
@@ -118,7 +118,7 @@ impl Replicas {
             doc.insert("engine".into(), engine.into());
             let path = dir.join(format!("{name}.toml"));
             std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
-            processes.push(spawn(&path).await);
+            processes.push(common::spawn_serve(&path).await);
         }
         let config = common::config_from_doc(&common::test_config_doc(&store.url, None));
         let direct = Store::connect(&config.store).await.unwrap();
@@ -155,10 +155,6 @@ impl Replicas {
         }
         out
     }
-}
-
-async fn spawn(config: &Path) -> common::Spawned {
-    common::spawn_binary(&["serve", "--config", config.to_str().unwrap()], &[]).await
 }
 
 /// 200 concurrent requests against a budget that pays for about 50 answers:

@@ -790,7 +790,7 @@ fn write_config(store: &TestStore, upstream: SocketAddr, plan: &Plan, instance: 
 }
 
 async fn spawn_gateway(config: &Path) -> common::Spawned {
-    common::spawn_binary(&["serve", "--config", config.to_str().unwrap()], &[]).await
+    common::spawn_serve(config).await
 }
 
 // ----------------------------------------------------------- the scenario

@@ -74,8 +74,7 @@ async fn killed_gateway_leaves_the_attempt_unknown(store: TestStore) {
     };
 
     let doomed = config_for("doomed");
-    let common::Spawned { child: mut first, url, .. } =
-        common::spawn_binary(&["serve", "--config", doomed.to_str().unwrap()], &[]).await;
+    let common::Spawned { child: mut first, url, .. } = common::spawn_serve(&doomed).await;
     let client = common::client();
     let created: Value = client
         .post(format!("{url}/v1/jobs"))
@@ -94,8 +93,7 @@ async fn killed_gateway_leaves_the_attempt_unknown(store: TestStore) {
     first.wait().await.unwrap();
 
     let survivor = config_for("survivor");
-    let common::Spawned { child: mut second, url, .. } =
-        common::spawn_binary(&["serve", "--config", survivor.to_str().unwrap()], &[]).await;
+    let common::Spawned { child: mut second, url, .. } = common::spawn_serve(&survivor).await;
     let job: Value = client
         .get(format!("{url}/v1/jobs/{id}"))
         .bearer_auth(ALICE)

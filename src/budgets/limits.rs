@@ -129,6 +129,11 @@ impl LimitRefusal {
     pub fn is_budget(&self) -> bool {
         self.kind == LimitKind::Budget
     }
+
+    /// The job error's `code` (and the API problem's slug) for it.
+    pub fn code(&self) -> &'static str {
+        if self.is_budget() { "budget-exhausted" } else { "rate-limited" }
+    }
 }
 
 /// Every configured budget and rate limit.

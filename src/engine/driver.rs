@@ -291,9 +291,8 @@ impl Engine {
     ) -> Result<(), EngineError> {
         self.record_refusal(&job.owner, &job.route, refusal);
         let attempts = self.store().attempts(job.id).await?;
-        let code = if refusal.is_budget() { "budget-exhausted" } else { "rate-limited" };
         let error = JobError {
-            code: Some(code.to_owned()),
+            code: Some(refusal.code().to_owned()),
             refused,
             ..JobError::new(format!("no attempt on `{provider}`: {refusal}")).with_attempts(&attempts)
         };

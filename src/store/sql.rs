@@ -244,10 +244,9 @@ pub(super) const UNKNOWN_BY_PROVIDER: &str =
 
 // ---- budgets and rate limits (src/budgets) -----------------------------------
 
-/// Books `$4` more into a meter's `held` if it fits under the limit `$5`
-/// (the conflict branch's WHERE: concurrent writers serialise on the row).
-/// No row: it did not fit. A new meter row takes `$4` unchecked: the caller
-/// checks a hold against an empty meter first.
+/// SQLite: books `$4` more into a meter's `held`. The writer checked the
+/// hold first (`check_sqlite`); the WHERE on the limit `$5` keeps the
+/// statement safe on its own. PostgreSQL books with [`BOOK_HOLDS_PG`].
 pub(super) const RESERVE_HOLD: &str = "INSERT INTO meters (meter, window_start, window_end, held, used) \
      VALUES ($1, $2, $3, $4, 0) ON CONFLICT (meter, window_start) DO UPDATE \
      SET held = meters.held + excluded.held \

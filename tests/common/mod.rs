@@ -398,6 +398,11 @@ pub struct Spawned {
     pub logs: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
+/// `intentgate serve --config <config>`, as [`spawn_binary`] starts it.
+pub async fn spawn_serve(config: &Path) -> Spawned {
+    spawn_binary(&["serve", "--config", config.to_str().unwrap()], &[]).await
+}
+
 /// Starts `intentgate <args>` with `INTENTGATE_LISTEN` and
 /// `INTENTGATE_SIMULATOR_LISTEN` on free ports (a gateway already running on
 /// the shipped config's ports must not matter) and `env`, and returns once it
