@@ -36,6 +36,8 @@ pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
 pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
 pub const SPEND: &str = "intentgate_spend_nanos_total";
 pub const LIMIT_REFUSALS: &str = "intentgate_limit_refusals_total";
+pub const STORE_BATCHES: &str = "intentgate_store_batches_total";
+pub const STORE_BATCHED_WRITES: &str = "intentgate_store_batched_writes_total";
 
 /// The `result` label values of [`JOBS`].
 pub const JOB_RESULTS: &[&str] = &["created", "replayed", "conflicted"];
@@ -106,4 +108,9 @@ fn describe() {
     metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");
     metrics::describe_counter!(SPEND, "What settled attempts were charged, in nano-units of the currency.");
     metrics::describe_counter!(LIMIT_REFUSALS, "Jobs and attempts refused by a budget or rate limit.");
+    metrics::describe_counter!(STORE_BATCHES, "PostgreSQL statements that wrote a batch of jobs, by write.");
+    metrics::describe_counter!(
+        STORE_BATCHED_WRITES,
+        "Jobs written by those statements, by write (divided by the batches: the mean batch size)."
+    );
 }

@@ -1,10 +1,10 @@
 //! Attempt rows: the guarded start (R4), settling, the result
 //! compare-and-swap (R6, R7) and recovery.
 
-use sqlx::{FromRow as _, Row as _};
 use uuid::Uuid;
 
 use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
+use super::pg_batches::Delivery;
 use super::rows::{AttemptRow, JobRow, first};
 use super::sqlite_statements::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
@@ -255,26 +255,17 @@ impl Store {
                     .await
             }
             Store::Postgres(store) => {
-                let row = sqlx::query(sql::COMPLETE_JOB_PG)
-                    .bind(job_id)
-                    .bind(job_version)
-                    .bind(result)
-                    .bind(attempt_id)
-                    .bind(now_ms)
-                    .bind(raw_response)
-                    .bind(nanos)
-                    .bind(tokens)
-                    .bind(usage)
-                    .fetch_optional(&store.pool)
-                    .await?;
-                let Some(row) = row else { return Ok(CasOutcome::NotDeliverable) };
-                let settled_as: String = row.try_get("settled_as")?;
-                if settled_as == AttemptState::Succeeded.as_str() {
-                    let job = JobRow::from_row(&row)?;
-                    Ok(CasOutcome::Won(Box::new(job.try_into()?)))
-                } else {
-                    Ok(CasOutcome::Superseded { winner: row.try_get("winner")? })
-                }
+                let delivery = Delivery {
+                    job_id,
+                    job_version,
+                    result: result.to_owned(),
+                    attempt_id,
+                    now_ms,
+                    raw_response: raw_response.to_owned(),
+                    charge,
+                    usage: usage.map(str::to_owned),
+                };
+                store.batches.deliveries.write(delivery).await
             }
         }
     }

@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
+use super::pg_batches::{JobInsert, insert_jobs};
 use super::rows::{JobRow, first};
 use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
@@ -117,34 +118,26 @@ impl Store {
                     .await?
             }
             Store::Postgres(store) => {
-                let statement = if first_provider.is_some() {
-                    sql::INSERT_JOB_AND_FIRST_ATTEMPT_PG
-                } else {
-                    sql::INSERT_JOB
+                let insert = JobInsert {
+                    id: new.id,
+                    owner: new.owner.clone(),
+                    idempotency_key: new.idempotency_key.as_str().to_owned(),
+                    fingerprint: new.fingerprint.as_str().to_owned(),
+                    route: new.route.clone(),
+                    request: new.request.clone(),
+                    now_ms,
+                    lease_owner: lease.owner.to_owned(),
+                    lease_expires_at_ms: lease.expires_at_ms,
+                    status: status.as_str(),
+                    first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
                 };
-                let mut query = sqlx::query_as::<_, JobRow>(statement)
-                    .bind(new.id)
-                    .bind(&new.owner)
-                    .bind(new.idempotency_key.as_str())
-                    .bind(new.fingerprint.as_str())
-                    .bind(&new.route)
-                    .bind(&new.request)
-                    .bind(now_ms)
-                    .bind(lease.owner)
-                    .bind(lease.expires_at_ms)
-                    .bind(status.as_str());
-                if first_provider.is_some() {
-                    query = query
-                        .bind(attempt_id)
-                        .bind(first_provider)
-                        .bind(reserved.nanos)
-                        .bind(reserved.tokens);
-                }
                 let inserted = if job_holds.is_empty() && attempt_holds.is_empty() {
-                    query.fetch_optional(&store.pool).await?
+                    store.batches.inserts.write(insert).await?
                 } else {
+                    // Booking may refuse: the insert and the booking share a
+                    // transaction of their own, outside the batches.
                     let mut tx = store.pool.begin().await?;
-                    let inserted = query.fetch_optional(&mut *tx).await?;
+                    let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert)).await?.pop();
                     if inserted.is_some() {
                         // The job's request counts and its attempt's holds, in one statement.
                         let holds = [job_holds, attempt_holds].concat();

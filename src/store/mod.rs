@@ -31,11 +31,13 @@ pub enum Store {
 }
 
 mod attempts;
+mod batch_lane;
 mod browse;
 mod contracts;
 mod exec;
 mod jobs;
 mod meters;
+mod pg_batches;
 mod postgres;
 mod rows;
 mod sql;
@@ -83,6 +85,10 @@ pub enum DbError {
     /// The PostgreSQL connection that LISTENs for settled jobs.
     #[error("{0}")]
     Listener(&'static str),
+    /// A batch of writes (`pg_batches.rs`) failed as a whole: every item
+    /// of it gets this, the first one the driver's own error.
+    #[error("{0}")]
+    Batch(String),
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {

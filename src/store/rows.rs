@@ -102,6 +102,10 @@ impl TryFrom<AttemptRow> for Attempt {
 // position, in the order of `job_columns!` / `attempt_columns!`.
 
 impl JobRow {
+    pub(super) fn id(&self) -> Uuid {
+        self.id
+    }
+
     pub(super) fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
         Ok(JobRow {
             id: row.get(0)?,

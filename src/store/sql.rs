@@ -20,24 +20,18 @@ macro_rules! attempt_columns {
 
 // ---- jobs -------------------------------------------------------------------
 
-/// R2: the unique constraint decides; the inserting instance holds the lease
-/// from the first moment, so a crash right after the insert is recovered.
-/// `$10` is the status: `pending`, or `running` when the first attempt is
-/// inserted with it.
-macro_rules! insert_job {
-    () => {
-        concat!(
-            "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
-             status, version, created_at, updated_at, lease_owner, lease_expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9) \
-             ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
-             RETURNING ",
-            job_columns!()
-        )
-    };
-}
-
-pub(super) const INSERT_JOB: &str = insert_job!();
+/// SQLite: R2, the unique constraint decides; the inserting instance holds
+/// the lease from the first moment, so a crash right after the insert is
+/// recovered. `$10` is the status: `pending`, or `running` when the first
+/// attempt is inserted with it. (PostgreSQL: [`INSERT_JOBS_PG`].)
+pub(super) const INSERT_JOB: &str = concat!(
+    "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
+     status, version, created_at, updated_at, lease_owner, lease_expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9) \
+     ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
+     RETURNING ",
+    job_columns!()
+);
 
 /// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
 /// (`$11` attempt id, `$12` provider, `$13`/`$14` its reservation in
@@ -45,13 +39,28 @@ pub(super) const INSERT_JOB: &str = insert_job!();
 pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
      reserved_nanos, reserved_tokens) VALUES ($11, $1, 1, $12, 'starting', 0, $7, $13, $14)";
 
-/// PostgreSQL: the job and, if it was inserted, its attempt 1 `starting`,
-/// in one statement (one round trip, one commit).
-pub(super) const INSERT_JOB_AND_FIRST_ATTEMPT_PG: &str = concat!(
-    "WITH job AS (",
-    insert_job!(),
+/// PostgreSQL: a batch of new jobs (`pg_batches.rs`) and, for each job
+/// that was inserted and has a provider, its attempt 1 `starting` — one
+/// statement, one commit. `$1`…`$14` are arrays, one element per job, in
+/// the order of [`INSERT_JOB`]'s parameters. Jobs are inserted in key order,
+/// so two batches racing on the same keys wait for each other in one order
+/// and cannot deadlock. A key that exists (or appears twice in the batch)
+/// inserts nothing and returns no row: the caller reads the job that has it.
+pub(super) const INSERT_JOBS_PG: &str = concat!(
+    "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
+     $6::text[], $7::bigint[], $8::text[], $9::bigint[], $10::text[], $11::uuid[], $12::text[], \
+     $13::bigint[], $14::bigint[]) AS i(id, owner_id, idempotency_key, fingerprint, route, request, at_ms, \
+     lease_owner, lease_expires_at, status, attempt_id, provider, reserved_nanos, reserved_tokens)), \
+     job AS (INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, status, version, \
+     created_at, updated_at, lease_owner, lease_expires_at) \
+     SELECT id, owner_id, idempotency_key, fingerprint, route, request, status, 0, at_ms, at_ms, \
+     lease_owner, lease_expires_at FROM input ORDER BY owner_id, idempotency_key \
+     ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING ",
+    job_columns!(),
     "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens) SELECT $11, id, 1, $12, 'starting', version, $7, $13, $14 FROM job) SELECT ",
+     reserved_nanos, reserved_tokens) SELECT i.attempt_id, job.id, 1, i.provider, 'starting', job.version, \
+     i.at_ms, i.reserved_nanos, i.reserved_tokens FROM job JOIN input i ON i.id = job.id \
+     WHERE i.attempt_id IS NOT NULL) SELECT ",
     job_columns!(),
     " FROM job"
 );
@@ -84,18 +93,33 @@ pub(super) const FAIL_JOB: &str = "UPDATE jobs SET status = 'failed', error = $3
      lease_expires_at = CASE WHEN lease_owner = $5 THEN NULL ELSE lease_expires_at END \
      WHERE id = $1 AND status = $2";
 
-/// R6: the only statement that writes a job's result. Zero rows = another
-/// attempt already won (or the job was cancelled meanwhile). A job that
-/// failed meanwhile still takes the answer (`failed → succeeded`: the work
-/// was done; the error it had no longer applies). A completed job needs no
-/// driver: the lease goes with the same write. It returns the job as it
-/// leaves it, so that whoever waits on the job needs no read.
+/// R6: the only statement that writes a job's result, in the one form
+/// each backend runs (SQLite one job at a time, PostgreSQL a batch):
+/// `$from` names where the values come from, the other arguments the job,
+/// the version it must still have, the result, the delivering attempt and
+/// the time. Zero rows = another attempt already won (or the job was
+/// cancelled meanwhile). A job that failed meanwhile still takes the answer
+/// (`failed → succeeded`: the work was done; the error it had no longer
+/// applies). A completed job needs no driver: the lease goes with the same
+/// write. It returns the job as it leaves it, so that whoever waits on the
+/// job needs no read.
 macro_rules! complete_job_cas {
-    () => {
-        "UPDATE jobs SET status = 'succeeded', result = $3, completed_by = $4, error = NULL, \
-         version = version + 1, updated_at = $5, lease_owner = NULL, lease_expires_at = NULL \
-         WHERE id = $1 AND version = $2 AND completed_by IS NULL \
-         AND status IN ('running', 'unknown', 'failed')"
+    ($from:literal, $job:literal, $version:literal, $result:literal, $attempt:literal, $now:literal) => {
+        concat!(
+            "UPDATE jobs SET status = 'succeeded', result = ",
+            $result,
+            ", completed_by = ",
+            $attempt,
+            ", error = NULL, version = jobs.version + 1, updated_at = ",
+            $now,
+            ", lease_owner = NULL, lease_expires_at = NULL",
+            $from,
+            " WHERE jobs.id = ",
+            $job,
+            " AND jobs.version = ",
+            $version,
+            " AND jobs.completed_by IS NULL AND jobs.status IN ('running', 'unknown', 'failed')"
+        )
     };
 }
 
@@ -110,7 +134,7 @@ macro_rules! deliverable {
 /// writer's transaction holds the database's only write lock, so nothing
 /// moves the attempt meanwhile).
 pub(super) const COMPLETE_JOB_CAS: &str = concat!(
-    complete_job_cas!(),
+    complete_job_cas!("", "$1", "$2", "$3", "$4", "$5"),
     " AND EXISTS (SELECT 1 FROM attempts WHERE id = $4 AND ",
     deliverable!(),
     ") RETURNING ",
@@ -129,28 +153,44 @@ pub(super) const SETTLE_DELIVERED: &str = concat!(
 /// Who won the compare-and-swap, for the loser's log line.
 pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id = $1";
 
-/// PostgreSQL: the deliverability check, the compare-and-swap and the
-/// attempt's settling in one statement (one round trip, one commit). The
-/// attempt's row lock is taken first (`FOR UPDATE`), as in the SQLite op.
-/// No row: the attempt could not deliver. Else `settled_as` says whether
-/// it won (`succeeded`, the job's columns beside it) or came second
-/// (`superseded`, `winner` then names the attempt that won, if visible).
-/// The winner is read from `jobs` only when this attempt did not win
-/// (`COALESCE` does not evaluate the sub-select when `won` has a row).
-pub(super) const COMPLETE_JOB_PG: &str = concat!(
-    "WITH deliverable AS (SELECT id FROM attempts WHERE id = $4 AND ",
+/// PostgreSQL: for a batch of delivering attempts (`pg_batches.rs`), the
+/// deliverability check, the compare-and-swap and each attempt's settling
+/// in one statement (one round trip, one commit). `$1`…`$9` are arrays, one
+/// element per attempt: job, job version, result, attempt, time, raw
+/// response, charge (nano-units, tokens) and reported usage. Attempt rows
+/// are locked first, in id order (`FOR UPDATE`, as the SQLite op holds the
+/// write lock). A row per attempt that could deliver: `settled_as` says
+/// whether it won (`succeeded`, the job's columns beside it) or came second
+/// (`superseded`; `winner` names the attempt that won, if visible). Two
+/// attempts of one job in the same batch: the UPDATE takes one of them,
+/// the other is superseded by it.
+pub(super) const COMPLETE_JOBS_PG: &str = concat!(
+    "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::uuid[], $5::bigint[], \
+     $6::text[], $7::bigint[], $8::bigint[], $9::text[]) AS i(job_id, job_version, answer, attempt_id, \
+     at_ms, raw_response, charged_nanos, charged_tokens, reported_usage)), \
+     deliverable AS (SELECT attempts.id FROM attempts JOIN input ON attempts.id = input.attempt_id \
+     WHERE attempts.",
     deliverable!(),
-    " FOR UPDATE), won AS (",
-    complete_job_cas!(),
-    " AND EXISTS (SELECT 1 FROM deliverable) RETURNING ",
+    " ORDER BY attempts.id FOR UPDATE OF attempts), won AS (",
+    complete_job_cas!(
+        " FROM input",
+        "input.job_id",
+        "input.job_version",
+        "input.answer",
+        "input.attempt_id",
+        "input.at_ms"
+    ),
+    " AND input.attempt_id IN (SELECT id FROM deliverable) RETURNING ",
     job_columns!(),
     "), settled AS (UPDATE attempts SET \
-     state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded' ELSE 'superseded' END, \
-     outcome = 'ok', response = $6, finished_at = $5, cost_nanos = $7, tokens = $8, usage = $9 \
-     WHERE id IN (SELECT id FROM deliverable) RETURNING state) \
-     SELECT settled.state AS settled_as, \
-     COALESCE(won.completed_by, (SELECT completed_by FROM jobs WHERE id = $1)) AS winner, won.* \
-     FROM settled LEFT JOIN won ON true"
+     state = CASE WHEN attempts.id IN (SELECT completed_by FROM won) THEN 'succeeded' ELSE 'superseded' END, \
+     outcome = 'ok', response = input.raw_response, finished_at = input.at_ms, \
+     cost_nanos = input.charged_nanos, tokens = input.charged_tokens, usage = input.reported_usage \
+     FROM input WHERE attempts.id = input.attempt_id AND attempts.id IN (SELECT id FROM deliverable) \
+     RETURNING attempts.id AS settled_attempt, attempts.job_id AS settled_job, attempts.state AS settled_as) \
+     SELECT settled.settled_attempt, settled.settled_as, \
+     COALESCE(won.completed_by, (SELECT completed_by FROM jobs WHERE id = settled.settled_job)) AS winner, won.* \
+     FROM settled LEFT JOIN won ON won.id = settled.settled_job"
 );
 
 /// PostgreSQL: a waiter on a replica other than the job's driver (`$2` is
