@@ -15,6 +15,15 @@
 //! transaction that books a budget (`Store::create_job`) runs it too, with
 //! one job.
 //!
+//! Both statements are planned for each batch (`persistent(false)`: an
+//! unnamed statement, planned with its arguments), not once per connection:
+//! a batch's best plan depends on its size and on the tables' size now,
+//! and a generic plan cached while the tables were small (hash joins over
+//! sequential scans) scanned all of `attempts` and `jobs` for every batch
+//! as they grew, until autovacuum's next ANALYZE. Measured on a fresh
+//! schema at 64 clients: 0.58–0.61 ms of PostgreSQL CPU per job with the
+//! cached plan, 0.45–0.49 planned per batch.
+//!
 //! A batch is one statement, so it commits whole or not at all. If
 //! PostgreSQL refuses one for something other than being unreachable — a
 //! row breaking a constraint, a deadlock with another batch (two attempts
@@ -143,6 +152,7 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.first_attempt.as_ref().map(|(_, provider, _)| provider.as_str())))
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.nanos)))
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.tokens)))
+        .persistent(false)
         .fetch_all(executor)
         .await?;
     Ok(rows)
@@ -179,6 +189,7 @@ async fn complete_jobs(pool: &PgPool, deliveries: &[Delivery]) -> Result<Vec<PgR
         .bind(column(deliveries, |d| d.charge.nanos))
         .bind(column(deliveries, |d| d.charge.tokens))
         .bind(column(deliveries, |d| d.usage.as_deref()))
+        .persistent(false)
         .fetch_all(pool)
         .await?;
     Ok(rows)

@@ -159,7 +159,10 @@ pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id =
 /// element per attempt: job, job version, result, attempt, time, raw
 /// response, charge (nano-units, tokens) and reported usage. Attempt rows
 /// are locked first, in id order (`FOR UPDATE`, as the SQLite op holds the
-/// write lock). A row per attempt that could deliver: `settled_as` says
+/// write lock), each looked up by its primary key: a lateral lookup, not a
+/// join, so that a plan cached while the table was small (a hash join over
+/// a sequential scan, which the planner then prefers) cannot turn every
+/// batch into a scan of `attempts` as the table grows. A row per attempt that could deliver: `settled_as` says
 /// whether it won (`succeeded`, the job's columns beside it) or came second
 /// (`superseded`; `winner` names the attempt that won, if visible). Two
 /// attempts of one job in the same batch: the UPDATE takes one of them,
@@ -168,10 +171,10 @@ pub(super) const COMPLETE_JOBS_PG: &str = concat!(
     "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::uuid[], $5::bigint[], \
      $6::text[], $7::bigint[], $8::bigint[], $9::text[]) AS i(job_id, job_version, answer, attempt_id, \
      at_ms, raw_response, charged_nanos, charged_tokens, reported_usage)), \
-     deliverable AS (SELECT attempts.id FROM attempts JOIN input ON attempts.id = input.attempt_id \
-     WHERE attempts.",
+     deliverable AS (SELECT open.id FROM (SELECT attempt_id FROM input ORDER BY attempt_id) wanted \
+     CROSS JOIN LATERAL (SELECT id FROM attempts WHERE id = wanted.attempt_id AND ",
     deliverable!(),
-    " ORDER BY attempts.id FOR UPDATE OF attempts), won AS (",
+    " LIMIT 1 FOR UPDATE) open), won AS (",
     complete_job_cas!(
         " FROM input",
         "input.job_id",
