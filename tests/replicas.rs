@@ -285,6 +285,105 @@ mod wake_ups {
         assert_eq!(job["status"], "succeeded", "{job}");
     }
 
+    /// The same wake-up between two `intentgate serve` processes: A drives
+    /// the job, B's `Prefer: wait` waiter is woken through PostgreSQL. The
+    /// settle's moment is when the test's own `LISTEN` connection hears its
+    /// NOTIFY; A's and B's answers are timed from it, and reported, not
+    /// asserted as times. What is asserted: B answers the settled job, and
+    /// B's own log says the announcement reached it (its re-read backstop is
+    /// 5 s away while it listens).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_processes_wake_each_other() {
+        let Some(store) = TestStore::new(common::Backend::Postgres).await else { return };
+        let sim = Simulator::new(13).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let dir = std::env::temp_dir().join(format!("intentgate-wake-{}", Uuid::now_v7()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut processes = Vec::new();
+        for name in ["proc-a", "proc-b"] {
+            let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
+            set_provider(&mut doc, "sim-primary", "model", "sim:hold=two-processes".to_owned());
+            let mut engine = toml::Table::new();
+            engine.insert("instance_id".into(), format!("{name}-{}", Uuid::now_v7()).into());
+            doc.insert("engine".into(), engine.into());
+            let path = dir.join(format!("{name}.toml"));
+            std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
+            let log = [("INTENTGATE_LOG", "info,intentgate::engine::remote=debug")];
+            processes.push(common::spawn_binary(&["serve", "--config", path.to_str().unwrap()], &log).await);
+        }
+        let (a, b) = (&processes[0], &processes[1]);
+        logged(b, "listening for jobs settled by other replicas").await;
+        let client = common::client();
+        let mut database = sqlx::PgConnection::connect(&store.url).await.unwrap();
+        let mut settles = sqlx::postgres::PgListener::connect(&store.url).await.unwrap();
+        settles.listen("intentgate_job_settled").await.unwrap();
+
+        // A creates the job and waits on it; its provider call is held.
+        let wait = |url: String, request: reqwest::RequestBuilder| {
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                assert!(response.status().is_success(), "{url}: {}", response.status());
+                let job: Value = response.json().await.unwrap();
+                (job, Instant::now())
+            })
+        };
+        let on_a = wait(
+            a.url.clone(),
+            client
+                .post(format!("{}/v1/jobs", a.url))
+                .bearer_auth(ALICE)
+                .header("idempotency-key", "wake-processes")
+                .header("prefer", "wait=10")
+                .json(&chat_body("wake me across processes")),
+        );
+        sim.wait_for_calls(1).await;
+        let id: Uuid = sqlx::query_scalar("SELECT id FROM jobs").fetch_one(&mut database).await.unwrap();
+        let on_b = wait(
+            b.url.clone(),
+            client.get(format!("{}/v1/jobs/{id}", b.url)).bearer_auth(ALICE).header("prefer", "wait=10"),
+        );
+        // B asked for the settle to be announced (`sql::MARK_AWAITED`): the
+        // database's state is the only signal one process gives another.
+        loop {
+            let awaited: bool = sqlx::query_scalar("SELECT awaited FROM jobs WHERE id = $1")
+                .bind(id)
+                .fetch_one(&mut database)
+                .await
+                .unwrap();
+            if awaited {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+
+        sim.release("two-processes");
+        let notification =
+            tokio::time::timeout(Duration::from_secs(10), settles.recv()).await.unwrap().unwrap();
+        let settled_at = Instant::now();
+        assert_eq!(notification.payload(), id.to_string());
+        let ((a_job, a_at), (b_job, b_at)) = (on_a.await.unwrap(), on_b.await.unwrap());
+        assert_eq!(a_job["status"], "succeeded", "{a_job}");
+        assert_eq!(b_job["status"], "succeeded", "{b_job}");
+        assert_eq!(a_job["result"], b_job["result"]);
+        logged(b, &format!("announced: a job settled on another replica job_id={id}")).await;
+        common::loud(&format!(
+            "\n=== two processes: settle NOTIFY heard by the test → A answered {:.2} ms, B answered {:.2} ms ===\n",
+            ms(a_at, settled_at),
+            ms(b_at, settled_at),
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Waits until the process logged a line containing `text`.
+    async fn logged(process: &common::Spawned, text: &str) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !process.logs.lock().unwrap().contains(text) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("never logged {text:?}:\n{}", process.logs.lock().unwrap()));
+    }
+
     fn ms(later: Instant, earlier: Instant) -> f64 {
         if later >= earlier {
             later.duration_since(earlier).as_secs_f64() * 1000.0

@@ -44,6 +44,7 @@ impl Engine {
                     let lost = loop {
                         match feed.next().await {
                             Ok(job_id) => {
+                                tracing::debug!(%job_id, "announced: a job settled on another replica");
                                 waiters.notify(job_id);
                                 let _ = self.inner.events.send(super::EngineEvent::Announced { job_id });
                             }
