@@ -15,16 +15,21 @@
 //! transaction that books a budget (`Store::create_job`) runs it too, with
 //! one job.
 //!
-//! The delivery statement is planned for each batch (`persistent(false)`:
-//! an unnamed statement, planned with its arguments), not once per
-//! connection: its plan depends on the batch's size and on the tables' size
-//! now, and a generic plan cached while the tables were small (hash joins
-//! over sequential scans) scanned all of `attempts` and `jobs` for every
-//! batch as they grew, until autovacuum's next ANALYZE. Measured on a fresh
+//! A delivery batch is planned for each batch (`persistent(false)`: an
+//! unnamed statement, planned with its arguments), not once per connection:
+//! its plan depends on the batch's size and on the tables' size now, and a
+//! generic plan cached while the tables were small (hash joins over
+//! sequential scans) scanned all of `attempts` and `jobs` for every batch
+//! as they grew, until autovacuum's next ANALYZE. Measured on a fresh
 //! schema at 64 clients: 0.58–0.61 ms of PostgreSQL CPU per job with the
-//! cached plan, 0.45–0.49 planned per batch. (It costs a round trip more:
-//! sqlx parses an unnamed statement before it binds it.) The insert reads
-//! no table, so its plan cannot go stale and it stays prepared.
+//! cached plan, 0.45–0.49 planned per batch. Planning costs (and sqlx
+//! parses an unnamed statement in a round trip of its own), which a batch
+//! shares but a lone delivery would not: at 500 requests/s, where batches
+//! are mostly of one, it doubled PostgreSQL's CPU per job. So a lone
+//! delivery runs [`COMPLETE_JOB_PG`], prepared once: the same clauses for
+//! one job, every lookup by primary key, a plan that cannot go stale. The
+//! insert reads no table, so its plan cannot go stale either, and it stays
+//! prepared whatever the batch's size.
 //!
 //! A batch is one statement, so it commits whole or not at all. If
 //! PostgreSQL refuses one for something other than being unreachable — a
@@ -36,6 +41,7 @@
 //!
 //! [`INSERT_JOBS_PG`]: super::sql::INSERT_JOBS_PG
 //! [`COMPLETE_JOBS_PG`]: super::sql::COMPLETE_JOBS_PG
+//! [`COMPLETE_JOB_PG`]: super::sql::COMPLETE_JOB_PG
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -179,7 +185,24 @@ async fn insert_each(pool: &PgPool, jobs: Vec<JobInsert>) -> Vec<Result<Option<J
     }
 }
 
+/// Runs [`sql::COMPLETE_JOBS_PG`], or [`sql::COMPLETE_JOB_PG`] for a lone
+/// delivery; the rows of the attempts that settled.
 async fn complete_jobs(pool: &PgPool, deliveries: &[Delivery]) -> Result<Vec<PgRow>, StoreError> {
+    if let [lone] = deliveries {
+        let rows = sqlx::query(sql::COMPLETE_JOB_PG)
+            .bind(lone.job_id)
+            .bind(lone.job_version)
+            .bind(lone.result.as_str())
+            .bind(lone.attempt_id)
+            .bind(lone.now_ms)
+            .bind(lone.raw_response.as_str())
+            .bind(lone.charge.nanos)
+            .bind(lone.charge.tokens)
+            .bind(lone.usage.as_deref())
+            .fetch_all(pool)
+            .await?;
+        return Ok(rows);
+    }
     let rows = sqlx::query(sql::COMPLETE_JOBS_PG)
         .bind(column(deliveries, |d| d.job_id))
         .bind(column(deliveries, |d| d.job_version))
@@ -431,6 +454,23 @@ mod tests {
         let (completed_by, version): (Option<Uuid>, i64) =
             sqlx::query_as("SELECT completed_by, version FROM jobs").fetch_one(&pool).await.unwrap();
         assert_eq!((completed_by, version), (Some(winner), 1));
+    }
+
+    #[tokio::test]
+    async fn a_lone_delivery_runs_the_one_row_statement_with_the_same_outcomes() {
+        let Some(pool) = fresh_pool().await else { return };
+        let job = job("lone", true);
+        insert_jobs(&pool, std::slice::from_ref(&job)).await.unwrap();
+        let once = deliver_each(&pool, vec![delivery(&job, first_attempt(&job), "\"answer\"")]).await;
+        match &once[..] {
+            [Ok(CasOutcome::Won(won))] => {
+                assert_eq!(won.result.as_deref(), Some("\"answer\""));
+                assert_eq!((won.version, won.completed_by), (1, Some(first_attempt(&job))));
+            }
+            other => panic!("a lone delivery wins: {other:?}"),
+        }
+        let again = deliver_each(&pool, vec![delivery(&job, first_attempt(&job), "\"again\"")]).await;
+        assert!(matches!(again[..], [Ok(CasOutcome::NotDeliverable)]), "{again:?}");
     }
 
     #[tokio::test]

@@ -153,6 +153,28 @@ pub(super) const SETTLE_DELIVERED: &str = concat!(
 /// Who won the compare-and-swap, for the loser's log line.
 pub(super) const SELECT_WINNER: &str = "SELECT completed_by FROM jobs WHERE id = $1";
 
+/// PostgreSQL: one delivering attempt (a batch of one, `pg_batches.rs`):
+/// the deliverability check, the compare-and-swap and the attempt's
+/// settling in one statement, with [`COMPLETE_JOBS_PG`]'s parameters as
+/// scalars and its row (`settled_attempt` aside). Every lookup is by
+/// primary key, so its prepared plan stays right however the tables grow;
+/// the batch form is planned per batch instead.
+pub(super) const COMPLETE_JOB_PG: &str = concat!(
+    "WITH deliverable AS (SELECT id FROM attempts WHERE id = $4 AND ",
+    deliverable!(),
+    " FOR UPDATE), won AS (",
+    complete_job_cas!("", "$1", "$2", "$3", "$4", "$5"),
+    " AND EXISTS (SELECT 1 FROM deliverable) RETURNING ",
+    job_columns!(),
+    "), settled AS (UPDATE attempts SET \
+     state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded' ELSE 'superseded' END, \
+     outcome = 'ok', response = $6, finished_at = $5, cost_nanos = $7, tokens = $8, usage = $9 \
+     WHERE id IN (SELECT id FROM deliverable) RETURNING id AS settled_attempt, state) \
+     SELECT settled.settled_attempt, settled.state AS settled_as, \
+     COALESCE(won.completed_by, (SELECT completed_by FROM jobs WHERE id = $1)) AS winner, won.* \
+     FROM settled LEFT JOIN won ON true"
+);
+
 /// PostgreSQL: for a batch of delivering attempts (`pg_batches.rs`), the
 /// deliverability check, the compare-and-swap and each attempt's settling
 /// in one statement (one round trip, one commit). `$1`…`$9` are arrays, one
