@@ -14,9 +14,10 @@
 //! database refuses one, is the write function's business (`pg_batches.rs`).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 
-use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt as _, StreamExt as _};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{DbError, StoreError};
@@ -123,13 +124,16 @@ async fn pump<I, O, W, F>(
         metrics::counter!(telemetry::STORE_BATCHED_WRITES, "write" => name).increment(batch.len() as u64);
         let (items, replies): (Vec<I>, Vec<Reply<O>>) = batch.into_iter().unzip();
         let written = write(items);
-        running.push(async move {
+        let answered = async move {
             let results = written.await;
             for (reply, result) in replies.into_iter().zip(results) {
                 // A caller that stopped waiting no longer needs its answer.
                 let _ = reply.send(result);
             }
-        });
+        };
+        // A batch that panics fails its own items (their replies are
+        // dropped: "the lane stopped"), not the lane and every later batch.
+        running.push(AssertUnwindSafe(answered).catch_unwind().map(drop));
     }
     // Every handle is gone: answer what is running, then stop.
     while running.next().await.is_some() {}
@@ -241,6 +245,23 @@ mod tests {
         probe.gate.add_permits(2);
         assert_eq!(first.await.unwrap().unwrap(), 10);
         assert_eq!(second.await.unwrap().unwrap(), 20);
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_panics_fails_its_items_and_the_lane_goes_on() {
+        let limits = BatchLimits { items: 1, bytes: 100 };
+        let lane: Lane<u32, u32> = Lane::spawn(
+            "test",
+            1,
+            limits,
+            |_| 1,
+            |items: Vec<u32>| async move {
+                assert_ne!(items, [13], "the write function panics on 13");
+                items.into_iter().map(Ok).collect()
+            },
+        );
+        assert!(matches!(lane.write(13).await, Err(StoreError::Unavailable(_))));
+        assert_eq!(lane.write(14).await.unwrap(), 14);
     }
 
     #[tokio::test]
