@@ -4,9 +4,10 @@
 //! lane's task takes whatever is waiting (up to [`BatchLimits`]) and hands
 //! it to the lane's write function as one batch, with at most `in_flight`
 //! batches running at once; items that arrive meanwhile wait for the next
-//! batch. There is no timer: an item that finds a free slot is sent at once,
-//! alone, so a lane adds latency only when its slots are all busy — when the
-//! item would have waited for a database connection anyway.
+//! batch. There is no timer: an item that finds a free slot and nothing
+//! queued is written at once, alone, from its caller's own task, so a lane
+//! adds latency only when its slots are all busy — when the item would have
+//! waited for a database connection anyway.
 //!
 //! The write function answers every item of its batch, in order; an item it
 //! leaves unanswered (or a task that stopped) reaches its caller as
@@ -15,10 +16,13 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt as _};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::{DbError, StoreError};
 use crate::telemetry;
@@ -34,9 +38,35 @@ pub(super) struct BatchLimits {
     pub bytes: usize,
 }
 
-#[derive(Debug)]
 pub(super) struct Lane<I, O> {
+    name: &'static str,
     queue: mpsc::UnboundedSender<(I, Reply<O>)>,
+    /// Items sent to the task and not yet taken into a batch.
+    queued: Arc<AtomicUsize>,
+    /// One permit per batch that may run at once.
+    slots: Arc<Semaphore>,
+    write: Arc<dyn BatchWrite<I, O>>,
+}
+
+/// The lane's write function, boxed so that callers and the task share it.
+trait BatchWrite<I, O>: Send + Sync {
+    fn write(&self, items: Vec<I>) -> BoxFuture<'static, Vec<Result<O, StoreError>>>;
+}
+
+impl<I, O, W, F> BatchWrite<I, O> for W
+where
+    W: Fn(Vec<I>) -> F + Send + Sync,
+    F: Future<Output = Vec<Result<O, StoreError>>> + Send + 'static,
+{
+    fn write(&self, items: Vec<I>) -> BoxFuture<'static, Vec<Result<O, StoreError>>> {
+        Box::pin(self(items))
+    }
+}
+
+impl<I, O> std::fmt::Debug for Lane<I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane").field("queued", &self.queued).field("free_slots", &self.slots).finish()
+    }
 }
 
 impl<I: Send + 'static, O: Send + 'static> Lane<I, O> {
@@ -58,85 +88,134 @@ impl<I: Send + 'static, O: Send + 'static> Lane<I, O> {
         write: W,
     ) -> Self
     where
-        W: Fn(Vec<I>) -> F + Send + 'static,
+        W: Fn(Vec<I>) -> F + Send + Sync + 'static,
         F: Future<Output = Vec<Result<O, StoreError>>> + Send + 'static,
     {
         let (queue, waiting) = mpsc::unbounded_channel::<(I, Reply<O>)>();
-        tokio::spawn(pump(waiting, name, in_flight.max(1), limits, size, write));
-        Lane { queue }
+        let lane = Lane {
+            name,
+            queue,
+            queued: Arc::default(),
+            slots: Arc::new(Semaphore::new(in_flight.max(1))),
+            write: Arc::new(write),
+        };
+        let pump = Pump {
+            waiting,
+            queued: Arc::clone(&lane.queued),
+            slots: Arc::clone(&lane.slots),
+            write: Arc::clone(&lane.write),
+            name,
+            limits,
+            size,
+        };
+        tokio::spawn(pump.run());
+        lane
     }
 
-    /// Writes one item as part of the next batch; its own result.
+    /// Writes one item as part of the next batch; its own result. An item
+    /// that finds a slot free and nothing queued is written at once, from
+    /// the caller's task (a batch of one, without the two task switches of
+    /// a trip through the lane's task).
     pub(super) async fn write(&self, item: I) -> Result<O, StoreError> {
+        if self.queued.load(Ordering::Acquire) == 0
+            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned()
+        {
+            counted(self.name, 1);
+            let mut results = self.write.write(vec![item]).await;
+            drop(slot);
+            return results.pop().unwrap_or_else(|| Err(stopped()));
+        }
         self.enqueue(item)?.await.map_err(|_| stopped())?
     }
 
     fn enqueue(&self, item: I) -> Result<oneshot::Receiver<Result<O, StoreError>>, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.queue.send((item, reply)).map_err(|_| stopped())?;
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.queue.send((item, reply)).map_err(|_| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            stopped()
+        })?;
         Ok(answer)
     }
 }
 
-/// The lane's task: forms batches from what waits, runs up to `in_flight`
-/// of them at once, and answers each item.
-async fn pump<I, O, W, F>(
-    mut waiting: mpsc::UnboundedReceiver<(I, Reply<O>)>,
+/// The lane's task: forms batches from what is queued, runs each as soon as
+/// a slot is free, and answers each item.
+struct Pump<I, O> {
+    waiting: mpsc::UnboundedReceiver<(I, Reply<O>)>,
+    queued: Arc<AtomicUsize>,
+    slots: Arc<Semaphore>,
+    write: Arc<dyn BatchWrite<I, O>>,
     name: &'static str,
-    in_flight: usize,
     limits: BatchLimits,
     size: fn(&I) -> usize,
-    write: W,
-) where
-    W: Fn(Vec<I>) -> F,
-    F: Future<Output = Vec<Result<O, StoreError>>>,
-{
-    let mut running = FuturesUnordered::new();
-    // An item that did not fit the last batch opens the next one.
-    let mut carried = None;
-    loop {
-        if running.len() >= in_flight {
-            running.next().await;
-            continue;
-        }
-        let first = match carried.take() {
-            Some(item) => item,
-            None => tokio::select! {
-                item = waiting.recv() => match item {
-                    Some(item) => item,
-                    None => break,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Pump<I, O> {
+    async fn run(mut self) {
+        let mut running = FuturesUnordered::new();
+        // An item that did not fit the last batch opens the next one.
+        let mut carried = None;
+        loop {
+            let first = match carried.take() {
+                Some(item) => item,
+                None => tokio::select! {
+                    item = self.waiting.recv() => match item {
+                        Some(item) => self.took(item),
+                        None => break,
+                    },
+                    Some(()) = running.next(), if !running.is_empty() => continue,
                 },
-                Some(()) = running.next(), if !running.is_empty() => continue,
-            },
-        };
-        let mut bytes = size(&first.0);
-        let mut batch = vec![first];
-        while batch.len() < limits.items {
-            let Ok(item) = waiting.try_recv() else { break };
-            bytes += size(&item.0);
-            if bytes > limits.bytes {
-                carried = Some(item);
-                break;
+            };
+            // Wait for a slot (items queue meanwhile: a bigger batch).
+            let slot = loop {
+                tokio::select! {
+                    slot = Arc::clone(&self.slots).acquire_owned() => break slot,
+                    Some(()) = running.next(), if !running.is_empty() => {}
+                }
+            };
+            let Ok(slot) = slot else { break };
+            let mut bytes = (self.size)(&first.0);
+            let mut batch = vec![first];
+            while batch.len() < self.limits.items {
+                let Ok(item) = self.waiting.try_recv() else { break };
+                let item = self.took(item);
+                bytes += (self.size)(&item.0);
+                if bytes > self.limits.bytes {
+                    carried = Some(item);
+                    break;
+                }
+                batch.push(item);
             }
-            batch.push(item);
+            counted(self.name, batch.len());
+            let (items, replies): (Vec<I>, Vec<Reply<O>>) = batch.into_iter().unzip();
+            let written = self.write.write(items);
+            let answered = async move {
+                let results = written.await;
+                drop(slot);
+                for (reply, result) in replies.into_iter().zip(results) {
+                    // A caller that stopped waiting no longer needs its answer.
+                    let _ = reply.send(result);
+                }
+            };
+            // A batch that panics fails its own items (their replies are
+            // dropped: "the lane stopped"), not the lane and every later batch.
+            running.push(AssertUnwindSafe(answered).catch_unwind().map(drop));
         }
-        metrics::counter!(telemetry::STORE_BATCHES, "write" => name).increment(1);
-        metrics::counter!(telemetry::STORE_BATCHED_WRITES, "write" => name).increment(batch.len() as u64);
-        let (items, replies): (Vec<I>, Vec<Reply<O>>) = batch.into_iter().unzip();
-        let written = write(items);
-        let answered = async move {
-            let results = written.await;
-            for (reply, result) in replies.into_iter().zip(results) {
-                // A caller that stopped waiting no longer needs its answer.
-                let _ = reply.send(result);
-            }
-        };
-        // A batch that panics fails its own items (their replies are
-        // dropped: "the lane stopped"), not the lane and every later batch.
-        running.push(AssertUnwindSafe(answered).catch_unwind().map(drop));
+        // Every handle is gone: answer what is running, then stop.
+        while running.next().await.is_some() {}
     }
-    // Every handle is gone: answer what is running, then stop.
-    while running.next().await.is_some() {}
+
+    fn took(&self, item: (I, Reply<O>)) -> (I, Reply<O>) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        item
+    }
+}
+
+/// One statement written, for `items` jobs.
+fn counted(name: &'static str, items: usize) {
+    metrics::counter!(telemetry::STORE_BATCHES, "write" => name).increment(1);
+    metrics::counter!(telemetry::STORE_BATCHED_WRITES, "write" => name).increment(items as u64);
 }
 
 fn stopped() -> StoreError {
@@ -145,20 +224,24 @@ fn stopped() -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use tokio::sync::Semaphore;
+    use std::sync::Mutex;
 
     use super::*;
 
     /// What each batch held; every batch waits for a permit of `gate`.
     struct Probe {
         batches: Mutex<Vec<Vec<u32>>>,
+        /// The task each batch was written from.
+        tasks: Mutex<Vec<Option<tokio::task::Id>>>,
         gate: Semaphore,
     }
 
     fn lane(in_flight: usize, max_batch: usize) -> (Lane<u32, u32>, Arc<Probe>) {
-        let probe = Arc::new(Probe { batches: Mutex::new(Vec::new()), gate: Semaphore::new(0) });
+        let probe = Arc::new(Probe {
+            batches: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Vec::new()),
+            gate: Semaphore::new(0),
+        });
         let seen = Arc::clone(&probe);
         let limits = BatchLimits { items: max_batch, bytes: 100 };
         let lane = Lane::spawn(
@@ -169,6 +252,7 @@ mod tests {
             move |items: Vec<u32>| {
                 let probe = Arc::clone(&seen);
                 async move {
+                    probe.tasks.lock().unwrap().push(tokio::task::try_id());
                     probe.batches.lock().unwrap().push(items.clone());
                     probe.gate.acquire().await.unwrap().forget();
                     items.into_iter().map(|item| Ok(item * 10)).collect()
@@ -195,6 +279,39 @@ mod tests {
         assert_eq!(batches_started(&probe, 1).await, vec![vec![7]]);
         probe.gate.add_permits(1);
         assert_eq!(answer.await.unwrap().unwrap(), 70);
+    }
+
+    #[tokio::test]
+    #[allow(clippy::disallowed_methods)] // two callers, each in a task of its own
+    async fn a_write_that_finds_the_lane_idle_runs_in_its_callers_task() {
+        let (lane, probe) = lane(1, 16);
+        let lane = Arc::new(lane);
+        let caller = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move { (tokio::task::id(), lane.write(7).await.unwrap()) }
+        });
+        batches_started(&probe, 1).await;
+        // The only slot is taken by that write: this one queues for the
+        // task. (A current-thread runtime: the spawned task runs until its
+        // write awaits, so the write has chosen its path once `asked` is
+        // seen.)
+        let (ask, asked) = oneshot::channel();
+        let queued = tokio::spawn({
+            let lane = Arc::clone(&lane);
+            async move {
+                let _ = ask.send(());
+                (tokio::task::id(), lane.write(8).await.unwrap())
+            }
+        });
+        asked.await.unwrap();
+        tokio::task::yield_now().await;
+        probe.gate.add_permits(2);
+        let ((alone, seventy), (waited, eighty)) = (caller.await.unwrap(), queued.await.unwrap());
+        assert_eq!((seventy, eighty), (70, 80));
+        let tasks = probe.tasks.lock().unwrap().clone();
+        assert_eq!(tasks[0], Some(alone), "written from the caller's task");
+        assert_ne!(tasks[1], Some(waited), "written from the lane's task");
+        assert_eq!(*probe.batches.lock().unwrap(), vec![vec![7], vec![8]]);
     }
 
     #[tokio::test]
@@ -260,8 +377,11 @@ mod tests {
                 items.into_iter().map(Ok).collect()
             },
         );
-        assert!(matches!(lane.write(13).await, Err(StoreError::Unavailable(_))));
-        assert_eq!(lane.write(14).await.unwrap(), 14);
+        // Through the lane's task (a write alone would run, and panic, in
+        // its caller's task, as any other code of its caller).
+        let (panics, after) = (lane.enqueue(13).unwrap(), lane.enqueue(14).unwrap());
+        assert!(panics.await.is_err(), "its reply was dropped: the caller gets \"the lane stopped\"");
+        assert_eq!(after.await.unwrap().unwrap(), 14);
     }
 
     #[tokio::test]
