@@ -12,7 +12,10 @@
 //! on a read-only connection on the caller's thread (`sqlite_readers.rs`)
 //! and a write is an op for the single writer thread, which commits many
 //! of them at once (`sqlite_writer.rs`), both binding the shared SQL
-//! through `sqlite_statements.rs`; on PostgreSQL both run on the pool. The
+//! through `sqlite_statements.rs`; on PostgreSQL both run on the pool, and
+//! the two writes every job makes (its insert, its result's CAS) go through
+//! batch lanes that write many jobs per statement (`batch_lane.rs`,
+//! `pg_batches.rs`). The
 //! few multi-statement
 //! writes (`start_attempt`, `complete_job`) keep their two bodies side by
 //! side and share their decisions (`plan_start`). Connecting and migrations

@@ -10,10 +10,11 @@
 //! much; sixteen to a statement, about a quarter.
 //!
 //! How: one [`Lane`] per write. [`INSERT_JOBS_PG`] and [`COMPLETE_JOBS_PG`]
-//! take arrays, one element per job, so a batch of one is the same
-//! statement as a batch of fifty: there is one SQL text per write, and the
-//! transaction that books a budget (`Store::create_job`) runs it too, with
-//! one job.
+//! take arrays, one element per job. The insert is one SQL text for one job
+//! or fifty (the transaction that books a budget, in `Store::create_job`,
+//! runs it too, with one job); a delivery has its batch form and, for a
+//! lone delivery, its one-row form, for the reason below. Both forms write
+//! the result through the same clauses (`complete_job_cas!`).
 //!
 //! A delivery batch is planned for each batch (`persistent(false)`: an
 //! unnamed statement, planned with its arguments), not once per connection:
