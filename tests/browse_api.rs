@@ -8,8 +8,8 @@
 mod common;
 
 use common::{
-    ADMIN, ALICE, BOB, TestGateway, TestStore, assert_problem, chat_body, set_route, settled_job,
-    wait_for_attempt,
+    ADMIN, ALICE, BOB, TestGateway, TestStore, assert_problem, chat_body, job_left_unknown, set_route,
+    settled_job, wait_for_attempt,
 };
 use intentgate::contracts::{Suite, pairs, run_and_record};
 use intentgate::jobs::AttemptState;
@@ -160,13 +160,8 @@ async fn counts_and_the_unknown_queue_follow_an_unknown_attempt(store: TestStore
     let gw =
         TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "attempt_timeout", "200ms")).await;
     settled(&gw, BOB, "fine").await;
-    let mut events = gw.events();
     // The next call (alice's job on sim-primary) hangs: its attempt becomes unknown.
-    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
-    let created: Value =
-        gw.create(ALICE, "refund-7", &chat_body("Refund order 7")).await.json().await.unwrap();
-    let id = created["id"].as_str().unwrap().to_owned();
-    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    let id = job_left_unknown(&gw, ALICE, "refund-7", "Refund order 7").await;
     assert_eq!(settled_job(&gw, ALICE, &id).await["status"], "unknown");
 
     assert_eq!(get_json(&gw, ALICE, "/v1/jobs/counts").await, json!({"running": 0, "unknown": 1}));
@@ -200,6 +195,7 @@ async fn counts_and_the_unknown_queue_follow_an_unknown_attempt(store: TestStore
     assert_eq!(other["attempts"], json!([]));
     assert_eq!(other["providers"], json!([]));
 
+    let mut events = gw.events();
     let resolved = gw
         .request(Method::POST, &format!("/v1/jobs/{id}/attempts/1/resolve"), ADMIN)
         .json(&json!({"as": "abandoned", "reason": "provider support: never processed"}))

@@ -15,7 +15,8 @@ mod common;
 
 use common::webdriver::Browser;
 use common::{
-    ADMIN, ALICE, BOB, TestGateway, TestStore, chat_body, set_route, settled_job, wait_for_attempt,
+    ADMIN, ALICE, BOB, TestGateway, TestStore, chat_body, job_left_unknown, set_route, settled_job,
+    wait_for_attempt,
 };
 use intentgate::contracts::{Suite, pairs, run_and_record};
 use intentgate::jobs::AttemptState;
@@ -56,12 +57,7 @@ async fn gateway_with_an_unknown_attempt(store: &TestStore) -> (TestGateway, Str
         let created: Value = gw.create(key, owner, &chat_body(text)).await.json().await.unwrap();
         settled_job(&gw, key, created["id"].as_str().unwrap()).await;
     }
-    let mut events = gw.events();
-    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
-    let created: Value =
-        gw.create(ALICE, "refund-7", &chat_body("Refund order 7")).await.json().await.unwrap();
-    let id = created["id"].as_str().unwrap().to_owned();
-    wait_for_attempt(&mut events, &id, 1, AttemptState::Unknown).await;
+    let id = job_left_unknown(&gw, ALICE, "refund-7", "Refund order 7").await;
     (gw, id)
 }
 

@@ -319,6 +319,18 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap()
 }
 
+/// Creates `owner`'s job `key` while the simulator's next `sim:ok` call
+/// hangs, and waits until its attempt 1 is `unknown` (the route needs a
+/// short `attempt_timeout`). Returns the job's id.
+pub async fn job_left_unknown(gw: &TestGateway, owner: &str, key: &str, text: &str) -> String {
+    let mut events = gw.events();
+    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
+    let created: Value = gw.create(owner, key, &chat_body(text)).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_for_attempt(&mut events, &id, 1, intentgate::jobs::AttemptState::Unknown).await;
+    id
+}
+
 /// Waits (on engine events, not sleeps) until attempt `number` of `job_id`
 /// reaches `state`; panics after 10 s.
 pub async fn wait_for_attempt(
