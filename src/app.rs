@@ -126,6 +126,7 @@ async fn start_with_simulator(
     };
     engine.spawn_sweeper();
     engine.spawn_settled_listener();
+    engine.tasks().spawn_watch(crate::telemetry::upkeep());
     let (shutdown, mut stopped) = watch::channel(false);
     let app = api::router(state);
     let tasks = engine.tasks().clone();

@@ -20,8 +20,15 @@
 //! whose labels are known up front are exposed at zero from the start, as
 //! Prometheus users expect (a `rate()` over a series that appears only at
 //! its first increment misses that increment).
+//!
+//! The recorder keeps every histogram sample in a queue until it is folded
+//! into the buckets, which a scrape does and [`upkeep`] does every
+//! [`UPKEEP_EVERY`]: `install_recorder` starts no upkeep of its own, and a
+//! gateway nobody scraped held every sample ever recorded (two per request;
+//! the benchmark's RSS grew by 6–7 MB a minute at 2,000 jobs/s).
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -69,6 +76,22 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
             }
         })
         .as_ref()
+}
+
+/// How often [`upkeep`] folds recorded histogram samples into their buckets.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Folds the histograms' queued samples into their buckets every
+/// [`UPKEEP_EVERY`], so that the memory they hold is bounded by the rate
+/// times that period, scraped or not. Runs until its task is stopped.
+pub async fn upkeep() {
+    let Some(handle) = handle() else { return };
+    let mut every = tokio::time::interval(UPKEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        handle.run_upkeep();
+    }
 }
 
 /// Installs the recorder (if not yet) and registers the counters whose
