@@ -35,7 +35,8 @@
 //! non-2xx), the gateway's CPU milliseconds per request (utime+stime of its
 //! process from `/proc/<pid>/stat` over the measured window ÷ requests), its
 //! peak RSS over the window (VmHWM after a reset through `clear_refs`) and its
-//! RSS at `--rss-at` against the end of the window. The `direct` row's CPU and
+//! RSS at `--rss-at` against the end of the window (`--rss-every 10s` adds the
+//! whole series to the progress line: what a flat RSS is shown with). The `direct` row's CPU and
 //! RSS are the simulator's. With `--rounds N` every figure is the median of
 //! the N rounds. A second table gives the CPU per request of the rest of the
 //! machine: the load generator (this process), the simulator, and every
@@ -130,6 +131,10 @@ struct Args {
     /// When to sample the "RSS at" figure, from the start of the measured window.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     rss_at: Duration,
+    /// Also sample the RSS this often over the window, printed as a series
+    /// on each cell's progress line.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    rss_every: Option<Duration>,
     /// PostgreSQL base URL (a schema is created in it).
     #[arg(long, env = "INTENTGATE_TEST_PG_URL", default_value = "postgres://postgres@127.0.0.1:5432/test")]
     pg_url: String,
@@ -239,6 +244,8 @@ struct Cell {
     peak_rss_kb: Option<u64>,
     rss_at_kb: Option<u64>,
     rss_end_kb: Option<u64>,
+    /// Every `--rss-every` from the start of the window.
+    rss_series_kb: Vec<u64>,
     first_errors: Vec<String>,
 }
 
@@ -785,6 +792,7 @@ async fn run_cell(
         let sim_pid = if target.endpoint == Endpoint::Sim { None } else { sim.pid };
         let postgres = target.postgres;
         let rss_at = args.rss_at.min(args.duration);
+        let rss_every = args.rss_every;
         tokio::spawn(async move {
             tokio::time::sleep_until(measure_from.into()).await;
             let me = std::process::id();
@@ -794,15 +802,32 @@ async fn run_cell(
             let gen0 = cpu_ticks(me);
             let db0 = postgres.then(postgres_ticks);
             let sim0 = sim_pid.and_then(cpu_ticks);
-            tokio::time::sleep_until((measure_from + rss_at).into()).await;
-            let rss_at_kb = pid.and_then(|pid| status_kb(pid, "VmRSS:"));
+            let rss = move || pid.and_then(|pid| status_kb(pid, "VmRSS:"));
+            let (mut rss_at_kb, mut rss_series_kb) = (None, Vec::new());
+            let mut next = (Some(measure_from + rss_at), rss_every.map(|every| measure_from + every));
+            loop {
+                let wake = [next.0, next.1].into_iter().flatten().filter(|at| *at < until).min();
+                let Some(wake) = wake else { break };
+                tokio::time::sleep_until(wake.into()).await;
+                if next.0 == Some(wake) {
+                    rss_at_kb = rss();
+                    next.0 = None;
+                }
+                if let (Some(at), Some(every)) = (next.1, rss_every)
+                    && at == wake
+                {
+                    rss_series_kb.extend(rss());
+                    next.1 = Some(at + every);
+                }
+            }
             tokio::time::sleep_until(until.into()).await;
             let cpu1 = pid.and_then(cpu_ticks);
             let ctx1 = pid.and_then(context_switches);
             let gen1 = cpu_ticks(me);
             let db1 = postgres.then(postgres_ticks);
             let sim1 = sim_pid.and_then(cpu_ticks);
-            let rss_end_kb = pid.and_then(|pid| status_kb(pid, "VmRSS:"));
+            let rss_end_kb = rss();
+            rss_series_kb.extend(rss_end_kb.filter(|_| rss_every.is_some()));
             let peak_kb = if reset { pid.and_then(|pid| status_kb(pid, "VmHWM:")) } else { None };
             let delta = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| b.saturating_sub(a));
             Accounting {
@@ -813,6 +838,7 @@ async fn run_cell(
                 sim: delta(sim0, sim1),
                 rss_at_kb,
                 rss_end_kb,
+                rss_series_kb,
                 peak_kb,
             }
         })
@@ -844,6 +870,7 @@ async fn run_cell(
         peak_rss_kb: accounting.peak_kb,
         rss_at_kb: accounting.rss_at_kb,
         rss_end_kb: accounting.rss_end_kb,
+        rss_series_kb: accounting.rss_series_kb,
         first_errors: sample.first_errors,
     }
 }
@@ -856,6 +883,7 @@ struct Accounting {
     sim: Option<u64>,
     rss_at_kb: Option<u64>,
     rss_end_kb: Option<u64>,
+    rss_series_kb: Vec<u64>,
     peak_kb: Option<u64>,
 }
 
@@ -902,7 +930,7 @@ fn print_progress(label: &str, mix: Mix, round: usize, cell: &Cell, direct: Opti
         )
     });
     eprintln!(
-        "[round {round}] {label:<22} {mix:<6} {rps:>8.0} req/s {jobs:>8.0} jobs/s  p50 {p50} p90 {p90} p99 {p99} max {max} ms{added}  errors {errors}  replayed {replayed}  gw cpu {cpu} ms/req  {switches} ctx switches/req  gen cpu {gen:.3} ms/req  sim cpu {sim} ms/req  postgres cpu {db} ms/req  rss peak {peak} at {at} end {end} MB",
+        "[round {round}] {label:<22} {mix:<6} {rps:>8.0} req/s {jobs:>8.0} jobs/s  p50 {p50} p90 {p90} p99 {p99} max {max} ms{added}  errors {errors}  replayed {replayed}  gw cpu {cpu} ms/req  {switches} ctx switches/req  gen cpu {gen:.3} ms/req  sim cpu {sim} ms/req  postgres cpu {db} ms/req  rss peak {peak} at {at} end {end} MB{series}",
         mix = mix.name(),
         rps = cell.rps(),
         jobs = cell.jobs_per_s(),
@@ -920,6 +948,12 @@ fn print_progress(label: &str, mix: Mix, round: usize, cell: &Cell, direct: Opti
         peak = fmt_opt(cell.peak_rss_kb.map(mb), |v| format!("{v:.1}")),
         at = fmt_opt(cell.rss_at_kb.map(mb), |v| format!("{v:.1}")),
         end = fmt_opt(cell.rss_end_kb.map(mb), |v| format!("{v:.1}")),
+        series = if cell.rss_series_kb.is_empty() {
+            String::new()
+        } else {
+            let mbs: Vec<String> = cell.rss_series_kb.iter().map(|kb| format!("{:.1}", mb(*kb))).collect();
+            format!("  rss series {} MB", mbs.join(" "))
+        },
     );
     for e in &cell.first_errors {
         eprintln!("    error: {e}");
