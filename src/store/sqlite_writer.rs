@@ -37,7 +37,7 @@
 //! appending.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, Weak, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -134,10 +134,12 @@ impl Writer {
             inline: options.synchronous == "NORMAL",
             checkpoint: wanted,
         });
-        let writing = Arc::clone(&shared);
+        // Weak: the checkpoint thread must not keep the writer alive (it
+        // stops when the last handle and the writer thread are gone).
+        let writing = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
-            .spawn(move || checkpoint_loop(&checkpointer, &checkpoints, &writing.conn))
+            .spawn(move || checkpoint_loop(&checkpointer, &checkpoints, &writing))
             .map_err(|err| StoreError::Unavailable(DbError::Writer(format!("cannot start: {err}"))))?;
         let thread = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -345,7 +347,7 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 /// meanwhile (writes could not proceed anyway: this way they wait on the
 /// lock, not in SQLite's sleeping busy handler, and none waits inline on an
 /// async worker). A checkpoint that fails is retried at the next turn.
-fn checkpoint_loop(conn: &Connection, wanted: &mpsc::Receiver<()>, writer: &Mutex<Connection>) {
+fn checkpoint_loop(conn: &Connection, wanted: &mpsc::Receiver<()>, writer: &Weak<Shared>) {
     loop {
         match wanted.recv_timeout(CHECKPOINT_IDLE) {
             Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -357,7 +359,8 @@ fn checkpoint_loop(conn: &Connection, wanted: &mpsc::Receiver<()>, writer: &Mute
         };
         let checkpointed = match frames("PASSIVE") {
             Ok(left) if left > WAL_RESTART_FRAMES => {
-                let _writes_wait = lock(writer);
+                let Some(writer) = writer.upgrade() else { return };
+                let _writes_wait = lock(&writer.conn);
                 frames("RESTART").map(drop)
             }
             other => other.map(drop),
@@ -433,6 +436,23 @@ mod tests {
         let writer = open(&dir, "NORMAL");
         writer.check(Duration::from_secs(5)).await.unwrap();
         drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_handle_closes_the_connection_and_stops_the_threads() {
+        let dir = temp_dir();
+        let writer = open(&dir, "NORMAL");
+        writer.write(|_| Ok(())).await.unwrap();
+        let shared = Arc::downgrade(&writer.shared);
+        drop(writer);
+        // The writer thread lets go of it once its queue disconnects; the
+        // checkpoint thread holds it only weakly (and stops once it is gone).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while shared.upgrade().is_some() {
+            assert!(std::time::Instant::now() < deadline, "the writer's connection is still held");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
