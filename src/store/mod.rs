@@ -10,14 +10,14 @@
 //! run by one call for both backends (`exec.rs`: [`Store::execute`],
 //! `read_optional`, `read_all`). How it runs differs: on SQLite a read runs
 //! on a read-only connection on the caller's thread (`sqlite_readers.rs`)
-//! and a write is an op for the single writer thread, which commits many
-//! of them at once (`sqlite_writer.rs`), both binding the shared SQL
-//! through `sqlite_statements.rs`; on PostgreSQL both run on the pool, and
-//! the two writes every job makes (its insert, its result's CAS) go through
-//! batch lanes that write many jobs per statement (`batch_lane.rs`,
-//! `pg_batches.rs`). The
-//! few multi-statement
-//! writes (`start_attempt`, `complete_job`) keep their two bodies side by
+//! and a write is an op on the one writing connection: its own transaction
+//! on the caller's thread when nothing else is writing, else in the writer
+//! thread's next batch, which commits many at once (`sqlite_writer.rs`),
+//! both binding the shared SQL through `sqlite_statements.rs`; on
+//! PostgreSQL both run on the pool, and the two writes every job makes (its
+//! insert, its result's CAS) go through batch lanes that write many jobs
+//! per statement (`batch_lane.rs`, `pg_batches.rs`). The few
+//! multi-statement writes (`start_attempt`, `complete_job`) keep their two bodies side by
 //! side and share their decisions (`plan_start`). Connecting and migrations
 //! live in `sqlite.rs` and `postgres.rs`, the invariants in
 //! `migrations/sqlite/` and `migrations/postgres/`. Invariants are enforced

@@ -1,9 +1,9 @@
 //! SQLite backend: the embedded default. One file, WAL journal, foreign
-//! keys on. Writes go through ONE connection on its own thread, which
-//! commits them in groups ([`Writer`]): SQLite has one writer at a time
-//! anyway, and several writing connections only add busy-wait sleeps,
-//! page-cache invalidation and starved WAL checkpoints (the benchmark saw
-//! all three). Reads run on read-only connections beside it, on the
+//! keys on. Writes go through ONE connection, on its own thread, which
+//! commits them in groups, or on the caller's when it is idle ([`Writer`]):
+//! SQLite has one writer at a time anyway, and several writing connections
+//! only add busy-wait sleeps, page-cache invalidation and starved WAL
+//! checkpoints (the benchmark saw all three). Reads run on read-only connections beside it, on the
 //! caller's thread ([`Readers`]), which WAL lets proceed while the writer
 //! writes.
 
