@@ -133,7 +133,7 @@ struct Args {
     rss_at: Duration,
     /// Also sample the RSS this often over the window, printed as a series
     /// on each cell's progress line.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = nonzero_duration)]
     rss_every: Option<Duration>,
     /// PostgreSQL base URL (a schema is created in it).
     #[arg(long, env = "INTENTGATE_TEST_PG_URL", default_value = "postgres://postgres@127.0.0.1:5432/test")]
@@ -159,6 +159,13 @@ struct Args {
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
+}
+
+fn nonzero_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(every) if every.is_zero() => Err("must be more than zero".into()),
+        parsed => parsed.map_err(|err| err.to_string()),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -806,7 +813,12 @@ async fn run_cell(
             let (mut rss_at_kb, mut rss_series_kb) = (None, Vec::new());
             let mut next = (Some(measure_from + rss_at), rss_every.map(|every| measure_from + every));
             loop {
-                let wake = [next.0, next.1].into_iter().flatten().filter(|at| *at < until).min();
+                // The "RSS at" sample may fall on the window's end (`--rss-at`
+                // is capped at `--duration`); the series' last one is the end's.
+                let wake = [next.0.filter(|at| *at <= until), next.1.filter(|at| *at < until)]
+                    .into_iter()
+                    .flatten()
+                    .min();
                 let Some(wake) = wake else { break };
                 tokio::time::sleep_until(wake.into()).await;
                 if next.0 == Some(wake) {

@@ -82,7 +82,7 @@ pub enum DbError {
     Sqlx(sqlx::Error),
     #[error(transparent)]
     Sqlite(rusqlite::Error),
-    /// The SQLite writer thread could not run or commit an op.
+    /// The SQLite writer could not run or commit an op (on its thread or inline).
     #[error("{0}")]
     Writer(String),
     /// The PostgreSQL connection that LISTENs for settled jobs.

@@ -22,7 +22,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    /// The writer: one connection, one thread.
+    /// The writer: one connection, one thread (idle writes run inline).
     pub(super) writer: Writer,
     /// How to connect for migrations (which sqlx runs, before any write).
     options: std::sync::Arc<SqliteConnectOptions>,

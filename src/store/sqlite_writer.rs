@@ -1,9 +1,9 @@
-//! The SQLite writer: one thread, one connection, group commit.
+//! The SQLite writer: one connection, one thread, group commit.
 //!
 //! SQLite lets one connection write at a time, so every write of the
-//! gateway goes through this thread. Callers hand it a closure (an *op*:
-//! one insert-or-get, one attempt start, one compare-and-swap…) and await
-//! its answer. The thread takes every op waiting in its queue, runs them in
+//! gateway goes through this connection. Callers hand it a closure (an
+//! *op*: one insert-or-get, one attempt start, one compare-and-swap…) and
+//! await its answer. The thread takes every op waiting in its queue, runs them in
 //! ONE transaction, each inside its own savepoint, commits once and only
 //! then answers them all. Under load a commit carries hundreds of ops (one
 //! WAL append, or one fsync with `synchronous = FULL`, for all of them);
@@ -15,18 +15,23 @@
 //! disturb its batch; an error that ends the whole transaction (disk full,
 //! I/O) fails every op of the batch, none of which is then reported done.
 //!
-//! The statements run synchronously on this thread: no hop to another
-//! thread per statement, which is what the benchmark showed dominating.
+//! An op's statements run synchronously where the op runs: no hop to
+//! another thread per statement, which is what the benchmark showed
+//! dominating.
 //!
 //! **An idle writer is not woken.** A write that finds no op queued and the
 //! connection free runs on the caller's own thread, as its own transaction
 //! (with `synchronous = NORMAL` a commit is a `write(2)` to the WAL, tens of
-//! microseconds, no `fsync`): one request at a time, handing each write to
-//! the thread cost two thread wake-ups (the writer's, then the caller's),
-//! and on a busy 2-core machine a wake-up can wait milliseconds for a core —
-//! the p99 at one client. Under load ops queue, and the thread batches them
-//! as above. `FULL` always goes through the thread: its commit is an
-//! `fsync`, which must not block an async worker.
+//! microseconds): one request at a time, handing each write to the thread
+//! cost two thread wake-ups (the writer's, then the caller's), and on a
+//! busy 2-core machine a wake-up can wait milliseconds for a core — the p99
+//! at one client. Under load ops queue, and the thread batches them as
+//! above. What may wait on the disk or on another process goes through the
+//! thread, never an async worker: every commit with `FULL` (an `fsync`);
+//! the first commit after a checkpoint emptied the WAL (SQLite `fsync`s the
+//! WAL's new header even with `NORMAL`); and a write that finds the file's
+//! write lock held by another process (the operator CLI), which an inline
+//! write does not wait for.
 //!
 //! WAL checkpoints run on a thread of their own, with their own connection
 //! ([`checkpoint_loop`]), never inside a commit. SQLite's automatic
@@ -36,8 +41,8 @@
 //! on another connection copies committed frames while the writer goes on
 //! appending.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak, mpsc};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -76,7 +81,8 @@ pub(super) struct WriterOptions {
     pub busy_timeout: std::time::Duration,
 }
 
-/// A handle on the writer thread; cloning shares the thread.
+/// A handle on the writer (its connection and its thread); cloning shares
+/// them.
 #[derive(Debug, Clone)]
 pub(super) struct Writer {
     ops: mpsc::Sender<Box<dyn Op>>,
@@ -97,6 +103,12 @@ struct Shared {
     /// `synchronous = NORMAL`: a commit does not `fsync`, so an op may run
     /// on an async worker.
     inline: bool,
+    /// The last checkpoint copied every frame of the WAL (or found it
+    /// empty): the next commit starts the WAL over and `fsync`s its header,
+    /// so it goes through the thread. Cleared by the thread's next commit.
+    wal_restarts: AtomicBool,
+    /// The connection's busy timeout, which an inline `BEGIN` sets aside.
+    busy_timeout: Duration,
     /// Asks the checkpoint thread for a checkpoint (never waits).
     checkpoint: mpsc::SyncSender<()>,
 }
@@ -132,6 +144,8 @@ impl Writer {
             queued: AtomicUsize::new(0),
             commits: AtomicU32::new(0),
             inline: options.synchronous == "NORMAL",
+            wal_restarts: AtomicBool::new(true),
+            busy_timeout: options.busy_timeout,
             checkpoint: wanted,
         });
         // Weak: the checkpoint thread must not keep the writer alive (it
@@ -180,12 +194,33 @@ impl Writer {
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let (op, answer) = pending(work);
-        match self.idle_connection() {
-            // Answered before `answer` is awaited: no wake-up.
-            Some(conn) => commit(&self.shared, &conn, vec![op]),
-            None => self.enqueue(op)?,
+        if let Err(op) = self.try_inline(op) {
+            self.enqueue(op)?;
         }
+        // Inline, it was answered before this: no wake-up.
         answer.await.map_err(|_| stopped())?
+    }
+
+    /// Runs `op` as its own transaction on this thread if the writer is
+    /// idle and the file's write lock free at once; gives it back otherwise.
+    fn try_inline(&self, op: Box<dyn Op>) -> Result<(), Box<dyn Op>> {
+        let Some(conn) = self.idle_connection() else { return Err(op) };
+        // Another process holding the write lock would make `BEGIN` sleep in
+        // SQLite's busy handler, up to the busy timeout: the thread waits
+        // for it instead.
+        let begun =
+            conn.busy_timeout(Duration::ZERO).map_err(|err| err.to_string()).and_then(|()| begin(&conn));
+        let _ = conn.busy_timeout(self.shared.busy_timeout);
+        if begun.is_err() {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            return Err(op);
+        }
+        let mut batch = vec![op];
+        let failure = run_begun(&conn, &mut batch).err();
+        settle(&self.shared, &conn, batch, failure);
+        Ok(())
     }
 
     fn enqueue(&self, op: Box<dyn Op>) -> Result<(), StoreError> {
@@ -203,10 +238,18 @@ impl Writer {
     /// busy handler).
     fn idle_connection(&self) -> Option<MutexGuard<'_, Connection>> {
         let shared = &self.shared;
-        if !shared.inline || shared.queued.load(Ordering::Acquire) > 0 {
+        if !shared.inline
+            || shared.queued.load(Ordering::Acquire) > 0
+            || shared.wal_restarts.load(Ordering::Acquire)
+        {
             return None;
         }
-        shared.conn.try_lock().ok()
+        match shared.conn.try_lock() {
+            Ok(conn) => Some(conn),
+            // As `lock`: a panic the op caught leaves the connection usable.
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 }
 
@@ -296,9 +339,9 @@ fn in_savepoint<R>(
 /// with it.
 fn run(shared: &Shared, queue: &mpsc::Receiver<Box<dyn Op>>) {
     while let Ok(first) = queue.recv() {
-        // Held from the first op taken: an inline write that checked the
-        // queue before this op was sent has the connection already, and
-        // one that checks after sees the count (decremented only here).
+        // Taken before the count goes down (only here, under the lock): a
+        // write that sees the count at zero finds the connection held until
+        // these ops are committed, so it cannot run before them.
         let conn = lock(&shared.conn);
         let mut batch = Vec::with_capacity(16);
         batch.push(first);
@@ -309,15 +352,19 @@ fn run(shared: &Shared, queue: &mpsc::Receiver<Box<dyn Op>>) {
             }
         }
         shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
-        commit(shared, &conn, batch);
+        let failure = begin(&conn).and_then(|()| run_begun(&conn, &mut batch)).err();
+        // Whatever it was, this commit was not the first after the last
+        // checkpoint (a checkpoint that ends later sets it again).
+        shared.wal_restarts.store(false, Ordering::Release);
+        settle(shared, &conn, batch, failure);
     }
 }
 
-/// Runs `batch` in one transaction on `conn`, then answers every op: its
-/// own result if the transaction committed, else the batch's failure.
-/// Every [`CHECKPOINT_EVERY`] commits, asks the checkpoint thread for one.
-fn commit(shared: &Shared, conn: &Connection, mut batch: Vec<Box<dyn Op>>) {
-    let failure = run_batch(conn, &mut batch).err();
+/// After a batch ran in one transaction on `conn`: rolls it back if it
+/// failed, then answers every op — its own result if the transaction
+/// committed, else the batch's failure. Every [`CHECKPOINT_EVERY`] commits,
+/// asks the checkpoint thread for one.
+fn settle(shared: &Shared, conn: &Connection, batch: Vec<Box<dyn Op>>, failure: Option<String>) {
     if failure.is_some() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
@@ -354,25 +401,40 @@ fn checkpoint_loop(conn: &Connection, wanted: &mpsc::Receiver<()>, writer: &Weak
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
         // (busy, frames in the WAL, frames checkpointed)
-        let frames = |mode: &str| {
-            conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| row.get::<_, i64>(1))
+        let checkpoint = |mode: &str| {
+            conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+                Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+            })
         };
-        let checkpointed = match frames("PASSIVE") {
-            Ok(left) if left > WAL_RESTART_FRAMES => {
+        let checkpointed = match checkpoint("PASSIVE") {
+            Ok((frames, _)) if frames > WAL_RESTART_FRAMES => {
                 let Some(writer) = writer.upgrade() else { return };
                 let _writes_wait = lock(&writer.conn);
-                frames("RESTART").map(drop)
+                checkpoint("RESTART")
             }
-            other => other.map(drop),
+            other => other,
         };
-        if let Err(err) = checkpointed {
-            tracing::warn!(error = %err, "a SQLite WAL checkpoint failed; retrying at the next turn");
+        match checkpointed {
+            // Every frame copied (or none there): the next commit starts the
+            // WAL over, and `fsync`s its header.
+            Ok((frames, copied)) if frames == copied => {
+                let Some(writer) = writer.upgrade() else { return };
+                writer.wal_restarts.store(true, Ordering::Release);
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "a SQLite WAL checkpoint failed; retrying at the next turn")
+            }
         }
     }
 }
 
-fn run_batch(conn: &Connection, batch: &mut [Box<dyn Op>]) -> Result<(), String> {
-    execute(conn, "BEGIN IMMEDIATE", &[]).map_err(|err| err.to_string())?;
+fn begin(conn: &Connection) -> Result<(), String> {
+    execute(conn, "BEGIN IMMEDIATE", &[]).map(drop).map_err(|err| err.to_string())
+}
+
+/// Runs every op of `batch` in the transaction begun on `conn`, and commits.
+fn run_begun(conn: &Connection, batch: &mut [Box<dyn Op>]) -> Result<(), String> {
     for op in batch.iter_mut() {
         op.run(conn);
         if conn.is_autocommit() {
@@ -382,7 +444,6 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn Op>]) -> Result<(), String>
     execute(conn, "COMMIT", &[]).map_err(|err| err.to_string())?;
     Ok(())
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,6 +459,8 @@ mod tests {
             queued: AtomicUsize::new(0),
             commits: AtomicU32::new(0),
             inline,
+            wal_restarts: AtomicBool::new(false),
+            busy_timeout: Duration::from_secs(1),
             checkpoint,
         });
         (Writer { ops, shared }, queue)
@@ -469,8 +532,12 @@ mod tests {
                 .await
                 .unwrap()
         };
-        let (normal, _) = on(open(&dir.join("normal"), "NORMAL")).await;
-        assert_eq!(normal, here, "NORMAL: an idle writer's op runs inline");
+        let normal = open(&dir.join("normal"), "NORMAL");
+        let (first, _) = on(normal.clone()).await;
+        assert_ne!(first, here, "the first commit writes and fsyncs the WAL's header: through the thread");
+        normal.shared.wal_restarts.store(false, Ordering::SeqCst);
+        let (then, _) = on(normal).await;
+        assert_eq!(then, here, "NORMAL: an idle writer's op runs inline");
         let (full, name) = on(open(&dir.join("full"), "FULL")).await;
         assert_ne!(full, here, "FULL: the commit's fsync must not run on an async worker");
         assert_eq!(name.as_deref(), Some("sqlite-writer"));
@@ -508,6 +575,36 @@ mod tests {
         assert!(matches!(write(&writer), Some(Ok(()))));
         assert_eq!(ran.load(Ordering::SeqCst), 1);
         assert_eq!(queue.try_iter().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_write_lock_held_by_another_connection_sends_the_write_to_the_thread_instead_of_waiting() {
+        let dir = temp_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let busy_timeout = Duration::from_secs(10);
+        let options = WriterOptions { path: dir.join("writer.db"), synchronous: "NORMAL", busy_timeout };
+        let writer = Writer::open(&options).unwrap();
+        writer.shared.wal_restarts.store(false, Ordering::SeqCst);
+        let other = Connection::open(dir.join("writer.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let mut write = Box::pin(writer.write(|_| Ok(std::thread::current().name().map(str::to_owned))));
+        let started = std::time::Instant::now();
+        assert!((&mut write).now_or_never().is_none(), "the write waits for the lock on the thread");
+        // Not a speed check: an inline `BEGIN` would have slept in SQLite's
+        // busy handler for the whole busy timeout first.
+        assert!(started.elapsed() < busy_timeout / 2, "the caller waited for the lock");
+        other.execute_batch("COMMIT").unwrap();
+        assert_eq!(write.await.unwrap().as_deref(), Some("sqlite-writer"));
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn after_a_checkpoint_emptied_the_wal_the_next_write_goes_through_the_thread() {
+        let (writer, queue) = unserved(true);
+        writer.shared.wal_restarts.store(true, Ordering::SeqCst);
+        assert!(writer.write(|_| Ok(())).now_or_never().is_none());
+        assert_eq!(queue.try_iter().count(), 1);
     }
 
     /// Many writers at once, some inline and some batched by the thread:
