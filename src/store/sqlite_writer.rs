@@ -269,8 +269,11 @@ fn stopped() -> StoreError {
 
 /// One queued op, its result type erased so that one queue carries all.
 trait Op: Send {
-    /// Runs inside the batch's transaction.
-    fn run(&mut self, conn: &Connection);
+    /// Runs inside the batch's transaction: in a savepoint of its own, so
+    /// that its failure undoes its statements only, unless it is `alone`
+    /// in the transaction (then the caller rolls the transaction back).
+    /// Returns whether it failed.
+    fn run(&mut self, conn: &Connection, alone: bool) -> bool;
     /// Answers the caller: the op's result if the batch committed (`None`),
     /// else the batch's failure.
     fn finish(self: Box<Self>, failure: Option<&str>);
@@ -287,18 +290,21 @@ where
     R: Send + 'static,
     F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
 {
-    fn run(&mut self, conn: &Connection) {
+    fn run(&mut self, conn: &Connection, alone: bool) -> bool {
         if let Some(work) = self.work.take() {
             // A panicking op must not take the writer (and every later
             // write) down with it: it fails alone, its statements undone.
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_savepoint(conn, work)));
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if alone { work(conn) } else { in_savepoint(conn, work) }
+            }));
             self.result = Some(ran.unwrap_or_else(|_| {
-                if !conn.is_autocommit() {
+                if !alone && !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
                 }
                 Err(StoreError::Corrupt("a write panicked; it was undone".into()))
             }));
         }
+        matches!(self.result, Some(Err(_)))
     }
 
     fn finish(self: Box<Self>, failure: Option<&str>) {
@@ -433,12 +439,21 @@ fn begin(conn: &Connection) -> Result<(), String> {
     execute(conn, "BEGIN IMMEDIATE", &[]).map(drop).map_err(|err| err.to_string())
 }
 
-/// Runs every op of `batch` in the transaction begun on `conn`, and commits.
+/// Runs every op of `batch` in the transaction begun on `conn`, and
+/// commits. An op alone in its transaction (idle, or inline) runs without a
+/// savepoint, whose sub-journal copies every page it touches: if it fails,
+/// the transaction is rolled back instead, which undoes the same.
 fn run_begun(conn: &Connection, batch: &mut [Box<dyn Op>]) -> Result<(), String> {
+    let alone = batch.len() == 1;
     for op in batch.iter_mut() {
-        op.run(conn);
+        let failed = op.run(conn, alone);
         if conn.is_autocommit() {
             return Err("the transaction was rolled back by SQLite (I/O error, disk full or the like)".into());
+        }
+        if alone && failed {
+            // Answered with its own error, as if rolled back to a savepoint.
+            execute(conn, "ROLLBACK", &[]).map_err(|err| err.to_string())?;
+            return Ok(());
         }
     }
     execute(conn, "COMMIT", &[]).map_err(|err| err.to_string())?;
@@ -605,6 +620,46 @@ mod tests {
         writer.shared.wal_restarts.store(true, Ordering::SeqCst);
         assert!(writer.write(|_| Ok(())).now_or_never().is_none());
         assert_eq!(queue.try_iter().count(), 1);
+    }
+
+    /// An op, and where its answer comes.
+    type Queued = (Box<dyn Op>, oneshot::Receiver<Result<(), StoreError>>);
+
+    /// An op that wrote and then failed leaves nothing behind, alone in its
+    /// transaction (no savepoint: the transaction is rolled back) or among
+    /// others (its savepoint is), and the others of its batch are kept.
+    #[test]
+    fn a_failing_op_is_undone_alone_or_in_a_batch_and_its_batch_kept() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let insert = |x: i64, fail: bool| {
+            pending(move |conn: &Connection| {
+                conn.execute("INSERT INTO t VALUES (?1)", [x])?;
+                if fail { Err(StoreError::Corrupt("refused".into())) } else { Ok(()) }
+            })
+        };
+        let rows = |conn: &Connection| -> Vec<i64> {
+            let mut statement = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
+            statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        let run = |conn: &Connection, batch: Vec<Queued>| {
+            let (mut ops, mut answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            begin(conn).unwrap();
+            let failure = run_begun(conn, &mut ops).err();
+            assert!(conn.is_autocommit(), "the transaction ended");
+            for op in ops {
+                op.finish(failure.as_deref());
+            }
+            answers.iter_mut().map(|answer| answer.try_recv().unwrap().is_ok()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(&conn, vec![insert(1, true)]), [false]);
+        assert_eq!(rows(&conn), Vec::<i64>::new(), "alone: its insert was rolled back");
+        assert_eq!(run(&conn, vec![insert(2, false)]), [true]);
+        assert_eq!(
+            run(&conn, vec![insert(3, false), insert(4, true), insert(5, false)]),
+            [true, false, true]
+        );
+        assert_eq!(rows(&conn), [2, 3, 5], "in a batch: only its own insert was undone");
     }
 
     /// Many writers at once, some inline and some batched by the thread:
