@@ -12,7 +12,8 @@
 //! What passes through this seam: ops in, their results out, each answered
 //! after the commit that made it durable — or with the error that says it
 //! was not. An op that fails is rolled back to its savepoint and does not
-//! disturb its batch; an error that ends the whole transaction (disk full,
+//! disturb its batch (alone in its transaction it needs no savepoint: the
+//! transaction is rolled back); an error that ends the whole transaction (disk full,
 //! I/O) fails every op of the batch, none of which is then reported done.
 //!
 //! An op's statements run synchronously where the op runs: no hop to
