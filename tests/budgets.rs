@@ -30,7 +30,21 @@ store_matrix!(
     unknown_attempts_hold_their_reservation_until_settled,
     a_budget_refusal_ends_the_chain_with_its_reason,
     usage_reports_what_the_meters_hold,
+    a_rate_refusal_names_the_rate_limit_beside_a_budget,
+    requests_per_minute_bound_upstream_calls,
+    the_reservation_counts_every_field_that_is_sent,
+    a_reserving_attempt_is_sent_the_limit_it_reserved,
 );
+
+/// Waits, if the current wall-clock minute is nearly over, for the next:
+/// rate limits count per minute, and a test that needs two requests in one
+/// window must not straddle its end (a wait for the clock, not an event).
+async fn clear_of_the_minute_end() {
+    let into_minute = chrono::Utc::now().timestamp_millis().rem_euclid(60_000);
+    if into_minute > 50_000 {
+        tokio::time::sleep(std::time::Duration::from_millis((60_000 - into_minute + 100) as u64)).await;
+    }
+}
 
 /// Prices (per million tokens) put on both simulator providers: one
 /// prompt token costs 100,000 nano-units, one completion token 200,000.
@@ -225,12 +239,7 @@ async fn concurrent_requests_never_overspend_across_two_processes(store: TestSto
 /// answered (it is not a new request). A tokens-per-minute limit holds the
 /// same way.
 async fn requests_per_minute_hold_across_two_processes(store: TestStore) {
-    // The limit counts per wall-clock minute: start clear of its end so the
-    // burst falls in one window (a wait for the clock, not for an event).
-    let into_minute = chrono::Utc::now().timestamp_millis().rem_euclid(60_000);
-    if into_minute > 50_000 {
-        tokio::time::sleep(std::time::Duration::from_millis((60_000 - into_minute + 100) as u64)).await;
-    }
+    clear_of_the_minute_end().await;
     let replicas = Replicas::start(&store, |doc| {
         let requests = json!({"owner": "bob", "route": "chat", "requests_per_minute": 10});
         let tokens = json!({"owner": "alice", "tokens_per_minute": 150});
@@ -514,4 +523,102 @@ async fn usage_reports_what_the_meters_hold(store: TestStore) {
     assert_eq!(by_admin["budgets"][0]["spent_nanos"], cost);
     let spend = metric(&gw, "intentgate_spend_nanos_total{provider=\"sim-primary\"}").await;
     assert!(spend >= cost as f64, "the spend counter counts this charge: {spend} < {cost}");
+}
+
+/// A request refused by a rate limit says so, on both stores, when a
+/// budget applies too: PostgreSQL once named the budget (which had room),
+/// with `x-should-retry: false` and a reset at midnight, because it judged
+/// each meter as if its amount had been booked.
+async fn a_rate_refusal_names_the_rate_limit_beside_a_budget(store: TestStore) {
+    clear_of_the_minute_end().await;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let budget = json!({"owner": "alice", "limit": 1.0, "window": "1d"});
+        with_limits(doc, &[budget], &[json!({"owner": "alice", "requests_per_minute": 1})]);
+    })
+    .await;
+    create(&gw, "first-of-the-minute").await;
+    let body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "again"}]},
+        "params": {"max_tokens": 8}});
+    let refused = gw.create(ALICE, "second-of-the-minute", &body).await;
+    let retry_after: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "Retry-After {retry_after}");
+    let problem = common::assert_problem(refused, 429, "rate-limited").await;
+    assert!(problem["detail"].as_str().unwrap().contains("requests"), "{problem}");
+    assert_eq!(gw.sim().calls().total, 1, "the refused request reached no provider");
+}
+
+/// `requests_per_minute` bounds upstream calls, not new jobs: a failover
+/// counts, and so does an attempt started by hand; once the minute is full
+/// neither is sent.
+async fn requests_per_minute_bound_upstream_calls(store: TestStore) {
+    clear_of_the_minute_end().await;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        with_limits(doc, &[], &[json!({"owner": "alice", "requests_per_minute": 2})]);
+        set_provider(doc, "sim-primary", "model", "sim:status=500");
+        set_provider(doc, "sim-fallback", "model", "sim:status=500");
+    })
+    .await;
+    let id = create(&gw, "two-calls").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 2, "the primary and the failover: {job}");
+    let manual = gw
+        .request(Method::POST, &format!("/v1/jobs/{id}/attempts"), ADMIN)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    common::assert_problem(manual, 429, "rate-limited").await;
+    let body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "third"}]}});
+    common::assert_problem(gw.create(ALICE, "a-third-call", &body).await, 429, "rate-limited").await;
+    assert_eq!(gw.sim().calls().total, 2, "two calls in a minute limited to two");
+    let now = chrono::Utc::now().timestamp_millis();
+    let meter = "rate0-requests/owner=alice/route=all/1m";
+    assert_eq!(gw.gateway.store.meter(meter, Window::Minute.bounds(now).0).await.unwrap(), (2, 0));
+}
+
+/// Every field that reaches the provider is reserved for, not only
+/// `messages` and `tools`: a large legacy `functions` list on a small
+/// budget is refused before anything is sent or stored (it once reserved
+/// a dozen tokens and was charged for all of them).
+async fn the_reservation_counts_every_field_that_is_sent(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        with_limits(doc, &[json!({"owner": "alice", "limit": 1.0, "window": "1d"})], &[]);
+    })
+    .await;
+    let description: String = (0..20_000).map(|i| format!("w{i} ")).collect();
+    let functions = json!([{"name": "lookup", "description": description, "parameters": {"type": "object"}}]);
+    let body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "hi"}]},
+        "params": {"max_tokens": 8, "functions": functions}});
+    let before = gw.job_count().await;
+    common::assert_problem(gw.create(ALICE, "heavy-functions", &body).await, 429, "budget-exhausted").await;
+    assert_eq!(gw.job_count().await, before, "a refused job stores nothing");
+    assert_eq!(gw.sim().calls().total, 0);
+    // The same request without the list fits.
+    let light = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "hi"}]},
+        "params": {"max_tokens": 8}});
+    assert!(gw.create(ALICE, "light", &light).await.status().is_success());
+}
+
+/// A priced attempt whose client set no completion limit is sent the one
+/// it reserved (`[billing] default_max_tokens`), so the provider cannot
+/// generate past the reservation; an unpriced, unmetered one is sent the
+/// client's request as it was.
+async fn a_reserving_attempt_is_sent_the_limit_it_reserved(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        with_limits(doc, &[], &[]);
+        let mut billing = toml::Table::new();
+        billing.insert("default_max_tokens".into(), 300.into());
+        doc.insert("billing".into(), billing.into());
+    })
+    .await;
+    let body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "no limit"}]}});
+    let created: Value = gw.create(ALICE, "no-limit", &body).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap();
+    let job = common::settled_job(&gw, ALICE, id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let sent = gw.sim().last_request(id).unwrap().body.unwrap();
+    assert_eq!(sent["max_tokens"], 300, "{sent}");
+    let attempts = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+    assert!(attempts[0].reserved.tokens > 300, "the reservation holds the limit: {:?}", attempts[0].reserved);
 }

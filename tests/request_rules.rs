@@ -22,7 +22,37 @@ store_matrix!(
     a_content_length_over_the_limit_is_413_at_once,
     every_body_is_limited_by_max_body_bytes,
     unreadable_paths_and_queries_are_problems,
+    wrong_typed_parameters_are_refused_at_the_door,
 );
+
+/// A known generation parameter of the wrong type or out of range, or two
+/// completion limits that disagree, is 422 with its path on both doors, and
+/// nothing is stored: the key stays free for the corrected request.
+async fn wrong_typed_parameters_are_refused_at_the_door(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let before = gw.job_count().await;
+    for (params, path) in [
+        (json!({"max_tokens": -1}), "/max_tokens"),
+        (json!({"temperature": "hot"}), "/temperature"),
+        (json!({"max_completion_tokens": 1, "max_tokens": 100000}), "/max_completion_tokens"),
+    ] {
+        let job = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "x"}]},
+            "params": params});
+        let refused = assert_problem(gw.create(ALICE, "typed", &job).await, 422, "invalid-body").await;
+        assert_eq!(refused["path"], format!("/params{path}"), "{refused}");
+        let mut chat = json!({"model": "chat", "messages": [{"role": "user", "content": "x"}]});
+        for (name, value) in params.as_object().unwrap() {
+            chat[name] = value.clone();
+        }
+        let refused = assert_problem(gw.chat_completion("typed", &chat).await, 422, "invalid-body").await;
+        assert_eq!(refused["path"], path, "{refused}");
+        assert!(refused["error"]["message"].is_string(), "OpenAI's error member too: {refused}");
+    }
+    assert_eq!(gw.job_count().await, before, "nothing was stored");
+    let fixed = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "x"}]},
+        "params": {"max_tokens": 5, "temperature": 0.5}});
+    assert!(gw.create(ALICE, "typed", &fixed).await.status().is_success(), "the key is still free");
+}
 
 /// POSTs the raw JSON `body` to `path` under an Idempotency-Key.
 async fn post_raw(gw: &TestGateway, path: &str, key: &str, body: &str) -> reqwest::Response {

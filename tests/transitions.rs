@@ -206,7 +206,7 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
     real.migrate().await.unwrap();
     let new = NewJob::new("alice".into(), IdempotencyKey::parse("race").unwrap(), "chat".into(), "{}".into());
     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-    let job = match real.create_job(&new, lease, None, &[], now_ms()).await.unwrap() {
+    let job = match real.create_job(&new, lease, None, now_ms()).await.unwrap() {
         intentgate::store::Created::New(job) => job,
         other => panic!("{other:?}"),
     };
@@ -268,7 +268,7 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                     let new = NewJob::new("alice".into(), key, "chat".into(), "{}".into());
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
                     match real
-                        .create_job(&new, lease, Some(("p", &Reservation::default())), &[], now_ms())
+                        .create_job(&new, lease, Some(("p", &Reservation::default())), now_ms())
                         .await
                     {
                         Ok(Created::Started(..)) => Ok(()),

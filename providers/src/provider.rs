@@ -97,7 +97,7 @@ impl Provider {
     async fn chat_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
         let start = Instant::now();
         let endpoint = self.endpoint();
-        let response = endpoint.send(&self.body(req, false)?, ctx, start).await?;
+        let response = endpoint.send(&self.render(req, false)?, ctx, start).await?;
         let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total).await?;
         let decoded = match self {
             Provider::OpenAi(_) => openai::decode_response(&raw),
@@ -147,7 +147,7 @@ impl Provider {
         let start = Instant::now();
         let endpoint = self.endpoint();
         let deadline = endpoint.deadline(start);
-        let response = endpoint.send(&self.body(req, true)?, ctx, start).await?;
+        let response = endpoint.send(&self.render(req, true)?, ctx, start).await?;
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
@@ -176,9 +176,12 @@ impl Provider {
         }
     }
 
-    /// The dialect's body for `req`, then this provider's configured
-    /// temperature cap and request overrides, which win over the caller.
-    fn body(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
+    /// The body this provider is sent for `req`: the dialect's translation,
+    /// then this provider's configured temperature cap and request
+    /// overrides, which win over the caller. [`Provider::chat`] and
+    /// [`Provider::chat_stream`] send exactly this, so a caller that must
+    /// know what reaches the provider (a spend reservation) reads it here.
+    pub fn render(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
         let model = self.model();
         let body = match self {
             Provider::OpenAi(_) => openai::request_body(req, model, stream),

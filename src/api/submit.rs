@@ -12,7 +12,10 @@ use uuid::Uuid;
 
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
-use crate::jobs::{IdempotencyKey, InvalidMessage, JobRequest, NewJob, canonical_json, validate_messages};
+use crate::jobs::{
+    IdempotencyKey, InvalidMessage, InvalidParam, JobRequest, NewJob, canonical_json, validate_messages,
+    validate_params,
+};
 
 /// Submits `new` and waits up to `wait`: plain (`stream = false`) or with
 /// its live stream opened first.
@@ -57,6 +60,8 @@ pub fn new_job(
         Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
             .titled("Invalid job request")
     })?;
+    validate_params(&request.params)
+        .map_err(|err| invalid_params(err.under("/params"), "Invalid job request"))?;
     if state.config.route(&request.route).is_none() {
         return Err(Problem::new(
             ProblemType::UnknownRoute,
@@ -74,6 +79,14 @@ pub fn new_job(
 /// client can point at the message it built wrong.
 pub fn invalid_messages(err: InvalidMessage, title: &'static str) -> Problem {
     Problem::new(ProblemType::InvalidBody, format!("the messages do not follow OpenAI's chat schema: {err}"))
+        .titled(title)
+        .with("path", err.path)
+}
+
+/// `invalid-body` for a generation parameter of the wrong type or out of
+/// range, with its JSON pointer as `path`, like [`invalid_messages`].
+pub fn invalid_params(err: InvalidParam, title: &'static str) -> Problem {
+    Problem::new(ProblemType::InvalidBody, format!("a generation parameter is invalid: {err}"))
         .titled(title)
         .with("path", err.path)
 }

@@ -35,7 +35,10 @@ pub struct RateLimitRule {
     pub owner: Option<String>,
     /// A route, or `*` (each route its own); unset: all routes together.
     pub route: Option<String>,
-    /// New jobs per minute (a duplicate of an existing job is not one).
+    /// Upstream calls (attempts sent) per minute: a new job's first
+    /// attempt, a retry, a failover and an attempt started by hand each
+    /// count one; a duplicate of an existing job, answered from the store,
+    /// counts none.
     pub requests_per_minute: Option<u64>,
     /// Tokens per minute: an attempt reserves its prompt plus `max_tokens`
     /// and is charged what the provider reported.
@@ -159,17 +162,23 @@ impl Limits {
         self.budgets.is_empty() && self.rate_limits.is_empty()
     }
 
-    /// Whether an attempt of `owner` on `route` reserves anything (so its
-    /// tokens need counting before it is sent).
+    /// Whether an attempt of `owner` on `route` is metered at all (so its
+    /// tokens need counting, and it is booked, before it is sent).
     pub fn meters_attempts(&self, owner: &str, route: &str) -> bool {
         !self.budget_meters(owner, route).is_empty()
             || self.rate_meters(owner, route, LimitKind::Tokens).next().is_some()
+            || self.rate_meters(owner, route, LimitKind::Requests).next().is_some()
     }
 
-    /// The holds of one attempt: its worst-case cost against every budget
-    /// of the owner and route, its worst-case tokens against every
-    /// `tokens_per_minute`; ordered by meter so that concurrent writers
+    /// The holds of one attempt, which is one upstream call: its worst-case
+    /// cost against every budget of the owner and route, its worst-case
+    /// tokens against every `tokens_per_minute`, one request against every
+    /// `requests_per_minute`; ordered by meter so that concurrent writers
     /// lock meters in the same order.
+    ///
+    /// Requests are counted per attempt, not per job: a rate limit bounds
+    /// what reaches the providers, and a retry, a failover or an attempt
+    /// started by hand is as much a call as a new job's first.
     pub fn attempt_holds(&self, owner: &str, route: &str, reserved: Amounts, now_ms: i64) -> Vec<Hold> {
         let mut holds: Vec<Hold> = self
             .budget_meters(owner, route)
@@ -181,18 +190,11 @@ impl Limits {
         holds.extend(self.rate_meters(owner, route, LimitKind::Tokens).map(|(meter, limit)| {
             hold(LimitKind::Tokens, meter, limit, Window::Minute, reserved.tokens, now_ms)
         }));
+        holds.extend(
+            self.rate_meters(owner, route, LimitKind::Requests)
+                .map(|(meter, limit)| hold(LimitKind::Requests, meter, limit, Window::Minute, 1, now_ms)),
+        );
         holds.sort_by(|a, b| (&a.meter, a.window_start_ms).cmp(&(&b.meter, b.window_start_ms)));
-        holds
-    }
-
-    /// The holds of a new job: one request against every
-    /// `requests_per_minute` of the owner and route.
-    pub fn job_holds(&self, owner: &str, route: &str, now_ms: i64) -> Vec<Hold> {
-        let mut holds: Vec<Hold> = self
-            .rate_meters(owner, route, LimitKind::Requests)
-            .map(|(meter, limit)| hold(LimitKind::Requests, meter, limit, Window::Minute, 1, now_ms))
-            .collect();
-        holds.sort_by(|a, b| a.meter.cmp(&b.meter));
         holds
     }
 
@@ -264,25 +266,35 @@ mod tests {
     fn each_owner_gets_their_own_share_of_a_star_rule() {
         let holds = limits().attempt_holds("bob", "chat", Amounts { nanos: 10, tokens: 5 }, 0);
         let meters: Vec<&str> = holds.iter().map(|h| h.meter.as_str()).collect();
-        assert_eq!(meters, ["budget/owner=bob/route=all/1d", "rate0-tokens/owner=bob/route=chat/1m"]);
-        assert_eq!((holds[0].amount, holds[1].amount), (10, 5));
+        assert_eq!(
+            meters,
+            [
+                "budget/owner=bob/route=all/1d",
+                "rate0-requests/owner=bob/route=chat/1m",
+                "rate0-tokens/owner=bob/route=chat/1m"
+            ]
+        );
+        assert_eq!((holds[0].amount, holds[1].amount, holds[2].amount), (10, 1, 5));
         let alice = limits().attempt_holds("alice", "extract", Amounts { nanos: 10, tokens: 5 }, 0);
         assert_eq!(alice.len(), 2, "{alice:?}");
         assert!(alice.iter().any(|h| h.meter == "budget/owner=alice/route=extract/1h"));
     }
 
     #[test]
-    fn requests_count_per_new_job() {
-        let holds = limits().job_holds("bob", "chat", 61_000);
-        assert_eq!(holds.len(), 1);
-        assert_eq!(holds[0].meter, "rate0-requests/owner=bob/route=chat/1m");
-        assert_eq!((holds[0].window_start_ms, holds[0].window_end_ms, holds[0].amount), (60_000, 120_000, 1));
-        assert!(limits().job_holds("bob", "extract", 0).is_empty());
+    fn requests_count_per_attempt() {
+        let holds = limits().attempt_holds("bob", "chat", Amounts { nanos: 10, tokens: 5 }, 61_000);
+        let requests: Vec<&Hold> = holds.iter().filter(|h| h.kind == LimitKind::Requests).collect();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].meter, "rate0-requests/owner=bob/route=chat/1m");
+        assert_eq!((requests[0].window_start_ms, requests[0].window_end_ms, requests[0].amount), (60_000, 120_000, 1));
+        let extract = limits().attempt_holds("bob", "extract", Amounts::default(), 0);
+        assert!(extract.iter().all(|h| h.kind != LimitKind::Requests));
     }
 
     #[test]
     fn a_hold_fits_up_to_the_limit_exactly() {
-        let hold = &limits().job_holds("bob", "chat", 0)[0];
+        let holds = limits().attempt_holds("bob", "chat", Amounts::default(), 0);
+        let hold = holds.iter().find(|h| h.kind == LimitKind::Requests).expect("a request hold");
         assert!(hold.fits(58, 1));
         assert!(!hold.fits(59, 1));
     }

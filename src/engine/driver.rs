@@ -99,9 +99,7 @@ impl Engine {
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
         let reservation = first_provider.map(|provider| self.reservation(&new.owner, &new.request, provider));
         let first = first_provider.zip(reservation.as_ref());
-        let job_holds = self.job_holds(&new.owner, &new.route);
-        let created =
-            self.store().create_job(new, self.new_job_lease(), first, &job_holds, self.now_ms()).await?;
+        let created = self.store().create_job(new, self.new_job_lease(), first, self.now_ms()).await?;
         Ok(match created {
             Created::Refused(refusal) => {
                 self.record_refusal(&new.owner, &new.route, &refusal);
@@ -402,7 +400,9 @@ impl Engine {
         let request = match serde_json::from_str::<JobRequest>(&job.request)
             .map_err(|err| err.to_string())
             .and_then(|request| {
-                super::to_chat_request(&request).map(|chat| (request, chat)).map_err(|err| err.to_string())
+                self.outgoing(&job.owner, &request, &attempt.provider)
+                    .map(|chat| (request, chat))
+                    .map_err(|err| err.to_string())
             }) {
             Ok(request) => request,
             Err(err) => {

@@ -4,16 +4,19 @@
 //! The arithmetic is [`crate::budgets`]; the rule of what a settled attempt
 //! costs is [`crate::jobs::charge`]; booking is the store's, in the
 //! transaction that writes the job or the attempt. Here the engine only
-//! estimates a request's worst case: its prompt counted with the provider's
-//! tokenizer (a vocabulary tiktoken carries), or, for providers that declare
-//! none, its length in bytes (a byte-level BPE token is at least one byte,
-//! so this is an upper bound), plus `max_tokens` (or `[billing]
-//! default_max_tokens`) for each of its `n` choices.
+//! estimates a request's worst case from the body the provider is sent:
+//! the whole body counted with the provider's tokenizer (a vocabulary
+//! tiktoken carries), or, for providers that declare none, its length in
+//! bytes (a byte-level BPE token is at least one byte, so this is an upper
+//! bound), plus the body's completion limit for each of its `n` choices.
+//! A reserving attempt always carries a completion limit ([`Engine::outgoing`]).
 
 use serde_json::Value;
 
 use super::Engine;
-use crate::budgets::{Hold, LimitRefusal, Usage};
+use intentgate_providers::ChatRequest;
+
+use crate::budgets::{LimitRefusal, Usage};
 use crate::contracts::Tokenizer;
 use crate::jobs::{Amounts, Attempt, JobRequest};
 use crate::store::Reservation;
@@ -43,46 +46,82 @@ impl PromptCounter {
 }
 
 impl Engine {
-    /// The holds of a new job of `owner` on `route`: one request on each
-    /// rate limit that counts requests.
-    pub(super) fn job_holds(&self, owner: &str, route: &str) -> Vec<Hold> {
-        self.inner.limits.job_holds(owner, route, self.now_ms())
+    /// Whether an attempt of `owner` on `route` sent to `provider` reserves
+    /// anything: a limit meters it or the provider has a price.
+    fn reserves(&self, owner: &str, route: &str, provider: &str) -> bool {
+        self.inner.limits.meters_attempts(owner, route)
+            || self.provider(provider).is_some_and(|entry| entry.config.price.is_some())
+    }
+
+    /// The chat request an attempt of a job (its owner and request) on
+    /// `provider` sends. A reserving attempt whose client set no completion
+    /// limit is sent the one it reserves (`[billing] default_max_tokens`,
+    /// within the provider's `context_window`): a reservation that the
+    /// request does not carry would bound nothing.
+    pub(super) fn outgoing(
+        &self,
+        owner: &str,
+        request: &JobRequest,
+        provider: &str,
+    ) -> Result<ChatRequest, serde_json::Error> {
+        let mut chat = super::to_chat_request(request)?;
+        let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
+        if unlimited && self.reserves(owner, &request.route, provider) {
+            let window = self.provider(provider).and_then(|entry| entry.config.context_window);
+            let limit = self.inner.billing.default_max_tokens.min(window.map_or(u64::MAX, u64::from));
+            chat.max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX));
+        }
+        Ok(chat)
     }
 
     /// What an attempt of a job (its owner and stored request) on
-    /// `provider` reserves: its worst case, on every budget and token rate
-    /// limit of the owner and route. Zero, and no holds, when nothing
-    /// meters it and the provider has no price.
+    /// `provider` reserves: its worst case, on every budget and rate limit
+    /// of the owner and route. Zero, and no holds, when nothing meters it
+    /// and the provider has no price.
+    ///
+    /// The worst case is read off the body the provider is sent
+    /// ([`Provider::render`](intentgate_providers::Provider::render) of
+    /// [`Engine::outgoing`]): every field that reaches it is counted as
+    /// prompt (messages, tools, legacy `functions`, a translated `system`,
+    /// request overrides), and its completion limit is the one in that body,
+    /// whichever field the dialect carries it in, once per choice.
     pub(super) fn reservation(&self, owner: &str, request: &str, provider: &str) -> Reservation {
         let Ok(request) = serde_json::from_str::<JobRequest>(request) else {
             return Reservation::default();
         };
-        let metered = self.inner.limits.meters_attempts(owner, &request.route);
-        let entry = self.provider(provider);
-        let price = entry.and_then(|entry| entry.config.price);
-        if !metered && price.is_none() {
+        if !self.reserves(owner, &request.route, provider) {
             return Reservation::default();
         }
-        let prompt = serde_json::to_string(&request.input.messages).unwrap_or_default();
-        let tools = request.params.get("tools").map(Value::to_string).unwrap_or_default();
-        let counter = entry.map_or(&PromptCounter::Bytes, |entry| {
-            // Built on first use: a vocabulary takes a while to build, and
-            // only metered or priced attempts need one.
-            entry
-                .prompt_counter
-                .get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()))
-        });
-        let prompt_tokens = counter.count(&prompt).saturating_add(counter.count(&tools));
-        let param = |name: &str| request.params.get(name).and_then(Value::as_u64);
-        let max_tokens = param("max_completion_tokens")
-            .or_else(|| param("max_tokens"))
-            .unwrap_or(self.inner.billing.default_max_tokens);
-        let completion_tokens = max_tokens.saturating_mul(param("n").unwrap_or(1).max(1));
+        let Some(entry) = self.provider(provider) else {
+            return Reservation::default();
+        };
+        let stream = request.params.get("stream").and_then(Value::as_bool) == Some(true);
+        let body = self
+            .outgoing(owner, &request, provider)
+            .ok()
+            .and_then(|chat| entry.provider.render(&chat, stream).ok());
+        let Some(body) = body else {
+            // Nothing can be sent (the attempt fails unsent): nothing to reserve.
+            return Reservation::default();
+        };
+        // Built on first use: a vocabulary takes a while to build, and only
+        // metered or priced attempts need one.
+        let counter = entry
+            .prompt_counter
+            .get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()));
+        let prompt_tokens = counter.count(&body.to_string());
+        let field = |name: &str| body.get(name).and_then(Value::as_u64);
+        let limit = match (field("max_completion_tokens"), field("max_tokens")) {
+            (None, None) => self.inner.billing.default_max_tokens,
+            (a, b) => a.unwrap_or(0).max(b.unwrap_or(0)),
+        };
+        let completion_tokens = limit.saturating_mul(field("n").unwrap_or(1).max(1));
+        let price = entry.config.price;
         let amounts = Amounts {
             nanos: price.map_or(0, |price| price.worst_case_nanos(prompt_tokens, completion_tokens)),
             tokens: i64::try_from(prompt_tokens.saturating_add(completion_tokens)).unwrap_or(i64::MAX),
         };
-        let holds = if metered {
+        let holds = if self.inner.limits.meters_attempts(owner, &request.route) {
             self.inner.limits.attempt_holds(owner, &request.route, amounts, self.now_ms())
         } else {
             Vec::new()

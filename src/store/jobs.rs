@@ -8,7 +8,6 @@ use super::pg_batches::{JobInsert, insert_jobs};
 use super::rows::{JobRow, first};
 use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
-use crate::budgets::Hold;
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
 
 /// A lease held by one gateway instance on one job (R10).
@@ -38,16 +37,15 @@ impl Store {
     /// transaction (R4 holds trivially: a new job has no other attempt), so
     /// its driver can call the provider at once.
     ///
-    /// A new job books `job_holds` (its request on every rate limit) and its
-    /// attempt 1 the `Reservation` in the same transaction; if one does not
-    /// fit, nothing is written and the answer is [`Created::Refused`]. A
-    /// duplicate books nothing.
+    /// A new job's attempt 1 books its `Reservation` in the same
+    /// transaction; if one hold does not fit, nothing is written and the
+    /// answer is [`Created::Refused`]. A duplicate books nothing, and a job
+    /// inserted without an attempt books nothing until one starts.
     pub async fn create_job(
         &self,
         new: &NewJob,
         lease: Lease<'_>,
         first: Option<(&str, &Reservation)>,
-        job_holds: &[Hold],
         now_ms: i64,
     ) -> Result<Created, StoreError> {
         let attempt_id = Uuid::now_v7();
@@ -62,7 +60,7 @@ impl Store {
                 let lease_owner = lease.owner.to_owned();
                 let expires_at = lease.expires_at_ms;
                 let provider = first_provider.map(str::to_owned);
-                let (job_holds, attempt_holds) = (job_holds.to_vec(), attempt_holds.to_vec());
+                let attempt_holds = attempt_holds.to_vec();
                 store
                     .writer
                     .write(move |conn| {
@@ -74,11 +72,7 @@ impl Store {
                                 JobRow::from_sqlite,
                             )
                         };
-                        let refusal = match check_sqlite(conn, &job_holds)? {
-                            Some(refusal) => Some(refusal),
-                            None => check_sqlite(conn, &attempt_holds)?,
-                        };
-                        if let Some(refusal) = refusal {
+                        if let Some(refusal) = check_sqlite(conn, &attempt_holds)? {
                             // A duplicate is answered, not refused: it books nothing.
                             return match existing(conn)? {
                                 Some(row) => Ok(Created::Existing(row.try_into()?)),
@@ -103,7 +97,6 @@ impl Store {
                         ];
                         if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)?
                         {
-                            book_sqlite(conn, None, &job_holds)?;
                             if provider.is_some() {
                                 execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
                                 book_sqlite(conn, Some(attempt_id), &attempt_holds)?;
@@ -131,7 +124,7 @@ impl Store {
                     status: status.as_str(),
                     first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
                 };
-                let inserted = if job_holds.is_empty() && attempt_holds.is_empty() {
+                let inserted = if attempt_holds.is_empty() {
                     store.batches.inserts.write(insert).await?
                 } else {
                     // Booking may refuse: the insert and the booking share a
@@ -139,10 +132,8 @@ impl Store {
                     let mut tx = store.pool.begin().await?;
                     let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert)).await?.pop();
                     if inserted.is_some() {
-                        // The job's request counts and its attempt's holds, in one statement.
-                        let holds = [job_holds, attempt_holds].concat();
                         let attempt = first_provider.map(|_| attempt_id);
-                        if let Some(refusal) = book_pg(&mut tx, attempt, &holds).await? {
+                        if let Some(refusal) = book_pg(&mut tx, attempt, attempt_holds).await? {
                             // Dropping the transaction takes the job back out.
                             return Ok(Created::Refused(refusal));
                         }

@@ -94,7 +94,7 @@ pub(super) async fn book_pg(
     let mut holds = holds.to_vec();
     holds.sort_by(|a, b| (&a.meter, a.window_start_ms).cmp(&(&b.meter, b.window_start_ms)));
     let column = |field: fn(&Hold) -> i64| holds.iter().map(field).collect::<Vec<i64>>();
-    let (booked,): (i64,) = sqlx::query_as(sql::BOOK_HOLDS_PG)
+    let booked: Vec<(String, i64)> = sqlx::query_as(sql::BOOK_HOLDS_PG)
         .bind(holds.iter().map(|hold| hold.meter.clone()).collect::<Vec<String>>())
         .bind(column(|hold| hold.window_start_ms))
         .bind(column(|hold| hold.window_end_ms))
@@ -102,29 +102,30 @@ pub(super) async fn book_pg(
         .bind(column(|hold| hold.limit))
         .bind(holds.iter().map(|hold| hold.kind.unit()).collect::<Vec<&str>>())
         .bind(attempt_id)
-        .fetch_one(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-    if usize::try_from(booked).is_ok_and(|booked| booked == holds.len()) {
+    if booked.len() == holds.len() {
         return Ok(None);
     }
-    // Which one did not fit, read inside the transaction: a meter this
-    // statement booked shows its amount added, so it is judged without it.
-    for hold in &holds {
+    // The statement names the meters it booked; the refusal is one it did
+    // not, read as it stands (unchanged by this statement). A meter is
+    // never judged by subtracting an amount that may not have been added.
+    let was_booked = |hold: &Hold| booked.iter().any(|(meter, start)| *meter == hold.meter && *start == hold.window_start_ms);
+    for hold in holds.iter().filter(|hold| !was_booked(hold)) {
         let (used, held): (i64, i64) = sqlx::query_as(sql::SELECT_METER)
             .bind(&hold.meter)
             .bind(hold.window_start_ms)
             .fetch_optional(&mut *tx)
             .await?
             .unwrap_or((0, 0));
-        let (used, held) = match hold.kind {
-            LimitKind::Requests => (used - hold.amount, held),
-            LimitKind::Budget | LimitKind::Tokens => (used, held - hold.amount),
-        };
         if !hold.fits(used, held) {
             return Ok(Some(hold.refusal(used, held)));
         }
     }
-    Ok(Some(holds[0].refusal(0, 0)))
+    // Unreachable unless a meter changed between the booking and the read
+    // (the booking locked it): name the first unbooked hold all the same.
+    let unbooked = holds.iter().find(|hold| !was_booked(hold)).unwrap_or(&holds[0]);
+    Ok(Some(unbooked.refusal(unbooked.limit, 0)))
 }
 
 impl Store {

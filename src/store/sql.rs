@@ -334,7 +334,8 @@ pub(super) const SELECT_METER: &str = "SELECT used, held FROM meters WHERE meter
 /// (meter, window start, window end, amount, limit, unit), sorted by meter
 /// so that concurrent writers lock meter rows in one order; `$7` the attempt
 /// whose `holds` rows are written (NULL for a job's request counts). Returns
-/// how many holds fitted: fewer than were asked means the caller rolls back.
+/// the `(meter, window_start)` of each hold that fitted: fewer rows than
+/// were asked means the caller rolls back.
 /// A meter row that does not exist yet takes its amount unchecked (the
 /// caller checks a hold against an empty meter first).
 pub(super) const BOOK_HOLDS_PG: &str = "WITH wanted AS ( \
@@ -356,4 +357,4 @@ pub(super) const BOOK_HOLDS_PG: &str = "WITH wanted AS ( \
        SELECT $7, w.meter, w.window_start, w.unit, w.amount \
        FROM wanted w JOIN booked b USING (meter, window_start) \
        WHERE $7 IS NOT NULL AND w.unit <> 'requests') \
-     SELECT count(*) FROM booked";
+     SELECT meter, window_start FROM booked";

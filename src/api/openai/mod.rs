@@ -27,11 +27,11 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
-use super::submit::{invalid_messages, new_job, submit};
+use super::submit::{invalid_messages, invalid_params, new_job, submit};
 use super::view::JOB_ID_HEADER;
 use super::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType, StoreStage};
 use crate::engine::{StreamEvent, Subscription};
-use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus, validate_messages};
+use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus, validate_messages, validate_params};
 use crate::store::StoreError;
 use render::Completion;
 pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
@@ -208,6 +208,8 @@ fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
         Some(Value::Bool(true)) => true,
         Some(_) => return Err(invalid("`stream` must be a boolean")),
     };
+    validate_params(&fields)
+        .map_err(|err| invalid_params(err, "Invalid chat completion request"))?;
     let mut job = Map::new();
     job.insert("route".into(), Value::String(model));
     job.insert("input".into(), json!({"messages": messages}));
