@@ -109,13 +109,16 @@ async fn start_with_simulator(
     let store = open_store(&config.store).await?;
     let principals = Principals::from_config(&config)?;
     let engine = Engine::new(&config, store.clone())?;
+    // Bound before anything is recorded: a `serve` that cannot serve (its
+    // port taken) writes nothing. Clients that arrive during the contract
+    // runs wait in the listen backlog.
+    let addr = config.server.listen;
+    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
     if config.contracts.run_on_start {
         run_contracts_on_start(&config, &store).await?;
         engine.gate().reload(&store).await?;
     }
-    let addr = config.server.listen;
-    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen { addr, source })?;
     let limits = crate::server::Limits::from_config(&config.server);
     let state = AppState {
         max_body_bytes: config.server.max_body_bytes,

@@ -28,6 +28,9 @@ store_matrix!(
     late_answer_of_an_abandoned_attempt_can_still_win,
     rejection_fails_over_at_once,
     refused_connection_fails_over_at_once,
+    a_passing_5xx_is_retried_on_the_same_provider,
+    a_persistent_5xx_fails_over_after_its_retries,
+    a_refused_connection_is_retried_then_fails_over,
     too_many_requests_is_retried_after_retry_after,
     exhausted_chain_fails_with_every_reason,
     cancel_stops_a_job,
@@ -154,6 +157,13 @@ async fn timeout_is_unknown_and_blocks_until_resolved(store: TestStore) {
     assert_eq!(job["result"]["provider"], "sim-fallback");
     assert_eq!(job["attempts"][0]["state"], "abandoned");
     assert_eq!(job["attempts"][0]["resolved_by"], "admin");
+    // The audit trail keeps why it became unknown beside how it was settled.
+    let detail = job["attempts"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("attempt_timeout"), "the original reason is kept: {detail}");
+    assert!(
+        detail.contains("then:") && detail.contains("confirmed no charge"),
+        "the settlement is added: {detail}"
+    );
     let calls = gw.sim().calls();
     assert_eq!(calls.by_path.get("/v1/chat/completions").copied(), Some(1), "primary called once");
     assert_eq!(calls.by_path.get("/v1/messages").copied(), Some(1), "fallback called once");
@@ -218,6 +228,8 @@ async fn late_answer_of_an_abandoned_attempt_can_still_win(store: TestStore) {
     assert_eq!(job["attempts"][1]["state"], "superseded");
 }
 
+/// A status outside the route's retry classes (the harness keeps only 429)
+/// fails over at once.
 async fn rejection_fails_over_at_once(store: TestStore) {
     let gw =
         TestGateway::start_tweaked(&store, |doc| set_provider(doc, "sim-primary", "model", "sim:status=503"))
@@ -228,7 +240,11 @@ async fn rejection_fails_over_at_once(store: TestStore) {
     assert_eq!(job["result"]["provider"], "sim-fallback");
     assert_eq!(job["attempts"][0]["state"], "failed");
     assert_eq!(job["attempts"][0]["outcome"], "rejected");
-    assert_eq!(gw.sim().calls().by_path.get("/v1/chat/completions").copied(), Some(1), "503 is not retried");
+    assert_eq!(
+        gw.sim().calls().by_path.get("/v1/chat/completions").copied(),
+        Some(1),
+        "outside the classes: not retried"
+    );
 }
 
 async fn refused_connection_fails_over_at_once(store: TestStore) {
@@ -242,6 +258,71 @@ async fn refused_connection_fails_over_at_once(store: TestStore) {
     assert_eq!(job["status"], "succeeded");
     assert_eq!(job["attempts"][0]["outcome"], "not_sent");
     assert_eq!(job["attempts"][0]["state"], "failed");
+    assert_eq!(job["result"]["provider"], "sim-fallback");
+    assert_eq!(gw.sim().calls().total, 1, "only the fallback was reached");
+}
+
+/// The shipped retry classes, with a short backoff so the test is quick.
+fn default_retries_fast(doc: &mut toml::Table) {
+    common::with_default_retry_classes(doc);
+    common::set_route(doc, "chat", "retry_backoff", "10ms");
+}
+
+/// A 500, 502, 503 or 529 once, then healthy: the same provider answers on
+/// its retry; the fallback is never called (two calls per job, both at the
+/// primary).
+async fn a_passing_5xx_is_retried_on_the_same_provider(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, default_retries_fast).await;
+    for status in [500, 502, 503, 529] {
+        gw.sim().queue(Some("sim:ok"), &format!("status={status}"), 1).unwrap();
+        let id = create_id(&gw, &format!("hiccup-{status}"), &chat_body("x")).await;
+        let job = settled_job(&gw, ALICE, &id).await;
+        assert_eq!(job["status"], "succeeded", "{status}: {job}");
+        let attempts = job["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 2, "{status}: {job}");
+        assert_eq!(attempts[0]["outcome"], "rejected");
+        assert!(attempts.iter().all(|a| a["provider"] == "sim-primary"), "{status}: {job}");
+    }
+    let calls = gw.sim().calls();
+    assert_eq!(calls.by_path.get("/v1/chat/completions").copied(), Some(8), "two calls per job");
+    assert_eq!(calls.by_path.get("/v1/messages").copied(), None, "the fallback was never needed");
+}
+
+/// A provider that keeps answering 503 gets the route's `retries` (2) and
+/// then the chain fails over: three calls at the primary, one at the fallback.
+async fn a_persistent_5xx_fails_over_after_its_retries(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        default_retries_fast(doc);
+        set_provider(doc, "sim-primary", "model", "sim:status=503");
+    })
+    .await;
+    let id = create_id(&gw, "down", &chat_body("x")).await;
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-fallback");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 4, "{job}");
+    let calls = gw.sim().calls();
+    assert_eq!(calls.by_path.get("/v1/chat/completions").copied(), Some(3));
+    assert_eq!(calls.by_path.get("/v1/messages").copied(), Some(1));
+}
+
+/// A refused connection provably sent nothing: it is retried (the request
+/// never left, so a retry cannot run it twice), then the chain fails over.
+async fn a_refused_connection_is_retried_then_fails_over(store: TestStore) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        default_retries_fast(doc);
+        set_provider(doc, "sim-primary", "base_url", dead);
+    })
+    .await;
+    let id = create_id(&gw, "refused", &chat_body("x")).await;
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let attempts = job["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 4, "{job}");
+    assert!(attempts[..3].iter().all(|a| a["outcome"] == "not_sent" && a["provider"] == "sim-primary"));
     assert_eq!(job["result"]["provider"], "sim-fallback");
     assert_eq!(gw.sim().calls().total, 1, "only the fallback was reached");
 }

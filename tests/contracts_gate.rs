@@ -20,7 +20,36 @@ store_matrix!(
     every_refusal_of_a_drive_is_in_the_error,
     tools_suite_passes_good_tool_calls_and_refuses_schema_breaking_ones,
     runtime_tool_call_violation_fails_over,
+    another_replicas_runs_never_invalidate_this_ones,
 );
+
+/// Two gateways on one store, each with its own simulator (so each
+/// provider has another base URL, another fingerprint): the second one's
+/// contract runs are recorded beside the first's and replace none of them,
+/// so both stay eligible on both gateways (a second `serve` in the same
+/// directory once made every provider of the first stale).
+async fn another_replicas_runs_never_invalidate_this_ones(store: TestStore) {
+    let (a, a_config) = start(&store, |_| {}).await;
+    contract_run(&a, &a_config).await;
+    let (b, b_config) = start(&store, |_| {}).await;
+    contract_run(&b, &b_config).await;
+    a.gateway.engine.gate().reload(&a.gateway.store).await.unwrap();
+    for (name, gw) in [("first", &a), ("second", &b)] {
+        let routes: Value = gw.get(ALICE, "/v1/routes").await.json().await.unwrap();
+        let chat = routes["routes"].as_array().unwrap().iter().find(|r| r["name"] == "chat").unwrap();
+        for entry in chat["chain"].as_array().unwrap() {
+            assert_eq!(entry["eligible"], true, "{name} gateway: {entry}");
+        }
+    }
+    let job = create(
+        &a,
+        "still-served",
+        &json!({"route": "chat",
+        "input": {"messages": [{"role": "user", "content": "x"}]}}),
+    )
+    .await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+}
 
 /// The gate on for both primary and fallbacks, as shipped.
 fn gated(doc: &mut toml::Table) {

@@ -41,8 +41,9 @@
 //!   but from the killed process.
 //! - I6 history: what clients observed of a job only moves forward along the
 //!   documented state machines (job, attempts, version, result).
-//! - I7 chain order: attempts follow the route's chain; only a 429 repeats
-//!   a provider, at most `retries` times; a failed job exhausted its chain.
+//! - I7 chain order: attempts follow the route's chain; only a failure of a
+//!   retry class (the 429s and 5xx here) repeats a provider, at most
+//!   `retries` times; a failed job exhausted its chain.
 //! - I8 cancel: a job whose cancel answered 200 ends cancelled; only a job
 //!   someone tried to cancel is cancelled.
 
@@ -75,6 +76,8 @@ const MAX_EXECUTION: &str = "1500ms";
 const LEASE_TTL: &str = "1s";
 const SWEEP_INTERVAL: &str = "250ms";
 const RETRIES: usize = 1;
+/// The chaos providers whose failures are of the shipped retry classes.
+const RETRIED: [&str; 2] = ["status-429", "status-500"];
 /// How long every job gets, after the last client op, to settle.
 const DRAIN: Duration = Duration::from_secs(25);
 /// 503s are allowed from the kill until this long after the restart.
@@ -1316,7 +1319,7 @@ impl Check<'_> {
             let previous = if i == 0 { None } else { positions[i - 1] };
             run = if previous == Some(*position) { run + 1 } else { 0 };
             let in_order =
-                previous.is_none_or(|p| p < *position || (p == *position && chain[p] == "status-429"));
+                previous.is_none_or(|p| p < *position || (p == *position && RETRIED.contains(&chain[p])));
             if !in_order || run > RETRIES {
                 self.fail("I7", format!("{about}: attempts out of the chain's order {chain:?}"));
                 break;

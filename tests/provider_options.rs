@@ -338,3 +338,69 @@ async fn a_remote_tokenizer_that_cannot_be_asked_is_a_finding_not_a_pass() {
         check_suite_through(&suite, Some(TokenizerRef::Remote(&remote(closed, "/t", "/d"))), None).await;
     assert!(issues.iter().all(|i| i.kind == RenderIssueKind::TokenizerUnavailable), "{issues:#?}");
 }
+
+// --- answers too large to keep ----------------------------------------------
+
+/// An OpenAI-dialect provider on loopback that answers every chat
+/// completion with a valid body of `size` bytes (a long text), streamed as
+/// one event when asked for a stream.
+async fn oversized_provider(size: usize) -> SocketAddr {
+    use axum::response::IntoResponse;
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(request): Json<Value>| async move {
+            let text = "x".repeat(size);
+            if request["stream"] == true {
+                let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+                let body = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+                ([("content-type", "text/event-stream")], body).into_response()
+            } else {
+                Json(json!({"id": "big", "object": "chat.completion", "model": "m",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop"}]}))
+                .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// A provider that answers more than `max_response_bytes` (or one stream
+/// event over `max_event_bytes`) is refused as `bad_output` without reading
+/// the rest: at most a few KB of it are stored, and the chain fails over
+/// to the next provider, which answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_past_the_size_limit_is_refused_unread() {
+    let store = TestStore::new(common::Backend::Sqlite).await.unwrap();
+    let big = oversized_provider(3 * 1024 * 1024).await;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "base_url", format!("http://{big}/v1"));
+        set_provider(doc, "sim-primary", "max_response_bytes", 1024 * 1024);
+        set_provider(doc, "sim-primary", "max_event_bytes", 256 * 1024);
+    })
+    .await;
+    for (key, stream) in [("big-plain", false), ("big-stream", true)] {
+        let mut body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "hi"}]}});
+        if stream {
+            body["params"] = json!({"stream": true});
+        }
+        let created: Value = gw.create(ALICE, key, &body).await.json().await.unwrap();
+        let id = created["id"].as_str().unwrap();
+        let job = settled_job(&gw, ALICE, id).await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+        assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
+        let first = &job["attempts"][0];
+        assert_eq!(
+            (first["state"].as_str(), first["outcome"].as_str()),
+            (Some("failed"), Some("bad_output"))
+        );
+        let limit = if stream { "max_event_bytes" } else { "max_response_bytes" };
+        assert!(first["detail"].as_str().unwrap().contains(limit), "{first}");
+        let attempts = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+        let kept = attempts[0].response.as_ref().map_or(0, |r| r.len());
+        assert!(kept <= 8 * 1024, "only the start is stored: {kept} bytes");
+    }
+}

@@ -105,6 +105,39 @@ async fn outage_while_waiting(path: &str, body: Value, prefer: Option<&str>) {
     assert_eq!(found["id"], id, "the same key finds the job that was stored");
 }
 
+/// The job's INSERT reaches PostgreSQL and commits, but its reply is lost
+/// and the connection reset: the 503 must not say "nothing was stored" (a
+/// client that trusted it and sent the intent again under a new key would
+/// run it twice). It says the job may exist, names the key, and asks for a
+/// retry under that key, which finds the one job. (SQLite's commit is a
+/// local call that either happened or did not: it has no such case.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_commit_with_a_lost_reply_is_not_nothing_stored() {
+    let Some(store) = TestStore::new(Backend::Postgres).await else { return };
+    let proxy = ToggleProxy::start(store.pg_host_port()).await;
+    let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    // In clear text, so the proxy can see which statement passes it.
+    let url = store.url_via(&proxy.addr.to_string());
+    let url = format!("{url}{}sslmode=disable", if url.contains('?') { '&' } else { '?' });
+    let doc = common::test_config_doc(&url, Some(sim.addr()));
+    let mut gw = TestGateway::start_with(common::config_from_doc(&doc)).await;
+    gw.sim = Some(sim);
+
+    proxy.cut_reply_after("INSERT INTO jobs");
+    let response = gw.create(ALICE, "lost-reply", &chat_body("a")).await;
+    assert!(proxy.cut_fired(), "the job's INSERT went through the proxy");
+    let problem = assert_problem(response, 503, "store-unavailable").await;
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(!detail.contains("nothing was stored"), "the job was stored: {detail}");
+    assert!(detail.contains("same Idempotency-Key"), "{detail}");
+    assert_eq!(problem["idempotency_key"], "lost-reply", "{problem}");
+    assert_eq!(gw.job_count().await, 1, "the job was committed");
+
+    let again = gw.create(ALICE, "lost-reply", &chat_body("a")).await;
+    assert_eq!(again.status(), 200, "the retry under the same key finds the job");
+    assert_eq!(gw.job_count().await, 1, "one intent, one job");
+}
+
 /// SQLite reads and writes use different connections: while the file's
 /// write lock is held elsewhere (the writer thread stuck, as good as dead)
 /// reads still answer, but the gateway is not ready — `/readyz` asks the
@@ -144,4 +177,15 @@ async fn unreachable_postgres_at_start_is_a_clear_error() {
     config.store.acquire_timeout = intentgate::config::HumanDuration(Duration::from_millis(300));
     let err = intentgate::app::start(config).await.err().expect("start must fail");
     assert!(err.to_string().contains("unavailable"), "{err}");
+    assert!(err.to_string().contains("refused"), "says what happened, not that a pool timed out: {err}");
+}
+
+/// A database that does not exist is named as such at start-up.
+#[tokio::test]
+async fn a_missing_postgres_database_is_named_at_start() {
+    let Some(store) = TestStore::new(Backend::Postgres).await else { return };
+    let mut config = common::test_config(&store.url);
+    config.store.url = format!("postgres://postgres@{}/intentgate_no_such_database", store.pg_host_port());
+    let err = intentgate::app::start(config).await.err().expect("start must fail");
+    assert!(err.to_string().contains("does not exist"), "{err}");
 }

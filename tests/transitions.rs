@@ -267,10 +267,7 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                     let key = IdempotencyKey::parse(&format!("k{i}")).unwrap();
                     let new = NewJob::new("alice".into(), key, "chat".into(), "{}".into());
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-                    match real
-                        .create_job(&new, lease, Some(("p", &Reservation::default())), now_ms())
-                        .await
-                    {
+                    match real.create_job(&new, lease, Some(("p", &Reservation::default())), now_ms()).await {
                         Ok(Created::Started(..)) => Ok(()),
                         other => panic!("job {i}: {other:?}"),
                     }

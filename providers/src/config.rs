@@ -100,6 +100,24 @@ pub struct ProviderConfig {
     /// calls tools) as `""`: some OpenAI-compatible servers refuse null
     /// (llama-cpp-python 0.3 validates assistant content as a string).
     pub null_content_as_empty: bool,
+    pub answer_limits: AnswerLimits,
+}
+
+/// How large an answer may be: a provider that answers gigabytes must not
+/// take the gateway's memory or the store's disk with it. Past a limit the
+/// answer is refused as `bad_output` and not read further.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerLimits {
+    /// A whole non-streamed body, and the sum of a stream's bytes.
+    pub max_response_bytes: usize,
+    /// One server-sent event of a stream.
+    pub max_event_bytes: usize,
+}
+
+impl Default for AnswerLimits {
+    fn default() -> Self {
+        AnswerLimits { max_response_bytes: 16 * 1024 * 1024, max_event_bytes: 1024 * 1024 }
+    }
 }
 
 impl ProviderConfig {
@@ -115,6 +133,7 @@ impl ProviderConfig {
             request_overrides: Map::new(),
             max_temperature: None,
             null_content_as_empty: false,
+            answer_limits: AnswerLimits::default(),
         }
     }
 }

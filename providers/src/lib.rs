@@ -29,7 +29,7 @@ mod assemble;
 pub mod sim;
 
 pub use assemble::assemble;
-pub use config::{ConfigError, Dialect, ProviderConfig, Timeouts};
+pub use config::{AnswerLimits, ConfigError, Dialect, ProviderConfig, Timeouts};
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
 pub use provider::{Anthropic, OpenAi, Provider};
 pub use secret::Secret;

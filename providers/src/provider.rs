@@ -98,7 +98,8 @@ impl Provider {
         let start = Instant::now();
         let endpoint = self.endpoint();
         let response = endpoint.send(&self.render(req, false)?, ctx, start).await?;
-        let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total).await?;
+        let limit = endpoint.answer_limits.max_response_bytes;
+        let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
         let decoded = match self {
             Provider::OpenAi(_) => openai::decode_response(&raw),
             Provider::Anthropic(_) => anthropic::decode_response(&raw),
@@ -155,14 +156,15 @@ impl Provider {
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
             // A complete JSON body where a stream was asked for: proven bad.
-            let raw = read_body(response, deadline, endpoint.timeouts.total).await?;
+            let limit = endpoint.answer_limits.max_response_bytes;
+            let raw = read_body(response, deadline, endpoint.timeouts.total, limit).await?;
             return Err(Failure::bad_output("a stream was asked for, the answer is plain JSON", raw));
         }
         let decoder = match self {
             Provider::OpenAi(_) => Decoder::OpenAi,
             Provider::Anthropic(_) => Decoder::Anthropic(anthropic::StreamState::default()),
         };
-        Ok(chunk_stream(response, decoder, endpoint.timeouts, deadline))
+        Ok(chunk_stream(response, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
     }
 
     /// Why this provider's dialect cannot express `req` (e.g. `n > 1` or

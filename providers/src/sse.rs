@@ -19,6 +19,11 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
+    /// Bytes buffered that do not yet make a complete event.
+    pub(crate) fn pending(&self) -> usize {
+        self.buf.len() + self.data.as_ref().map_or(0, BytesMut::len)
+    }
+
     pub(crate) fn push(&mut self, piece: &[u8]) {
         self.buf.extend_from_slice(piece);
     }

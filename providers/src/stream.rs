@@ -9,7 +9,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, timeout_at};
 
 use crate::anthropic;
-use crate::config::Timeouts;
+use crate::config::{AnswerLimits, Timeouts};
 use crate::openai;
 use crate::outcome::Failure;
 use crate::sse::SseParser;
@@ -68,12 +68,16 @@ struct Driver {
     total: Duration,
     deadline: Instant,
     finished: bool,
+    limits: AnswerLimits,
+    /// Bytes of the stream read so far.
+    read: usize,
 }
 
 pub(crate) fn chunk_stream(
     response: reqwest::Response,
     decoder: Decoder,
     timeouts: Timeouts,
+    limits: AnswerLimits,
     deadline: Instant,
 ) -> ChunkStream {
     let driver = Driver {
@@ -84,6 +88,8 @@ pub(crate) fn chunk_stream(
         total: timeouts.total,
         deadline,
         finished: false,
+        limits,
+        read: 0,
     };
     Box::pin(futures_util::stream::unfold(driver, |mut driver| async move {
         let item = driver.next().await?;
@@ -112,9 +118,24 @@ impl Driver {
                     Err(failure) => Some(Err(failure)),
                 };
             }
+            // Every complete event is out: what is left is one unfinished.
+            if self.parser.pending() > self.limits.max_event_bytes {
+                return Some(Err(Failure::bad_output(
+                    format!(
+                        "a stream event is larger than this provider's limit of {} bytes (max_event_bytes); \
+                         the stream was not read further",
+                        self.limits.max_event_bytes
+                    ),
+                    Bytes::new(),
+                )));
+            }
             let idle_until = Instant::now() + self.idle;
             let reason = match timeout_at(idle_until.min(self.deadline), self.body.next()).await {
                 Ok(Some(Ok(piece))) => {
+                    self.read = self.read.saturating_add(piece.len());
+                    if self.read > self.limits.max_response_bytes {
+                        return Some(Err(crate::transport::too_large(self.limits.max_response_bytes, &[])));
+                    }
                     self.parser.push(&piece);
                     continue;
                 }

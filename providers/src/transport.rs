@@ -6,11 +6,11 @@ use std::error::Error as _;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::time::{Instant, timeout_at};
 
-use crate::config::{ConfigError, ProviderConfig, Timeouts};
+use crate::config::{AnswerLimits, ConfigError, ProviderConfig, Timeouts};
 use crate::outcome::Failure;
 use crate::retry_after;
 use crate::secret::Secret;
@@ -55,6 +55,7 @@ pub(crate) struct Endpoint {
     pub(crate) redactor: Redactor,
     pub(crate) request_overrides: serde_json::Map<String, serde_json::Value>,
     pub(crate) max_temperature: Option<f64>,
+    pub(crate) answer_limits: AnswerLimits,
     pub(crate) null_content_as_empty: bool,
 }
 
@@ -99,6 +100,7 @@ impl Endpoint {
             redactor: Redactor(config.api_key),
             request_overrides: config.request_overrides,
             max_temperature: config.max_temperature,
+            answer_limits: config.answer_limits,
             null_content_as_empty: config.null_content_as_empty,
         })
     }
@@ -153,7 +155,11 @@ impl Endpoint {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| retry_after::parse(value, SystemTime::now()));
         // The status alone is the proof; a body we cannot read stays empty.
-        let body = read_body(response, deadline, self.timeouts.total).await.unwrap_or_default();
+        // An error body is kept for its reason, never whole past a small bound.
+        let body = match read_body(response, deadline, self.timeouts.total, ERROR_BODY_LIMIT).await {
+            Ok(body) | Err(Failure::BadOutput { raw: body, .. }) => body,
+            Err(_) => Bytes::new(),
+        };
         Err(Failure::Rejected {
             status: status.as_u16(),
             retry_after,
@@ -191,18 +197,56 @@ impl Redactor {
     }
 }
 
-/// Reads a whole body before `deadline`. Any failure is `unknown`: the
-/// headers said the provider took the request.
+/// Reads a whole body before `deadline`, at most `limit` bytes. A read
+/// failure is `unknown`: the headers said the provider took the request. A
+/// body past the limit is `bad_output`: the provider did the work and its
+/// answer cannot be kept (so it is charged its reservation, like any
+/// unusable answer, and the chain may fail over); only its first bytes are
+/// kept, and nothing past the limit is read or stored.
 pub(crate) async fn read_body(
-    response: reqwest::Response,
+    mut response: reqwest::Response,
     deadline: Instant,
     total: Duration,
+    limit: usize,
 ) -> Result<Bytes, Failure> {
-    match timeout_at(deadline, response.bytes()).await {
-        Err(_) => Err(Failure::unknown(format!("body not complete within {total:?} (total timeout)"))),
-        Ok(Err(err)) => Err(Failure::unknown(format!("body broke off: {}", error_chain(&err)))),
-        Ok(Ok(body)) => Ok(body),
+    if response.content_length().is_some_and(|announced| announced > limit as u64) {
+        return Err(too_large(limit, &[]));
     }
+    let read = async {
+        let mut body = BytesMut::new();
+        while let Some(piece) = response
+            .chunk()
+            .await
+            .map_err(|err| Failure::unknown(format!("body broke off: {}", error_chain(&err))))?
+        {
+            if body.len() + piece.len() > limit {
+                return Err(too_large(limit, &body));
+            }
+            body.extend_from_slice(&piece);
+        }
+        Ok(body.freeze())
+    };
+    match timeout_at(deadline, read).await {
+        Err(_) => Err(Failure::unknown(format!("body not complete within {total:?} (total timeout)"))),
+        Ok(result) => result,
+    }
+}
+
+/// The most of a rejection's body that is read (its reason is at the start).
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// How much of a refused, oversized answer is kept for audit.
+const KEPT_OF_OVERSIZED: usize = 4096;
+
+/// The failure of an answer larger than `limit` bytes, keeping its start.
+pub(crate) fn too_large(limit: usize, start: &[u8]) -> Failure {
+    Failure::bad_output(
+        format!(
+            "the answer is larger than this provider's limit of {limit} bytes (max_response_bytes); it was \
+             not read further"
+        ),
+        Bytes::copy_from_slice(&start[..start.len().min(KEPT_OF_OVERSIZED)]),
+    )
 }
 
 /// Connect errors (DNS, refused, connect timeout, TLS handshake) happen

@@ -3,7 +3,6 @@
 //! its first failure, and its age against the route's `contract_max_age`.
 //! `GET /v1/routes` says whether; this says why, in detail.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -88,14 +87,6 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
     let lookup = |err| Problem::store(err, StoreStage::Lookup);
     let gate = state.engine.gate();
     gate.refresh(&state.store).await.map_err(lookup)?;
-    let records: HashMap<(String, String), ContractRecord> = state
-        .store
-        .latest_contract_runs()
-        .await
-        .map_err(lookup)?
-        .into_iter()
-        .map(|record| ((record.route.clone(), record.provider.clone()), record))
-        .collect();
     let now = now_ms();
     let mut contracts = Vec::new();
     for route in &state.config.routes {
@@ -103,7 +94,7 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
         let max_age_ms = u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX);
         for (index, provider) in route.chain.iter().enumerate() {
             let verdict = gate.verdict(route, provider);
-            let record = records.get(&(route.name.clone(), provider.clone()));
+            let record = gate.record(&route.name, provider);
             contracts.push(ContractStatus {
                 route: route.name.clone(),
                 provider: provider.clone(),
@@ -113,7 +104,7 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
                 reason: verdict.reason().to_owned(),
                 contract_max_age: route.contract_max_age.to_string(),
                 contract_max_age_ms: max_age_ms,
-                last_run: record.map(|record| last_run(record, now, max_age_ms)),
+                last_run: record.map(|record| last_run(&record, now, max_age_ms)),
             });
         }
     }

@@ -111,13 +111,16 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
 }
 
 /// `axum::extract::Query`; a query that does not read (a parameter sent
-/// twice, a value of the wrong type) is `malformed-request` (400).
+/// twice, a value of the wrong type) is `malformed-request` (400), and one
+/// holding a NUL (`%00`) is refused like NUL in a body (see
+/// [`super::text`]): PostgreSQL cannot compare text with it.
 pub struct QueryParams<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        super::text::refuse_nul_in_query(parts.uri.query().unwrap_or_default())?;
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(value)| QueryParams(value))

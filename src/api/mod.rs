@@ -97,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(body_read_timeout, deadline::body_deadline))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(protective_headers))
         .layer(body_limit)
         .with_state(state)
 }
@@ -109,6 +110,22 @@ fn openai_routes() -> Router<AppState> {
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
         .route_layer(middleware::from_fn(openai::errors::openai_errors))
+}
+
+/// On every answer: `X-Content-Type-Options: nosniff` (a browser never
+/// reads a JSON body, a problem or a stored completion as a page), and
+/// `Cache-Control: no-store` unless the handler chose a policy (the
+/// console's assets do): answers carry prompts, completions and spend,
+/// which no shared cache may keep.
+async fn protective_headers(request: Request, next: Next) -> Response {
+    use axum::http::{HeaderValue, header};
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
 }
 
 async fn not_found() -> Problem {

@@ -37,7 +37,8 @@ pub async fn submit(
             Err(super::usage::limit_problem(&refusal, state.engine.currency(), state.engine.clock().now_ms()))
         }
         Err(SubmitError::BeforeCommit(err)) => {
-            Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit))
+            Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit)
+                .with("idempotency_key", new.idempotency_key.as_str()))
         }
         Err(SubmitError::AfterCommit { job_id, source }) => Err(after_commit(source, job_id)),
     }

@@ -34,6 +34,15 @@ pub fn refuse_nul(what: &str, text: &str) -> Result<(), Problem> {
     }
 }
 
+/// Refuses a raw query string whose decoded text would hold a NUL.
+pub fn refuse_nul_in_query(query: &str) -> Result<(), Problem> {
+    if query.to_ascii_lowercase().contains("%00") {
+        Err(nul_problem("the query holds a NUL character (%00), which no stored text can match".to_owned()))
+    } else {
+        Ok(())
+    }
+}
+
 fn nul_problem(detail: String) -> Problem {
     Problem::new(ProblemType::InvalidBody, detail).titled("NUL in text")
 }

@@ -286,7 +286,10 @@ mod tests {
         let requests: Vec<&Hold> = holds.iter().filter(|h| h.kind == LimitKind::Requests).collect();
         assert_eq!(requests.len(), 1);
         assert_eq!(requests[0].meter, "rate0-requests/owner=bob/route=chat/1m");
-        assert_eq!((requests[0].window_start_ms, requests[0].window_end_ms, requests[0].amount), (60_000, 120_000, 1));
+        assert_eq!(
+            (requests[0].window_start_ms, requests[0].window_end_ms, requests[0].amount),
+            (60_000, 120_000, 1)
+        );
         let extract = limits().attempt_holds("bob", "extract", Amounts::default(), 0);
         assert!(extract.iter().all(|h| h.kind != LimitKind::Requests));
     }

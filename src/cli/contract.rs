@@ -62,6 +62,7 @@ fn print_progress(label: &str, progress: &Progress, live: bool) {
             format!("{label}: {case} {} ({duration_ms} ms)", if *passed { "passed" } else { "FAILED" })
         }
     };
+    let line = super::terminal::printable(&line);
     if live {
         eprint!("\r\x1b[2K{line}");
         let _ = std::io::stderr().flush();
@@ -101,6 +102,11 @@ pub async fn status(config: &Config, store: &Store) -> Result<(), String> {
 
 /// A plain, aligned table on stdout.
 pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| row.clone().map(|cell| super::terminal::printable(&cell).into_owned()))
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -110,6 +116,7 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     let line = |cells: Vec<&str>| {
         let padded: Vec<String> =
             cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        // Widths above count the escaped form's characters too.
         println!("{}", padded.join("  ").trim_end());
     };
     line(header.to_vec());
@@ -123,7 +130,7 @@ pub fn exit(result: Result<bool, String>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", super::terminal::printable(&err));
             ExitCode::FAILURE
         }
     }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use uuid::Uuid;
 
 use super::contract::print_table;
+use super::terminal::printable;
 use crate::config::Config;
 use crate::engine::{Engine, Resolution};
 use crate::jobs::{Attempt, AttemptState, JobStatus, rfc3339};
@@ -38,12 +39,12 @@ pub async fn show(store: &Store, id: &str) -> Result<(), String> {
     let job = store.job(id).await.map_err(|e| e.to_string())?.ok_or_else(|| format!("no job {id}"))?;
     let attempts = store.attempts(id).await.map_err(|e| e.to_string())?;
     println!("job      {}", job.id);
-    println!("owner    {}   key {}", job.owner, job.idempotency_key);
-    println!("route    {}", job.route);
+    println!("owner    {}   key {}", printable(&job.owner), printable(job.idempotency_key.as_str()));
+    println!("route    {}", printable(&job.route));
     println!("status   {}   version {}", job.status, job.version);
     println!("created  {}   updated {}", rfc3339(job.created_at_ms), rfc3339(job.updated_at_ms));
     if let Some(error) = &job.error {
-        println!("error    {error}");
+        println!("error    {}", printable(&error.to_string()));
     }
     println!();
     let rows: Vec<[String; 7]> = attempts
@@ -65,7 +66,7 @@ pub async fn show(store: &Store, id: &str) -> Result<(), String> {
         .collect();
     print_table(&["#", "PROVIDER", "STATE", "OUTCOME", "STARTED", "DURATION", "NOTE"], &rows);
     for attempt in attempts.iter().filter(|a| a.detail.is_some()) {
-        println!("  #{}: {}", attempt.number, attempt.detail.as_deref().unwrap_or_default());
+        println!("  #{}: {}", attempt.number, printable(attempt.detail.as_deref().unwrap_or_default()));
     }
     Ok(())
 }
@@ -116,7 +117,7 @@ pub async fn resolve_provider(
     for attempt in &settled {
         println!("job {} attempt {}: {}", attempt.job_id, attempt.number, attempt.state);
     }
-    println!("{} unknown attempt(s) of `{provider}` settled", settled.len());
+    println!("{} unknown attempt(s) of `{}` settled", settled.len(), printable(provider));
     Ok(())
 }
 

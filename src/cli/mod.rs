@@ -2,6 +2,7 @@
 
 mod contract;
 mod jobs;
+mod terminal;
 mod usage;
 
 use std::path::PathBuf;
@@ -349,7 +350,7 @@ async fn shutdown_signal() {
 }
 
 fn fail(err: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {err}");
+    eprintln!("error: {}", terminal::printable(&err.to_string()));
     ExitCode::FAILURE
 }
 

@@ -394,6 +394,13 @@ pub struct ProviderConfig {
     /// the contract fingerprint.
     #[serde(default)]
     pub null_content_as_empty: bool,
+    /// The largest answer accepted from this provider, in bytes: a whole
+    /// body, or all of a stream. Past it the answer is refused unread as
+    /// `bad_output` (charged its reservation; the chain may fail over).
+    /// Default 16 MiB.
+    pub max_response_bytes: Option<usize>,
+    /// The largest single stream event, in bytes. Default 1 MiB.
+    pub max_event_bytes: Option<usize>,
     /// The chat template the model server runs with, for servers where it
     /// is a start-up flag (llama-cpp-python's `--chat_format`, e.g.
     /// `chatml-function-calling`, which is what makes it answer tool
@@ -446,6 +453,11 @@ impl ProviderConfig {
         config.request_overrides = self.request.clone();
         config.max_temperature = self.max_temperature;
         config.null_content_as_empty = self.null_content_as_empty;
+        let defaults = intentgate_providers::AnswerLimits::default();
+        config.answer_limits = intentgate_providers::AnswerLimits {
+            max_response_bytes: self.max_response_bytes.unwrap_or(defaults.max_response_bytes),
+            max_event_bytes: self.max_event_bytes.unwrap_or(defaults.max_event_bytes),
+        };
         Ok(config)
     }
 
@@ -485,10 +497,20 @@ pub struct RouteConfig {
     /// After this long without an answer an attempt is declared `unknown`.
     #[serde(default = "default_attempt_timeout")]
     pub attempt_timeout: HumanDuration,
-    /// Retries of the same provider after a `rejected` outcome (429, 5xx),
-    /// each a new attempt, before failing over.
+    /// Retries of the same provider after a proven failure of a retry
+    /// class (`retry_statuses`, `retry_connect_errors`), each a new
+    /// attempt, before failing over.
     #[serde(default = "default_retries")]
     pub retries: u32,
+    /// Statuses that retry the same provider (after a jittered, doubling
+    /// backoff, or its `Retry-After`): a provider's passing overload or
+    /// hiccup. Any other proven failure fails over at once.
+    #[serde(default = "default_retry_statuses")]
+    pub retry_statuses: Vec<u16>,
+    /// A connection that could not be made (refused, DNS, connect timeout:
+    /// the request provably never left) retries the same provider too.
+    #[serde(default = "default_true")]
+    pub retry_connect_errors: bool,
     /// First backoff between retries; doubles each time.
     #[serde(default = "default_retry_backoff")]
     pub retry_backoff: HumanDuration,
@@ -514,6 +536,10 @@ fn default_contract_max_age() -> HumanDuration {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_retry_statuses() -> Vec<u16> {
+    vec![429, 500, 502, 503, 529]
 }
 
 fn default_retries() -> u32 {

@@ -243,6 +243,16 @@ fn validate_routes(config: &Config) -> Result<(), Invalid> {
                 ));
             }
         }
+        for (j, status) in route.retry_statuses.iter().enumerate() {
+            // A 2xx or 3xx is never a rejection, and a 4xx other than 429
+            // is the request's fault: the same provider would refuse it again.
+            if !(*status == 429 || (500..=599).contains(status)) {
+                return Err((
+                    format!("routes[{i}].retry_statuses[{j}]"),
+                    format!("{status} cannot be a retry class: use 429 or a 5xx status"),
+                ));
+            }
+        }
     }
     Ok(())
 }

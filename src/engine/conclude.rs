@@ -109,6 +109,7 @@ impl Engine {
                 Ok(match then {
                     AfterFailure::FailOver => Next::FailOver,
                     AfterFailure::RetryAfter(after) => {
+                        let after = jittered(after);
                         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, ?after, "retrying after rejection");
                         Next::Retry { provider: attempt.provider.clone(), after }
                     }
@@ -148,8 +149,10 @@ impl Engine {
                 retries: route.retries,
                 backoff: route.retry_backoff.into(),
                 max_wait: route.max_retry_wait.into(),
+                statuses: route.retry_statuses.clone(),
+                not_sent: route.retry_connect_errors,
             },
-            None => RetryPolicy { retries: 0, backoff: Duration::ZERO, max_wait: Duration::ZERO },
+            None => RetryPolicy::none(),
         }
     }
 
@@ -417,4 +420,14 @@ impl Engine {
             }
         }
     }
+}
+
+/// `wait` stretched by a random 0–25 %: never shorter (a `Retry-After` is a
+/// floor), but jobs rejected together do not all return at the same instant.
+fn jittered(wait: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // A fresh RandomState is seeded from the OS: random enough for spread.
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    let spread = u64::try_from((wait / 4).as_nanos()).unwrap_or(u64::MAX);
+    wait + Duration::from_nanos(random.checked_rem(spread).unwrap_or(0))
 }

@@ -42,13 +42,39 @@ pub enum Observed<'a> {
     Silence,
 }
 
-/// The route's retry policy for rejections (a 429 is retried on the same
-/// provider; anything else proven fails over at once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The route's retry policy: which proven failures retry the same
+/// provider (its retry classes), how often and how long to wait; anything
+/// else proven fails over at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub retries: u32,
     pub backoff: Duration,
     pub max_wait: Duration,
+    /// Rejections with these statuses retry.
+    pub statuses: Vec<u16>,
+    /// A request that provably never left (`not_sent`) retries.
+    pub not_sent: bool,
+}
+
+impl RetryPolicy {
+    /// No retries at all (a route that is no longer configured).
+    pub fn none() -> RetryPolicy {
+        RetryPolicy {
+            retries: 0,
+            backoff: Duration::ZERO,
+            max_wait: Duration::ZERO,
+            statuses: Vec::new(),
+            not_sent: false,
+        }
+    }
+
+    fn retries(&self, failure: &Failure) -> bool {
+        match failure {
+            Failure::Rejected { status, .. } => self.statuses.contains(status),
+            Failure::NotSent { .. } => self.not_sent,
+            _ => false,
+        }
+    }
 }
 
 /// What the caller does next.
@@ -118,18 +144,24 @@ fn after_proven_failure(phase: Phase, failure: Option<&Failure>, policy: &RetryP
     }
 }
 
-/// A 429 is worth waiting for, up to `policy.retries` times, backing off and
-/// honouring `Retry-After` (unless it asks for more than `max_wait`). A 5xx
-/// provider is better replaced by the next one at once.
+/// A failure of one of the route's retry classes is worth waiting for, up
+/// to `policy.retries` times, backing off and honouring `Retry-After`
+/// (unless it asks for more than `max_wait`, which fails over instead).
+/// The wait returned is the most to wait: the executor jitters it
+/// (see `conclude`), so that clients rejected together do not return
+/// together; a `Retry-After` is a floor the jitter keeps.
 pub fn retry_wait(failure: &Failure, retries: u32, policy: &RetryPolicy) -> Option<Duration> {
-    let Failure::Rejected { status: 429, retry_after, .. } = failure else { return None };
-    if retries >= policy.retries {
+    if retries >= policy.retries || !policy.retries(failure) {
         return None;
     }
     let backoff = policy.backoff.saturating_mul(2u32.saturating_pow(retries)).min(policy.max_wait);
+    let retry_after = match failure {
+        Failure::Rejected { retry_after, .. } => *retry_after,
+        _ => None,
+    };
     match retry_after {
-        Some(wait) if *wait > policy.max_wait => None,
-        Some(wait) => Some((*wait).max(backoff)),
+        Some(wait) if wait > policy.max_wait => None,
+        Some(wait) => Some(wait.max(backoff)),
         None => Some(backoff),
     }
 }
@@ -138,8 +170,17 @@ pub fn retry_wait(failure: &Failure, retries: u32, policy: &RetryPolicy) -> Opti
 mod tests {
     use super::*;
 
-    const POLICY: RetryPolicy =
-        RetryPolicy { retries: 2, backoff: Duration::from_millis(100), max_wait: Duration::from_secs(5) };
+    const POLICY: &RetryPolicy = &RetryPolicy {
+        retries: 2,
+        backoff: Duration::from_millis(100),
+        max_wait: Duration::from_secs(5),
+        statuses: Vec::new(),
+        not_sent: false,
+    };
+
+    fn classes(statuses: &[u16], not_sent: bool) -> RetryPolicy {
+        RetryPolicy { statuses: statuses.to_vec(), not_sent, ..POLICY.clone() }
+    }
 
     fn rejected(status: u16, retry_after: Option<Duration>) -> Failure {
         Failure::Rejected { status, retry_after, body: String::new() }
@@ -152,14 +193,14 @@ mod tests {
     #[test]
     fn a_good_answer_is_delivered_in_every_phase() {
         for phase in [Phase::Live { retries: 0 }, Phase::Streamed, Phase::Late] {
-            assert_eq!(decide(phase, Observed::Answer { breaks_contract: false }, &POLICY), Step::Deliver);
+            assert_eq!(decide(phase, Observed::Answer { breaks_contract: false }, POLICY), Step::Deliver);
         }
     }
 
     #[test]
     fn a_contract_violation_fails_the_attempt_and_what_follows_depends_on_the_phase() {
         let violation = Observed::Answer { breaks_contract: true };
-        let then = |phase| match decide(phase, violation, &POLICY) {
+        let then = |phase| match decide(phase, violation, POLICY) {
             Step::Fail { outcome: AttemptOutcome::ContractViolation, then } => then,
             other => panic!("{other:?}"),
         };
@@ -173,11 +214,11 @@ mod tests {
         let not_sent = Failure::NotSent { reason: "refused".into() };
         let bad = Failure::BadOutput { reason: "garbage".into(), raw: Default::default() };
         for failure in [&not_sent, &bad, &rejected(500, None)] {
-            let live = decide(Phase::Live { retries: 0 }, Observed::Failure(failure), &POLICY);
+            let live = decide(Phase::Live { retries: 0 }, Observed::Failure(failure), POLICY);
             assert_eq!(live, Step::Fail { outcome: failure.class().into(), then: AfterFailure::FailOver });
-            let late = decide(Phase::Late, Observed::Failure(failure), &POLICY);
+            let late = decide(Phase::Late, Observed::Failure(failure), POLICY);
             assert_eq!(late, Step::Fail { outcome: failure.class().into(), then: AfterFailure::Resume });
-            let streamed = decide(Phase::Streamed, Observed::Failure(failure), &POLICY);
+            let streamed = decide(Phase::Streamed, Observed::Failure(failure), POLICY);
             assert_eq!(streamed, Step::Fail { outcome: failure.class().into(), then: AfterFailure::FailJob });
         }
     }
@@ -185,17 +226,18 @@ mod tests {
     #[test]
     fn what_proves_nothing_is_unknown_never_failed() {
         for phase in [Phase::Live { retries: 0 }, Phase::Streamed] {
-            assert_eq!(decide(phase, Observed::Failure(&unknown()), &POLICY), Step::Unknown);
-            assert_eq!(decide(phase, Observed::Silence, &POLICY), Step::Unknown);
+            assert_eq!(decide(phase, Observed::Failure(&unknown()), POLICY), Step::Unknown);
+            assert_eq!(decide(phase, Observed::Silence, POLICY), Step::Unknown);
         }
-        assert_eq!(decide(Phase::Late, Observed::Failure(&unknown()), &POLICY), Step::KeepWaiting);
-        assert_eq!(decide(Phase::Late, Observed::Silence, &POLICY), Step::Abandon);
+        assert_eq!(decide(Phase::Late, Observed::Failure(&unknown()), POLICY), Step::KeepWaiting);
+        assert_eq!(decide(Phase::Late, Observed::Silence, POLICY), Step::Abandon);
     }
 
     #[test]
     fn too_many_requests_is_retried_with_backoff_then_fails_over() {
+        let policy = classes(&[429], false);
         let step =
-            |retries, failure: &Failure| decide(Phase::Live { retries }, Observed::Failure(failure), &POLICY);
+            |retries, failure: &Failure| decide(Phase::Live { retries }, Observed::Failure(failure), &policy);
         let retry =
             |wait| Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::RetryAfter(wait) };
         let fail_over = Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailOver };
@@ -204,18 +246,43 @@ mod tests {
         assert_eq!(step(2, &rejected(429, None)), fail_over, "retries used up");
         assert_eq!(step(0, &rejected(429, Some(Duration::from_secs(1)))), retry(Duration::from_secs(1)));
         assert_eq!(step(0, &rejected(429, Some(Duration::from_secs(60)))), fail_over, "too long to wait");
-        assert_eq!(step(0, &rejected(503, None)), fail_over, "a 5xx is replaced at once");
+        assert_eq!(step(0, &rejected(503, None)), fail_over, "a status outside the classes fails over");
+    }
+
+    #[test]
+    fn each_retry_class_retries_the_same_provider_and_nothing_else_does() {
+        let policy = classes(&[429, 500, 502, 503, 529], true);
+        let then =
+            |failure: &Failure| match decide(Phase::Live { retries: 0 }, Observed::Failure(failure), &policy)
+            {
+                Step::Fail { then, .. } => then,
+                other => panic!("{other:?}"),
+            };
+        let retry = AfterFailure::RetryAfter(Duration::from_millis(100));
+        for status in [429, 500, 502, 503, 529] {
+            assert_eq!(then(&rejected(status, None)), retry, "{status}");
+        }
+        assert_eq!(then(&Failure::NotSent { reason: "connection refused".into() }), retry);
+        assert_eq!(
+            then(&rejected(400, None)),
+            AfterFailure::FailOver,
+            "a 400 is the request's, not a hiccup"
+        );
+        let bad = Failure::BadOutput { reason: "garbage".into(), raw: Default::default() };
+        assert_eq!(then(&bad), AfterFailure::FailOver, "an unusable answer is not retried on its provider");
+        let too_many = rejected(503, Some(Duration::from_secs(2)));
+        assert_eq!(then(&too_many), AfterFailure::RetryAfter(Duration::from_secs(2)), "Retry-After honoured");
     }
 
     #[test]
     fn a_rejection_of_a_streamed_or_late_attempt_is_never_retried() {
         let too_many = rejected(429, None);
         assert_eq!(
-            decide(Phase::Streamed, Observed::Failure(&too_many), &POLICY),
+            decide(Phase::Streamed, Observed::Failure(&too_many), POLICY),
             Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailJob }
         );
         assert_eq!(
-            decide(Phase::Late, Observed::Failure(&too_many), &POLICY),
+            decide(Phase::Late, Observed::Failure(&too_many), POLICY),
             Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::Resume }
         );
     }

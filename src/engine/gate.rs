@@ -28,7 +28,9 @@ struct RouteContract {
     checker: ShapeChecker,
 }
 
-type Records = HashMap<(String, String), ContractRecord>;
+/// Per (route, provider): the latest record of each provider fingerprint,
+/// oldest first.
+type Records = HashMap<(String, String), Vec<ContractRecord>>;
 
 pub struct Gate {
     routes: HashMap<String, RouteContract>,
@@ -75,12 +77,10 @@ impl Gate {
 
     /// Re-reads the records now (after a contract run in this process).
     pub async fn reload(&self, store: &Store) -> Result<(), StoreError> {
-        let records: Records = store
-            .latest_contract_runs()
-            .await?
-            .into_iter()
-            .map(|record| ((record.route.clone(), record.provider.clone()), record))
-            .collect();
+        let mut records: Records = HashMap::new();
+        for record in store.latest_contract_runs().await? {
+            records.entry((record.route.clone(), record.provider.clone())).or_default().push(record);
+        }
         if let Ok(mut cache) = self.records.write() {
             *cache = (now_ms(), records);
         }
@@ -106,9 +106,18 @@ impl Gate {
             max_age: route.contract_max_age.into(),
             now_ms: now_ms(),
         };
-        let records = self.records.read();
-        let record = records.as_ref().ok().and_then(|r| r.1.get(&(route.name.clone(), provider.to_owned())));
-        judge(&current, record)
+        judge(&current, self.record(&route.name, provider).as_ref())
+    }
+
+    /// The record that speaks for `provider` on `route`: the latest run of
+    /// its current fingerprint, else the latest run of any (which the judge
+    /// then calls stale). Another replica's runs of another fingerprint
+    /// never hide this one's.
+    pub fn record(&self, route: &str, provider: &str) -> Option<ContractRecord> {
+        let fingerprint = self.provider_fingerprints.get(provider).map_or("", String::as_str);
+        let records = self.records.read().ok()?;
+        let runs = records.1.get(&(route.to_owned(), provider.to_owned()))?;
+        runs.iter().rev().find(|run| run.provider_fingerprint == fingerprint).or(runs.last()).cloned()
     }
 
     /// What a request on `route` offers in tools, for [`Gate::check_output`]

@@ -37,9 +37,14 @@ const INSERT_RUN: &str = "INSERT INTO contract_runs (id, route, provider, suite_
 const INSERT_CASE: &str = "INSERT INTO contract_case_results (run_id, case_name, passed, reasons, duration_ms, \
      round_trips) VALUES ($1, $2, $3, $4, $5, $6)";
 
+/// The latest run of each (route, provider, provider fingerprint): a run is
+/// evidence about one fingerprint, so a replica whose provider differs (its
+/// own simulator, another base URL) adds its own record beside the others'
+/// instead of replacing them.
 const LATEST_RUNS: &str = "SELECT id, route, provider, suite_fingerprint, provider_fingerprint, passed, started_at, \
      finished_at, report FROM contract_runs r WHERE finished_at = (SELECT MAX(finished_at) FROM contract_runs \
-     WHERE route = r.route AND provider = r.provider) ORDER BY route, provider";
+     WHERE route = r.route AND provider = r.provider AND provider_fingerprint = r.provider_fingerprint) \
+     ORDER BY route, provider, finished_at";
 
 impl Store {
     /// Records one run and its cases in one transaction.
@@ -119,7 +124,8 @@ impl Store {
         }
     }
 
-    /// The latest run of every (route, provider) pair ever run.
+    /// The latest run of every (route, provider, provider fingerprint) ever
+    /// run, oldest first within a pair.
     pub async fn latest_contract_runs(&self) -> Result<Vec<ContractRecord>, StoreError> {
         let rows = self.read_all(LATEST_RUNS, vec![], ContractRecord::from_sqlite).await?;
         Ok(rows)

@@ -110,7 +110,9 @@ pub(super) async fn book_pg(
     // The statement names the meters it booked; the refusal is one it did
     // not, read as it stands (unchanged by this statement). A meter is
     // never judged by subtracting an amount that may not have been added.
-    let was_booked = |hold: &Hold| booked.iter().any(|(meter, start)| *meter == hold.meter && *start == hold.window_start_ms);
+    let was_booked = |hold: &Hold| {
+        booked.iter().any(|(meter, start)| *meter == hold.meter && *start == hold.window_start_ms)
+    };
     for hold in holds.iter().filter(|hold| !was_booked(hold)) {
         let (used, held): (i64, i64) = sqlx::query_as(sql::SELECT_METER)
             .bind(&hold.meter)

@@ -92,6 +92,26 @@ pub enum DbError {
     /// of it gets this, the first one the driver's own error.
     #[error("{0}")]
     Batch(String),
+    /// Why no connection could be made, found out at start-up.
+    #[error("{0}")]
+    Connect(String),
+}
+
+impl DbError {
+    fn provably_not_committed(&self) -> bool {
+        match self {
+            DbError::Sqlx(err) => match err {
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
+                sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+                // The server answered with an error: what it was asked did
+                // not commit.
+                sqlx::Error::Database(_) => true,
+                _ => false,
+            },
+            DbError::Sqlite(_) | DbError::Writer(_) | DbError::Listener(_) | DbError::Connect(_) => true,
+            DbError::Batch(_) => false,
+        }
+    }
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
@@ -137,6 +157,23 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl StoreError {
+    /// Whether a write that failed with this error provably did not commit:
+    /// it never reached the database (no connection could be had or made),
+    /// the database itself refused a statement (its transaction rolled
+    /// back), or the store is SQLite, whose commit is a local call that
+    /// either happened or did not. Anything else — a connection that broke
+    /// while a statement or its commit was in flight, a batch that failed
+    /// as a whole — may have landed, and the caller must say so.
+    pub fn provably_not_committed(&self) -> bool {
+        match self {
+            StoreError::Unavailable(db) | StoreError::Database(db) => db.provably_not_committed(),
+            // A row read back that the schema should have made impossible:
+            // the write before it may well have landed.
+            StoreError::Corrupt(_) => false,
+            StoreError::Migrate(_) => true,
+        }
+    }
+
     /// A UNIQUE or PRIMARY KEY constraint refused the write.
     fn is_unique_violation(&self) -> bool {
         match self {

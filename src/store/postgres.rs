@@ -4,10 +4,13 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use std::time::Duration;
 
-use super::StoreError;
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+
 use super::pg_batches::PgBatches;
+use super::{DbError, StoreError};
 use crate::config::StoreConfig;
 
 pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -17,6 +20,9 @@ pub struct PostgresStore {
     pub(super) pool: PgPool,
     /// Job inserts and result CASes, batched across jobs.
     pub(super) batches: Arc<PgBatches>,
+    /// Kept to explain a failure to connect (see [`PostgresStore::explain`]).
+    options: PgConnectOptions,
+    acquire_timeout: Duration,
 }
 
 impl PostgresStore {
@@ -31,14 +37,39 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout.into())
-            .connect_lazy_with(options);
+            .connect_lazy_with(options.clone());
         let in_flight = (config.max_connections as usize / 4).max(1);
         let batches = Arc::new(PgBatches::spawn(&pool, in_flight));
-        Ok(PostgresStore { pool, batches })
+        Ok(PostgresStore { pool, batches, options, acquire_timeout: config.acquire_timeout.into() })
     }
 
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        match MIGRATOR.run(&self.pool).await {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.explain(err.into()).await),
+        }
+    }
+
+    /// The start-up failure as what happened. A pool that cannot connect
+    /// only says that it timed out, and a migration error names a line of
+    /// the migrator; one direct connection says why ("connection refused",
+    /// "database \"x\" does not exist", an authentication failure).
+    async fn explain(&self, err: StoreError) -> StoreError {
+        let target = format!("PostgreSQL at {}:{}", self.options.get_host(), self.options.get_port());
+        let tried =
+            tokio::time::timeout(self.acquire_timeout, PgConnection::connect_with(&self.options)).await;
+        let why = match tried {
+            Ok(Ok(connection)) => {
+                let _ = connection.close().await;
+                return err; // it connects: the error was not about connecting
+            }
+            Ok(Err(sqlx::Error::Database(db))) => {
+                format!("{target} refused the connection: {}", db.message())
+            }
+            Ok(Err(sqlx::Error::Io(io))) => format!("cannot connect to {target}: {io}"),
+            Ok(Err(other)) => format!("cannot connect to {target}: {other}"),
+            Err(_) => format!("{target} did not answer within acquire_timeout"),
+        };
+        StoreError::Unavailable(DbError::Connect(why))
     }
 }

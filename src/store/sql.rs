@@ -280,9 +280,13 @@ pub(super) const INSERT_ATTEMPT: &str = concat!(
 
 /// One attempt leaves state `$2` for `$3`. `finished_at` is NULL exactly
 /// for the open states, and the charge (`$9` nano-units, `$10` tokens) is
-/// set exactly for the closed ones (CHECKs say so).
+/// set exactly for the closed ones (CHECKs say so). A new detail `$5` is
+/// added after the one the attempt has, never in its place: why it became
+/// `unknown` ("stream broke off") stays beside how it was settled.
 pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome = COALESCE($4, outcome), \
-     detail = COALESCE($5, detail), response = COALESCE($6, response), \
+     detail = CASE WHEN $5 IS NULL THEN detail WHEN detail IS NULL OR detail = $5 THEN $5 \
+                   ELSE detail || '; then: ' || $5 END, \
+     response = COALESCE($6, response), \
      resolved_by = COALESCE($7, resolved_by), finished_at = $8, \
      cost_nanos = COALESCE($9, cost_nanos), tokens = COALESCE($10, tokens) \
      WHERE id = $1 AND state = $2";

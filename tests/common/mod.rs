@@ -196,6 +196,11 @@ pub fn test_config_doc(store_url: &str, sim_addr: Option<SocketAddr>) -> toml::T
         let route = route.as_table_mut().unwrap();
         route.insert("require_contract_for_primary".into(), false.into());
         route.insert("require_contract_for_fallback".into(), false.into());
+        // Only a 429 retries the same provider here, so a scripted 5xx or
+        // refused connection shows failover; tests of the retry classes
+        // set them back (`with_default_retry_classes`).
+        route.insert("retry_statuses".into(), toml::Value::Array(vec![429.into()]));
+        route.insert("retry_connect_errors".into(), false.into());
     }
     if let Some(addr) = sim_addr {
         for provider in doc.get_mut("providers").unwrap().as_array_mut().unwrap() {
@@ -219,6 +224,15 @@ pub fn config_from_doc(doc: &toml::Table) -> Config {
 }
 
 /// Sets `key = value` on the `[[providers]]` entry named `name`.
+/// Gives every route the shipped retry classes back (see `test_config_doc`).
+pub fn with_default_retry_classes(doc: &mut toml::Table) {
+    for route in doc.get_mut("routes").unwrap().as_array_mut().unwrap() {
+        let route = route.as_table_mut().unwrap();
+        route.remove("retry_statuses");
+        route.remove("retry_connect_errors");
+    }
+}
+
 pub fn set_provider(doc: &mut toml::Table, name: &str, key: &str, value: impl Into<toml::Value>) {
     set_in(doc, "providers", name, key, value.into());
 }

@@ -175,8 +175,9 @@ impl Simulator {
 
     /// The next `times` calls for `model` (any model when `None`) run `script`.
     pub fn queue(&self, model: Option<&str>, script: &str, times: u32) -> Result<(), ScriptError> {
-        self.state.queue(model.map(str::to_owned), script.parse()?, times);
-        Ok(())
+        self.state
+            .queue(model.map(str::to_owned), script.parse()?, times)
+            .map_err(|full| ScriptError::new(script, full))
     }
 }
 
@@ -244,9 +245,21 @@ async fn chat<const OPENAI: bool>(
     handler::handle(dialect, sim, kill, request).await
 }
 
+/// Headers that carry a provider key: shown over HTTP as `[redacted]`
+/// (the admin routes are unauthenticated; the in-process
+/// [`Simulator::last_request`] keeps them, for the caller's own tests).
+const KEY_HEADERS: [&str; 4] = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+
 async fn recorded(Extract(sim): Extract<Simulator>, Path(key): Path<String>) -> Response {
     match sim.last_request(&key) {
-        Some(request) => Json(request).into_response(),
+        Some(mut request) => {
+            for (name, value) in &mut request.headers {
+                if KEY_HEADERS.contains(&name.as_str()) {
+                    *value = "[redacted]".to_owned();
+                }
+            }
+            Json(request).into_response()
+        }
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
@@ -270,10 +283,10 @@ fn one() -> u32 {
 
 async fn queue(Extract(sim): Extract<Simulator>, Json(body): Json<QueueBody>) -> Response {
     match body.script.parse::<Script>() {
-        Ok(script) => {
-            sim.state.queue(body.model, script, body.times);
-            StatusCode::NO_CONTENT.into_response()
-        }
+        Ok(script) => match sim.state.queue(body.model, script, body.times) {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(full) => (StatusCode::TOO_MANY_REQUESTS, full).into_response(),
+        },
         Err(err) => (StatusCode::BAD_REQUEST, err.to_string()).into_response(),
     }
 }

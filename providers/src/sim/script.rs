@@ -63,6 +63,12 @@ pub struct ScriptError {
     reason: String,
 }
 
+impl ScriptError {
+    pub(crate) fn new(script: &str, reason: impl Into<String>) -> Self {
+        ScriptError { script: script.to_owned(), reason: reason.into() }
+    }
+}
+
 impl FromStr for Script {
     type Err = ScriptError;
 

@@ -9,7 +9,7 @@
 //! no authentication, so a shipped demo must not hand prompts to any local
 //! process.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -26,6 +26,11 @@ pub const RECORDED_REQUESTS: usize = 1024;
 /// [`RECORDED_REQUESTS`]: a count is a few dozen bytes, and exact-count
 /// assertions over many jobs need them.
 pub const COUNTED_KEYS: usize = 16 * 1024;
+/// How many scripts may wait in the queue; more are refused.
+pub const QUEUED_SCRIPTS: usize = 1024;
+/// How many released hold tags are remembered (the most recent ones): a
+/// tag is released for a call that holds now or soon.
+pub const RELEASED_TAGS: usize = 1024;
 
 /// Calls seen since start or the last reset, counted on arrival (before any
 /// scripted behaviour), so a hung or reset request counts too.
@@ -79,7 +84,7 @@ impl Default for Inner {
 pub(crate) struct State {
     inner: Mutex<Inner>,
     record_bodies: AtomicBool,
-    released: watch::Sender<HashSet<String>>,
+    released: watch::Sender<VecDeque<String>>,
     total: watch::Sender<u64>,
 }
 
@@ -147,10 +152,16 @@ impl State {
         let _ = self.total.subscribe().wait_for(|seen| *seen >= total).await;
     }
 
-    pub(crate) fn queue(&self, model: Option<String>, script: Script, times: u32) {
-        if times > 0 {
-            self.lock().queue.push_back(Queued { model, script, left: times });
+    pub(crate) fn queue(&self, model: Option<String>, script: Script, times: u32) -> Result<(), String> {
+        if times == 0 {
+            return Ok(());
         }
+        let mut inner = self.lock();
+        if inner.queue.len() >= QUEUED_SCRIPTS {
+            return Err(format!("{QUEUED_SCRIPTS} scripts are queued already; reset or let them run"));
+        }
+        inner.queue.push_back(Queued { model, script, left: times });
+        Ok(())
     }
 
     /// The first queued script for `model` (or for any model), used up once.
@@ -168,12 +179,17 @@ impl State {
 
     pub(crate) fn release(&self, tag: &str) {
         self.released.send_modify(|released| {
-            released.insert(tag.to_owned());
+            if !released.iter().any(|seen| seen == tag) {
+                if released.len() >= RELEASED_TAGS {
+                    released.pop_front();
+                }
+                released.push_back(tag.to_owned());
+            }
         });
     }
 
     pub(crate) async fn wait_released(&self, tag: &str) {
-        let _ = self.released.subscribe().wait_for(|released| released.contains(tag)).await;
+        let _ = self.released.subscribe().wait_for(|released| released.iter().any(|seen| seen == tag)).await;
     }
 
     /// Forgets counts, recordings, queued scripts and released tags (the
@@ -181,14 +197,27 @@ impl State {
     /// Requests already holding keep waiting for a new release.
     pub(crate) fn reset(&self) {
         *self.lock() = Inner::default();
-        self.released.send_modify(HashSet::clear);
+        self.released.send_modify(VecDeque::clear);
         self.total.send_replace(0);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{COUNTED_KEYS, RECORDED_REQUESTS, State};
+    use super::{COUNTED_KEYS, QUEUED_SCRIPTS, RECORDED_REQUESTS, RELEASED_TAGS, State};
+
+    #[test]
+    fn queued_scripts_and_released_tags_are_bounded() {
+        let state = State::new();
+        for _ in 0..QUEUED_SCRIPTS {
+            state.queue(None, "ok".parse().unwrap(), 1).unwrap();
+        }
+        assert!(state.queue(None, "ok".parse().unwrap(), 1).is_err(), "a full queue refuses more");
+        for i in 0..RELEASED_TAGS * 3 {
+            state.release(&format!("tag-{i}"));
+        }
+        assert_eq!(state.released.borrow().len(), RELEASED_TAGS, "only the most recent tags are kept");
+    }
 
     #[test]
     fn per_key_counts_and_recordings_are_bounded() {

@@ -208,8 +208,7 @@ fn translate(body: &Bytes) -> Result<(Value, bool), Problem> {
         Some(Value::Bool(true)) => true,
         Some(_) => return Err(invalid("`stream` must be a boolean")),
     };
-    validate_params(&fields)
-        .map_err(|err| invalid_params(err, "Invalid chat completion request"))?;
+    validate_params(&fields).map_err(|err| invalid_params(err, "Invalid chat completion request"))?;
     let mut job = Map::new();
     job.insert("route".into(), Value::String(model));
     job.insert("input".into(), json!({"messages": messages}));

@@ -28,6 +28,11 @@ pub enum StoreStage {
     /// Partway through a request that changes several jobs: some changes
     /// may be stored.
     Partway,
+    /// The write was on its way when the store failed (a connection broke
+    /// with a statement or its commit in flight): it may have landed.
+    /// [`Problem::store`] says this in place of [`StoreStage::BeforeCommit`]
+    /// whenever the error cannot prove the write did not commit.
+    CommitUnknown,
 }
 
 impl StoreStage {
@@ -48,6 +53,12 @@ impl StoreStage {
                  request with the same Idempotency-Key, or GET /v1/jobs/{job_id}. Never send this intent \
                  again under a new Idempotency-Key."
             ),
+            StoreStage::CommitUnknown => "the job store failed while this request's write was on its way, \
+                so whether it was stored cannot be known now: it may have been, and a job it created may \
+                already be running. Retry this request as it is, with the same Idempotency-Key (the retry \
+                finds what was stored, or stores it now); never send this intent again under a new \
+                Idempotency-Key."
+                .to_owned(),
             StoreStage::Partway => "the job store cannot be reached; some of this request's changes may \
                 already be stored, and jobs they let go on may have called a provider. Retry later: what is \
                 already done is skipped."
@@ -62,7 +73,18 @@ impl Problem {
     /// cannot be reached, else 500 `internal`. After the job was stored,
     /// both name it: the `job_id` member, `Location` and `x-intentgate-job-id`.
     pub fn store(err: StoreError, stage: StoreStage) -> Problem {
+        // "Nothing was stored" only when the error proves it.
+        let stage = match stage {
+            StoreStage::BeforeCommit if !err.provably_not_committed() => StoreStage::CommitUnknown,
+            other => other,
+        };
         let problem = match err {
+            // A write that may have landed is always worth the same retry,
+            // whatever broke it.
+            _ if stage == StoreStage::CommitUnknown => {
+                tracing::warn!(error = %err, "job store failed with a write in flight");
+                Problem::new(ProblemType::StoreUnavailable, stage.unavailable_detail())
+            }
             StoreError::Unavailable(_) => {
                 tracing::warn!(error = %err, ?stage, "job store unavailable");
                 Problem::new(ProblemType::StoreUnavailable, stage.unavailable_detail())
@@ -77,7 +99,10 @@ impl Problem {
         };
         match stage {
             StoreStage::AfterCommit(job_id) => problem.naming_job(job_id),
-            StoreStage::BeforeCommit | StoreStage::Lookup | StoreStage::Partway => problem,
+            StoreStage::BeforeCommit
+            | StoreStage::Lookup
+            | StoreStage::Partway
+            | StoreStage::CommitUnknown => problem,
         }
     }
 
