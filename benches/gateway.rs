@@ -44,7 +44,7 @@
 //! Per-cell progress lines on stderr add the gateway's context switches per
 //! request (all its threads, from `/proc/<pid>/task/*/status`).
 //!
-//! The markdown tables go to stdout, ready to paste into the README:
+//! The markdown tables go to stdout, ready to paste into docs/benchmarks.md:
 //!
 //! ```text
 //! cargo bench --bench gateway -- --duration 10s --rounds 3              # the closed-loop matrix

@@ -1444,7 +1444,7 @@ fn moves_forward(before: &Value, after: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// README, "Jobs and attempts".
+/// README, "Jobs and attempts"; docs/design.md, "State machines".
 const JOB_EDGES: &[(&str, &str)] = &[
     ("pending", "running"),
     ("pending", "failed"),

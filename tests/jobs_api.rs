@@ -1,6 +1,7 @@
 //! The native jobs API against real stores over real HTTP: R1, R2, R3 and the
-//! HTTP semantics table of SPEC.md. Every scenario runs on SQLite and on
-//! PostgreSQL (see `store_matrix!`).
+//! HTTP semantics table of `docs/design.md` ("HTTP semantics of the jobs
+//! API"). Every scenario runs on SQLite and on PostgreSQL (see
+//! `store_matrix!`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-//! A real model as a provider (SPEC R9 against something we did not write):
+//! A real model as a provider (R9 of `docs/design.md`, against something we did not write):
 //! SmolLM2-135M-Instruct, served on loopback by llama-cpp-python
 //! (`scripts/local-model start`), declared twice by config/local-model.toml —
 //! `smollm2` (free generation) and `smollm2-json` (the extract schema as a

@@ -2,10 +2,11 @@
 //!
 //! The gateway talks to every provider through [`Provider::chat`] and
 //! [`Provider::chat_stream`]. Whatever happens on the wire ends up in exactly
-//! one [`OutcomeClass`], because the job/attempt state machine (SPEC R5) only
-//! needs to know one thing: did the call *prove* that no usable work was done
-//! (`not_sent`, `rejected`, `bad_output` — fail over at once), or may the
-//! provider still be working on it (`unknown` — block until settled)?
+//! one [`OutcomeClass`], because the job/attempt state machine (R5 in
+//! `docs/design.md`) only needs to know one thing: did the call *prove* that
+//! no usable work was done (`not_sent`, `rejected`, `bad_output` — fail over
+//! at once), or may the provider still be working on it (`unknown` — block
+//! until settled)?
 //!
 //! The [`sim`] module is a real HTTP server speaking both dialects, scripted
 //! per request, so all of this can be tested over loopback sockets.

@@ -1,5 +1,5 @@
 //! The outcome classes of a provider call — the one vocabulary the gateway,
-//! its database and its metrics share (SPEC R5).
+//! its database and its metrics share (R5 in `docs/design.md`).
 //!
 //! The split that matters is *proof*: `not_sent`, `rejected` and `bad_output`
 //! prove that no usable work is pending at the provider, so the attempt is

@@ -1,7 +1,7 @@
 //! A provider's own tokenizer, asked over HTTP: what the contract suites'
-//! rendering checks (SPEC R9) go through when there is no local copy of it
-//! (`tokenizer = "remote"`), so a self-hosted model is still checked
-//! through *its* tokenizer.
+//! rendering checks (R9 in `docs/design.md`) go through when there is no
+//! local copy of it (`tokenizer = "remote"`), so a self-hosted model is
+//! still checked through *its* tokenizer.
 //!
 //! One request shape serves three servers. The text is sent as `input`,
 //! `content` and `prompt` at once, with the provider's `model`; each server

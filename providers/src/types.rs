@@ -139,7 +139,7 @@ pub struct StreamChunk {
     pub raw: Bytes,
 }
 
-/// Who is calling: the job identity travels downstream (SPEC R10).
+/// Who is calling: the job identity travels downstream (R10 in `docs/design.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallContext {
     /// Sent as `Idempotency-Key`, so a provider that deduplicates can.

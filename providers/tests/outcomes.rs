@@ -1,5 +1,5 @@
-//! Every scripted behaviour lands in the right outcome class (SPEC R5), in
-//! both dialects, over real loopback sockets.
+//! Every scripted behaviour lands in the right outcome class (R5 in
+//! `docs/design.md`), in both dialects, over real loopback sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` request header (SPEC, HTTP semantics).
+//! The `Idempotency-Key` request header (`docs/design.md`, "HTTP semantics of the jobs API").
 
 use axum::http::HeaderMap;
 

@@ -6,7 +6,7 @@
 //! were charged. A hold fits when `used + held + amount <= limit`; the store
 //! checks and books every hold of one attempt in the transaction that
 //! writes it, so concurrent requests cannot overshoot a limit (they would
-//! only with actual costs above their reservations: see the README).
+//! only with actual costs above their reservations: see docs/budgets.md).
 
 use serde::Deserialize;
 

@@ -1,5 +1,6 @@
-//! Provider contract suites (SPEC R9): a provider may be failed over to only
-//! after a recorded run proved it keeps a route's contract.
+//! Provider contract suites (R9 in `docs/design.md`): a provider may be
+//! failed over to only after a recorded run proved it keeps a route's
+//! contract.
 //!
 //! What passes through this seam:
 //! - **in**: suite files from `contract-tests/` ([`Suite::load_dir`]), a

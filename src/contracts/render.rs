@@ -1,5 +1,5 @@
-//! The rendering check (SPEC R9): a case's prompt, rendered and passed
-//! through the tokenizer of the provider about to receive it.
+//! The rendering check (R9 in `docs/design.md`): a case's prompt, rendered
+//! and passed through the tokenizer of the provider about to receive it.
 //!
 //! Each finding is a [`RenderIssue`] naming the case, because a suite
 //! author fixes cases one at a time. Through a local tokenizer the check

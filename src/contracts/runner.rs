@@ -2,7 +2,7 @@
 //! `repeats` full round trips through the same [`Provider`] adapter the
 //! gateway uses, each answer shape-checked. The report is what the CLI
 //! prints and the store records; a provider may be failed over to only
-//! with a passing one (SPEC R9).
+//! with a passing one (R9 in `docs/design.md`).
 
 use std::time::Instant;
 

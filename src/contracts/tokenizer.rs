@@ -1,8 +1,8 @@
 //! The tokenizer a provider declares (`tokenizer = "o200k_base"` in its
 //! config), used to check that a suite's prompts survive *that* provider's
-//! tokenization (SPEC R9): two providers behind the same API can split the
-//! same prompt differently, and a special token in user text is read as a
-//! control token by one and as text by another.
+//! tokenization (R9 in `docs/design.md`): two providers behind the same API
+//! can split the same prompt differently, and a special token in user text
+//! is read as a control token by one and as text by another.
 //!
 //! The BPE tables ship inside tiktoken-rs (no download), but building one
 //! takes a noticeable fraction of a second and tens of megabytes, so each

@@ -3,7 +3,7 @@ use uuid::Uuid;
 
 use super::{Amounts, AttemptOutcome, UnknownState};
 
-/// Lifecycle of one attempt (SPEC "Job and attempt states").
+/// Lifecycle of one attempt (`docs/design.md`, "State machines": "Attempt").
 ///
 /// `starting` is written before the provider request leaves, so a crash can
 /// never hide a call that was made. `unknown` is an attempt that may have done

@@ -1,7 +1,7 @@
-/// A validated `Idempotency-Key`: 1–255 visible ASCII characters (SPEC, HTTP
-/// semantics). The RFC 8941 sf-string form (`"abc"`, as the IETF
-/// idempotency-key draft writes it) is accepted and unquoted, so `"abc"` and
-/// `abc` name the same key.
+/// A validated `Idempotency-Key`: 1–255 visible ASCII characters
+/// (`docs/design.md`, "HTTP semantics of the jobs API"). The RFC 8941
+/// sf-string form (`"abc"`, as the IETF idempotency-key draft writes it) is
+/// accepted and unquoted, so `"abc"` and `abc` name the same key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(String);
 

@@ -3,7 +3,7 @@ use uuid::Uuid;
 
 use super::{Fingerprint, IdempotencyKey, UnknownState};
 
-/// Lifecycle of a job (SPEC "Job and attempt states").
+/// Lifecycle of a job (`docs/design.md`, "State machines": "Job").
 ///
 /// `unknown` is not terminal for the job: it means the job is blocked on an
 /// attempt whose outcome is not known, and a late answer can still make it

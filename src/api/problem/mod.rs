@@ -1,11 +1,12 @@
 //! `application/problem+json` (RFC 9457): every error the API returns.
 //!
-//! Each problem has a stable `type` (a URI ending in the slug the SPEC uses,
-//! e.g. `idempotency-key-reused`) that clients can match on, and a human
-//! `detail`. Extension members (`job_id`, `attempt_id`, …) carry what a
-//! client needs to act. The types, with their statuses and titles, are the
-//! one table in [`ProblemType`]; a store error becomes a problem that says
-//! how far the request had got ([`StoreStage`]).
+//! Each problem has a stable `type` (a URI ending in the slug that
+//! `docs/design.md` and `docs/http-api.md` use, e.g. `idempotency-key-reused`)
+//! that clients can match on, and a human `detail`. Extension members
+//! (`job_id`, `attempt_id`, …) carry what a client needs to act. The types,
+//! with their statuses and titles, are the one table in [`ProblemType`]; a
+//! store error becomes a problem that says how far the request had got
+//! ([`StoreStage`]).
 
 mod kind;
 mod schema;
