@@ -18,7 +18,6 @@ use crate::store::{Store, StoreError};
 
 /// How long a graceful shutdown lets in-flight drives settle once the
 /// server stopped accepting requests.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -43,8 +42,49 @@ pub struct RunningGateway {
     pub engine: Engine,
     /// The in-process simulator, when enabled; dropping it stops it.
     pub simulator: Option<SimHandle>,
-    shutdown: watch::Sender<bool>,
+    stopper: Stopper,
     task: JoinHandle<std::io::Result<()>>,
+}
+
+/// Begins a graceful shutdown of a running gateway; cheap to clone.
+#[derive(Clone)]
+pub struct Stopper {
+    shutdown: watch::Sender<bool>,
+    unready_delay: std::time::Duration,
+}
+
+impl Stopper {
+    /// Not ready at once (`/readyz` 503), still serving for `unready_delay`
+    /// so a load balancer moves traffic away, then the listener closes and
+    /// the drain begins (see [`RunningGateway::shutdown`]).
+    pub async fn stop(&self, engine: &Engine) {
+        engine.tasks().begin_drain();
+        if !self.unready_delay.is_zero() {
+            tracing::info!(delay = ?self.unready_delay, "shutting down: not ready; still serving while the load balancer moves away");
+            tokio::time::sleep(self.unready_delay).await;
+        }
+        let _ = self.shutdown.send(true);
+    }
+}
+
+/// One line for the drain's end, and one per attempt handed over.
+fn report_drain(drained: &crate::engine::Drained, bound: std::time::Duration) {
+    for what in &drained.listeners_cut {
+        tracing::warn!(
+            "shutdown: {what} is still unknown after the drain ({bound:?}); handed to the other replicas' \
+             recovery sweep (its lease expires; max_execution settles it)"
+        );
+    }
+    if drained.drives_cut > 0 {
+        tracing::warn!(
+            drives = drained.drives_cut,
+            "shutdown: drives still running after the drain were stopped; their leases expire and another \
+             replica's recovery sweep takes them over"
+        );
+    }
+    if drained.listeners_cut.is_empty() && drained.drives_cut == 0 {
+        tracing::info!("shutdown: drained; every drive and late answer settled");
+    }
 }
 
 impl RunningGateway {
@@ -52,11 +92,12 @@ impl RunningGateway {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting, lets in-flight requests finish, gives in-flight
-    /// drives a grace period to settle (late-answer listeners are not waited
-    /// for: the recovery sweep settles what they would have), and waits.
+    /// Stops being ready, then accepting; lets in-flight requests finish
+    /// and drains drives and late-answer listeners up to `[server]
+    /// drain_timeout` (what is open then goes to the recovery sweep of
+    /// another replica); and waits.
     pub async fn shutdown(self) -> std::io::Result<()> {
-        let _ = self.shutdown.send(true);
+        self.stopper.stop(&self.engine).await;
         self.task.await.unwrap_or_else(|join| Err(std::io::Error::other(join)))
     }
 
@@ -65,8 +106,8 @@ impl RunningGateway {
         self.task.await.unwrap_or_else(|join| Err(std::io::Error::other(join)))
     }
 
-    pub fn stop_signal(&self) -> watch::Sender<bool> {
-        self.shutdown.clone()
+    pub fn stopper(&self) -> Stopper {
+        self.stopper.clone()
     }
 }
 
@@ -120,6 +161,8 @@ async fn start_with_simulator(
         engine.gate().reload(&store).await?;
     }
     let limits = crate::server::Limits::from_config(&config.server);
+    let state_drain_timeout = config.server.drain_timeout.into();
+    let unready_delay = config.server.unready_delay.into();
     let state = AppState {
         max_body_bytes: config.server.max_body_bytes,
         config: Arc::new(config),
@@ -133,6 +176,7 @@ async fn start_with_simulator(
     let (shutdown, mut stopped) = watch::channel(false);
     let app = api::router(state);
     let tasks = engine.tasks().clone();
+    let drain_timeout: std::time::Duration = state_drain_timeout;
     // The root task: the server, then the engine's drain. (Every other task
     // is spawned through the engine's `Tasks`.)
     #[allow(clippy::disallowed_methods)]
@@ -141,17 +185,11 @@ async fn start_with_simulator(
             let _ = stopped.wait_for(|stop| *stop).await;
         })
         .await;
-        let cut = tasks.shutdown(SHUTDOWN_GRACE).await;
-        if cut > 0 {
-            tracing::warn!(
-                cut,
-                "drives still running after the grace period were stopped; their leases expire and the recovery sweep takes them over"
-            );
-        }
+        report_drain(&tasks.shutdown(drain_timeout).await, drain_timeout);
         served
     });
     tracing::info!(%addr, store = store.backend(), "intentgate listening");
-    Ok(RunningGateway { addr, store, engine, simulator, shutdown, task })
+    Ok(RunningGateway { addr, store, engine, simulator, stopper: Stopper { shutdown, unready_delay }, task })
 }
 
 /// Every check `start` makes before it opens the database, and that needs

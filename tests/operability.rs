@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 store_matrix!(
     cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once,
-    shutdown_lets_a_drive_settle_and_does_not_wait_for_listeners,
+    shutdown_drains_a_drive_and_cuts_a_hung_listener_at_the_bound,
 );
 
 const BIN: &str = env!("CARGO_BIN_EXE_intentgate");
@@ -128,9 +128,13 @@ async fn logs_carry_job_spans_and_no_secrets() {
 
 /// A graceful shutdown (what SIGTERM does): the server stops, a drive in
 /// flight is let settle — its answer is recorded, not dropped — and a late
-/// listener waiting on a hung provider does not hold the process up.
-async fn shutdown_lets_a_drive_settle_and_does_not_wait_for_listeners(store: TestStore) {
+/// listener waiting on a hung provider holds the process up only until
+/// `drain_timeout`, then is handed over (tests/replicas.rs shows a late
+/// answer that arrives within the bound being recorded).
+async fn shutdown_drains_a_drive_and_cuts_a_hung_listener_at_the_bound(store: TestStore) {
     let gw = TestGateway::start_tweaked(&store, |doc| {
+        let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+        server.insert("drain_timeout".into(), "1s".into());
         set_provider(doc, "sim-primary", "model", "sim:hold=in-flight");
         set_provider(doc, "sim-fallback", "model", "sim:hang");
         set_route(doc, "extract", "attempt_timeout", "100ms");
@@ -161,7 +165,7 @@ async fn shutdown_lets_a_drive_settle_and_does_not_wait_for_listeners(store: Tes
     assert!(early.is_err(), "shutdown must wait for the drive whose provider has not answered yet");
     sim.release("in-flight");
     let stopped = tokio::time::timeout(std::time::Duration::from_secs(5), stopping).await;
-    assert!(stopped.is_ok(), "the drive settled and the listener was stopped: shutdown is done");
+    assert!(stopped.is_ok(), "the drive settled and the hung listener was cut at the bound: shutdown is done");
     let job = store_handle.job(held).await.unwrap().unwrap();
     assert_eq!(job.status, intentgate::jobs::JobStatus::Succeeded, "the answer in flight was recorded");
     assert_eq!(sim.calls().total, 2, "nothing was sent twice");

@@ -9,11 +9,64 @@ mod common;
 use std::sync::Arc;
 
 use common::{ALICE, TestGateway, TestStore, chat_body, config_from_doc, set_provider, test_config_doc};
+use intentgate::store::Store;
 use intentgate_providers::sim::Simulator;
 use serde_json::Value;
 use tokio::sync::Barrier;
 
-store_matrix!(two_gateways_one_job_one_call, killed_gateway_leaves_the_attempt_unknown);
+store_matrix!(
+    two_gateways_one_job_one_call,
+    killed_gateway_leaves_the_attempt_unknown,
+    sigterm_drains_a_late_answer_before_exit
+);
+
+/// SIGTERM while an attempt is `unknown` and its answer still to come: the
+/// replica stops being ready first (`/readyz` 503 `draining`), keeps
+/// listening, records the late answer as the job's result, and only then
+/// exits. Once it stopped the listener at once: the attempt was abandoned
+/// at `max_execution` and the next provider ran the intent a second time.
+async fn sigterm_drains_a_late_answer_before_exit(store: TestStore) {
+    let sim = Simulator::new(5).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("intentgate-drain-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut doc = test_config_doc(&store.url, Some(sim.addr()));
+    set_provider(&mut doc, "sim-primary", "model", "sim:hold=late");
+    common::set_route(&mut doc, "chat", "attempt_timeout", "200ms");
+    let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+    server.insert("unready_delay".into(), "500ms".into());
+    server.insert("drain_timeout".into(), "20s".into());
+    let path = dir.join("draining.toml");
+    std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
+    let common::Spawned { mut child, url, logs } = common::spawn_serve(&path).await;
+    let client = common::client();
+    let created = client.post(format!("{url}/v1/jobs")).bearer_auth(ALICE).header("idempotency-key", "late");
+    let created: Value = created.json(&chat_body("x")).send().await.unwrap().json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let job = client.get(format!("{url}/v1/jobs/{id}")).bearer_auth(ALICE).header("prefer", "wait=10");
+    let job: Value = job.send().await.unwrap().json().await.unwrap();
+    assert_eq!(job["status"], "unknown", "the answer is late: {job}");
+
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let ready = client.get(format!("{url}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503, "not ready as soon as the signal arrives");
+    let ready: Value = ready.json().await.unwrap();
+    assert!(ready["type"].as_str().unwrap().ends_with("/draining"), "{ready}");
+    sim.release("late");
+    let status =
+        tokio::time::timeout(std::time::Duration::from_secs(20), child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status}; log:\n{}", logs.lock().unwrap());
+
+    let direct =
+        Store::connect(&common::config_from_doc(&test_config_doc(&store.url, None)).store).await.unwrap();
+    let job = direct.job(id.parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(job.status.to_string(), "succeeded", "the late answer is the result");
+    let attempts = direct.attempts(job.id).await.unwrap();
+    assert_eq!(attempts.len(), 1, "no second attempt: {attempts:?}");
+    assert_eq!(sim.calls().total, 1, "one execution");
+    assert!(logs.lock().unwrap().contains("drained"), "{}", logs.lock().unwrap());
+    let _ = std::fs::remove_dir_all(dir);
+}
 
 /// 100 concurrent duplicates spread over two gateway instances sharing one
 /// database → one job, one upstream call.

@@ -37,6 +37,12 @@ pub async fn healthz() -> Json<Value> {
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+    if state.engine.tasks().is_draining() {
+        return Err(Problem::new(
+            super::ProblemType::Draining,
+            "this replica is shutting down: it finishes its jobs and late answers and takes no new requests",
+        ));
+    }
     state.store.ping().await?;
     Ok(Json(json!({"status": "ready", "store": state.store.backend()})))
 }

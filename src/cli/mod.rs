@@ -226,24 +226,33 @@ async fn serve(args: &ConfigArg) -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(err),
     };
+    let config_drain: std::time::Duration = config.server.drain_timeout.into();
     let gateway = match crate::app::start(config).await {
         Ok(gateway) => gateway,
         Err(err) => return fail(err),
     };
-    let stop = gateway.stop_signal();
-    let on_signal = async move {
+    let (stopper, engine) = (gateway.stopper(), gateway.engine.clone());
+    let drain = config_drain;
+    let on_signals = async move {
         shutdown_signal().await;
-        tracing::info!("shutting down: no new connections; in-flight drives get a grace period to settle");
-        let _ = stop.send(true);
-        std::future::pending::<()>().await
+        tracing::info!(
+            drain_timeout = ?drain,
+            "shutting down: not ready, then no new connections; drives and late answers drain (a second signal ends it at once)"
+        );
+        // The first signal drains; the second returns, ending the process now.
+        tokio::join!(stopper.stop(&engine), shutdown_signal());
+        tracing::warn!("second signal: exiting now; what is still open is left to the recovery sweep");
     };
-    // The server stops after the signal, once drained; `on_signal` never ends.
+    // The server stops after the first signal, once drained.
     let served = tokio::select! {
         served = gateway.wait() => served,
-        () = on_signal => Ok(()),
+        () = on_signals => return ExitCode::FAILURE,
     };
     match served {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            tracing::info!("intentgate stopped");
+            ExitCode::SUCCESS
+        }
         Err(err) => fail(err),
     }
 }

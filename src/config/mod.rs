@@ -105,6 +105,16 @@ pub struct ServerConfig {
     /// accept queue until one closes (see `crate::server`).
     #[serde(default = "default_max_connections_served")]
     pub max_connections: usize,
+    /// On SIGTERM, how long `/readyz` answers 503 while the gateway still
+    /// serves, so a load balancer's health check moves traffic away before
+    /// the listener closes (a few check intervals). Default 0s.
+    #[serde(default = "default_unready_delay")]
+    pub unready_delay: HumanDuration,
+    /// How long a shutdown waits for drives and late answers to settle
+    /// before it hands what is open to the other replicas' recovery sweep.
+    /// Default 30s.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: HumanDuration,
 }
 
 impl Default for ServerConfig {
@@ -115,8 +125,18 @@ impl Default for ServerConfig {
             header_read_timeout: default_header_read_timeout(),
             body_read_timeout: default_body_read_timeout(),
             max_connections: default_max_connections_served(),
+            unready_delay: default_unready_delay(),
+            drain_timeout: default_drain_timeout(),
         }
     }
+}
+
+fn default_unready_delay() -> HumanDuration {
+    HumanDuration::secs(0)
+}
+
+fn default_drain_timeout() -> HumanDuration {
+    HumanDuration::secs(30)
 }
 
 fn default_header_read_timeout() -> HumanDuration {

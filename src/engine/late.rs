@@ -23,7 +23,8 @@ impl Engine {
     /// down right now).
     pub(super) fn spawn_late_listener(&self, attempt: Attempt, route: String, pending: Option<Pending>) {
         let engine = self.clone();
-        self.tasks().spawn_watch(async move {
+        let what = format!("attempt {} of job {} on `{}`", attempt.number, attempt.job_id, attempt.provider);
+        self.tasks().spawn_listener(what, async move {
             let job_id = attempt.job_id;
             if let Err(err) = engine.listen_late(attempt, &route, pending).await {
                 tracing::error!(%job_id, error = %err, "cannot settle an unknown attempt; the recovery sweep will");

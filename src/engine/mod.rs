@@ -49,7 +49,7 @@ pub use request::to_chat_request;
 pub use spend::MeterUsage;
 pub use streams::{StreamEvent, StreamHub, Subscription};
 pub use submit::{Submission, SubmitError, Submitted};
-pub use tasks::Tasks;
+pub use tasks::{Drained, Tasks};
 pub use waiters::Waiters;
 
 use crate::config::{Config, ProviderConfig, RouteConfig};

@@ -2,20 +2,30 @@
 //! that a graceful shutdown can wait for it, and none outlives the engine
 //! unnoticed.
 //!
-//! Two kinds of work:
+//! Three kinds of work:
 //! - **drives** (a job being taken through its chain, an answer being
-//!   recorded): on shutdown they get a grace period to settle;
-//! - **watches** (late-answer listeners, the lease renewer, the settled-job
-//!   listener, the sweep, provider calls): they may wait for minutes, so
-//!   shutdown does not wait for them;
-//!   it stops them once the drives are done. What they would have settled is the recovery sweep's to
-//!   settle, on this instance's next start or on another replica: leases
-//!   expire, `starting` attempts become `unknown`, `max_execution` abandons.
+//!   recorded) and
+//! - **listeners** (an `unknown` attempt's call, still waited on for its
+//!   late answer): on shutdown both are drained, up to a bound. A listener
+//!   matters as much as a drive: its answer, if it comes, is the job's
+//!   result; stopped, the attempt would be abandoned at `max_execution` and
+//!   the chain would run the intent again elsewhere.
+//! - **watches** (the lease renewer, the settled-job listener, the sweep,
+//!   provider calls): they serve the others, so they run on through the
+//!   drain (leases stay renewed) and are stopped after it.
+//!
+//! What is still open at the bound is the recovery sweep's to settle, on
+//! another replica or this instance's next start: leases expire, `starting`
+//! attempts become `unknown`, `max_execution` abandons. Each listener cut
+//! that way is logged with the attempt it was waiting for.
 //!
 //! This is the one place that calls `tokio::spawn` (clippy's
 //! `disallowed_methods` refuses it elsewhere in the crate).
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -25,10 +35,24 @@ use tokio_util::task::TaskTracker;
 #[derive(Debug, Clone, Default)]
 pub struct Tasks {
     drives: TaskTracker,
+    listeners: TaskTracker,
     watches: TaskTracker,
-    /// Cancelled when the grace period is over (drives) or at once (watches).
-    stop_drives: CancellationToken,
-    stop_watches: CancellationToken,
+    /// Cancelled when the drain is over.
+    stop: CancellationToken,
+    /// What each running listener waits for, by a number of its own (for
+    /// the log line of a listener the drain's bound cuts).
+    waiting: Arc<Mutex<BTreeMap<u64, String>>>,
+    next_listener: Arc<AtomicU64>,
+    /// Set when shutdown begins: `/readyz` answers 503 from then on.
+    draining: Arc<AtomicBool>,
+}
+
+/// What a shutdown left behind: drives and listeners still running at the
+/// drain's bound (each listener as what it waited for).
+#[derive(Debug, Default)]
+pub struct Drained {
+    pub drives_cut: usize,
+    pub listeners_cut: Vec<String>,
 }
 
 impl Tasks {
@@ -38,8 +62,26 @@ impl Tasks {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let stop = self.stop_drives.clone();
+        let stop = self.stop.clone();
         self.drives.spawn(async move { stop.run_until_cancelled(work).await })
+    }
+
+    /// A late-answer listener, waiting for `what` (e.g. "attempt 2 of job
+    /// …"): drained on shutdown like a drive.
+    pub fn spawn_listener<F>(&self, what: String, work: F) -> JoinHandle<Option<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let stop = self.stop.clone();
+        let id = self.next_listener.fetch_add(1, Ordering::Relaxed);
+        let waiting = self.waiting.clone();
+        waiting.lock().unwrap_or_else(PoisonError::into_inner).insert(id, what);
+        self.listeners.spawn(async move {
+            let out = stop.run_until_cancelled(work).await;
+            waiting.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+            out
+        })
     }
 
     /// Work that may wait long and is stopped at once on shutdown.
@@ -48,30 +90,57 @@ impl Tasks {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let stop = self.stop_watches.clone();
+        let stop = self.stop.clone();
         self.watches.spawn(async move { stop.run_until_cancelled(work).await })
     }
 
-    /// How many tasks of each kind are running: `(drives, watches)`.
-    pub fn running(&self) -> (usize, usize) {
-        (self.drives.len(), self.watches.len())
+    /// Shutdown has begun (or is about to): not ready any more.
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
     }
 
-    /// Gives the drives `grace` to finish, then stops every task: the
-    /// watches are not waited for (a provider call a drive awaits is a watch
-    /// too, so they are stopped only once the drives are done). Returns how
-    /// many drives were cut short (their jobs are left to the recovery sweep).
-    pub async fn shutdown(&self, grace: Duration) -> usize {
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// How many tasks of each kind are running: `(drives, listeners, watches)`.
+    pub fn running(&self) -> (usize, usize, usize) {
+        (self.drives.len(), self.listeners.len(), self.watches.len())
+    }
+
+    /// Drains: waits up to `bound` for the drives and the listeners to end
+    /// (the watches they use run on meanwhile), then stops every task.
+    /// Returns what was still running at the bound.
+    pub async fn shutdown(&self, bound: Duration) -> Drained {
+        self.begin_drain();
         self.drives.close();
+        self.listeners.close();
         self.watches.close();
-        let cut = match tokio::time::timeout(grace, self.drives.wait()).await {
-            Ok(()) => 0,
-            Err(_) => self.drives.len(),
+        // A listener's answer may resume its chain (a new drive), and a
+        // drive may leave a listener: wait until both are empty at once.
+        let drained = async {
+            while !(self.drives.is_empty() && self.listeners.is_empty()) {
+                self.drives.wait().await;
+                self.listeners.wait().await;
+            }
         };
-        self.stop_watches.cancel();
-        self.stop_drives.cancel();
+        let left = match tokio::time::timeout(bound, drained).await {
+            Ok(()) => Drained::default(),
+            Err(_) => Drained {
+                drives_cut: self.drives.len(),
+                listeners_cut: self
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .values()
+                    .cloned()
+                    .collect(),
+            },
+        };
+        self.stop.cancel();
         self.drives.wait().await;
+        self.listeners.wait().await;
         self.watches.wait().await;
-        cut
+        left
     }
 }

@@ -21,7 +21,7 @@ pub struct PostgresStore {
     /// Job inserts and result CASes, batched across jobs.
     pub(super) batches: Arc<PgBatches>,
     /// Kept to explain a failure to connect (see [`PostgresStore::explain`]).
-    options: PgConnectOptions,
+    options: Box<PgConnectOptions>,
     acquire_timeout: Duration,
 }
 
@@ -40,7 +40,8 @@ impl PostgresStore {
             .connect_lazy_with(options.clone());
         let in_flight = (config.max_connections as usize / 4).max(1);
         let batches = Arc::new(PgBatches::spawn(&pool, in_flight));
-        Ok(PostgresStore { pool, batches, options, acquire_timeout: config.acquire_timeout.into() })
+        let acquire_timeout = config.acquire_timeout.into();
+        Ok(PostgresStore { pool, batches, options: Box::new(options), acquire_timeout })
     }
 
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {

@@ -121,6 +121,9 @@ problem_types! {
     /// stored: nothing stored, no provider called. After (`job_id`): the job
     /// exists and may have reached a provider; retry under the same key
     StoreUnavailable = "store-unavailable", SERVICE_UNAVAILABLE, "Job store unavailable";
+    /// `/readyz` of a replica that is shutting down: it finishes what it
+    /// has, takes nothing new; a load balancer sends traffic elsewhere
+    Draining = "draining", SERVICE_UNAVAILABLE, "Shutting down";
 }
 
 /// `x-should-retry: false`: tells the OpenAI SDKs (which retry 409 and 5xx
@@ -163,7 +166,8 @@ impl ProblemType {
             | ProblemType::Internal
             // Its `Retry-After` depends on the window: set per problem.
             | ProblemType::RateLimited
-            | ProblemType::StreamLagged => &[],
+            | ProblemType::StreamLagged
+            | ProblemType::Draining => &[],
         }
     }
 }
