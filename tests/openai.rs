@@ -24,7 +24,36 @@ store_matrix!(
     concurrent_stream_duplicates_share_one_upstream_stream,
     stream_cut_midway_is_an_in_band_error_without_failover,
     stream_fails_over_before_the_first_byte,
+    a_minted_key_job_with_an_unknown_outcome_is_never_run_again,
 );
+
+/// A client that sent no key (the door minted one) and got 409
+/// `outcome-unknown` can never come back for the job's result: once the
+/// attempt is abandoned at `max_execution` the chain does not resume on the
+/// fallback (that would pay for a second execution nobody can read). The
+/// job ends failed with code `outcome-unknown`; a late answer could still
+/// have been recorded.
+async fn a_minted_key_job_with_an_unknown_outcome_is_never_run_again(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hang");
+        set_provider(doc, "sim-primary", "max_execution", "300ms");
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+        let mut openai = toml::Table::new();
+        openai.insert("mint_idempotency_keys".into(), true.into());
+        doc.insert("openai".into(), openai.into());
+    })
+    .await;
+    let mut events = gw.events();
+    let response = gw.request(reqwest::Method::POST, "/v1/chat/completions", ALICE).json(&chat("x", false));
+    let problem = assert_problem(response.send().await.unwrap(), 409, "outcome-unknown").await;
+    let job_id = problem["job_id"].as_str().unwrap().to_owned();
+    common::wait_for_attempt(&mut events, &job_id, 1, intentgate::jobs::AttemptState::Abandoned).await;
+    let job = common::settled_job(&gw, ALICE, &job_id).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "outcome-unknown", "{job}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "never run again: {job}");
+    assert_eq!(gw.sim().calls().total, 1, "one execution");
+}
 
 fn chat(text: &str, stream: bool) -> Value {
     json!({"model": "chat", "messages": [{"role": "user", "content": text}], "stream": stream, "top_k": 3})
@@ -200,10 +229,16 @@ async fn concurrent_stream_duplicates_share_one_upstream_stream(store: TestStore
     assert_eq!(replay, streams[0], "and the replay matches the live stream");
 }
 
+/// A stream cut after chunks reached the client: an in-band error, the
+/// attempt `unknown`, and the job ends at once (no other provider may
+/// answer a stream the client read part of): not even once the attempt is
+/// abandoned at `max_execution` does the chain resume on the fallback.
 async fn stream_cut_midway_is_an_in_band_error_without_failover(store: TestStore) {
-    let gw =
-        TestGateway::start_tweaked(&store, |doc| set_provider(doc, "sim-primary", "model", "sim:stream-cut"))
-            .await;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:stream-cut");
+        set_provider(doc, "sim-primary", "max_execution", "300ms");
+    })
+    .await;
     let mut events_rx = gw.events();
     let response = post(&gw, "cut", &chat("a long answer that will be cut", true)).await;
     assert_eq!(response.status(), 200, "the stream had begun");
@@ -213,9 +248,10 @@ async fn stream_cut_midway_is_an_in_band_error_without_failover(store: TestStore
     let error: Value = serde_json::from_str(events.last().unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "outcome-unknown");
     assert!(events.len() >= 3, "some content arrived before the cut: {events:?}");
-    common::wait_for_attempt(&mut events_rx, &job_id, 1, intentgate::jobs::AttemptState::Unknown).await;
+    common::wait_for_attempt(&mut events_rx, &job_id, 1, intentgate::jobs::AttemptState::Abandoned).await;
     let job = common::settled_job(&gw, ALICE, &job_id).await;
-    assert_eq!(job["status"], "unknown");
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "outcome-unknown", "{job}");
     assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no failover after the first byte");
     assert_eq!(gw.sim().calls().by_path.get("/v1/messages"), None);
 }

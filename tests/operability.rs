@@ -165,7 +165,10 @@ async fn shutdown_drains_a_drive_and_cuts_a_hung_listener_at_the_bound(store: Te
     assert!(early.is_err(), "shutdown must wait for the drive whose provider has not answered yet");
     sim.release("in-flight");
     let stopped = tokio::time::timeout(std::time::Duration::from_secs(5), stopping).await;
-    assert!(stopped.is_ok(), "the drive settled and the hung listener was cut at the bound: shutdown is done");
+    assert!(
+        stopped.is_ok(),
+        "the drive settled and the hung listener was cut at the bound: shutdown is done"
+    );
     let job = store_handle.job(held).await.unwrap().unwrap();
     assert_eq!(job.status, intentgate::jobs::JobStatus::Succeeded, "the answer in flight was recorded");
     assert_eq!(sim.calls().total, 2, "nothing was sent twice");

@@ -58,6 +58,10 @@ pub(super) struct Pending {
 /// What [`super::Gate::offer`] read from the attempt's request.
 pub(super) type Offered = Option<std::sync::Arc<crate::contracts::Offer>>;
 
+/// The job error `code` of a job that ended with an attempt whose outcome
+/// is unknown (see [`Step::Unknown`]): it may have been executed.
+pub const OUTCOME_UNKNOWN: &str = "outcome-unknown";
+
 impl Engine {
     /// Decides what `seen` means for `attempt` in `phase` and does it.
     pub(super) async fn conclude(
@@ -124,13 +128,32 @@ impl Engine {
                     }
                 })
             }
-            Step::Unknown => {
-                self.declare_unknown(attempt, &detail()).await?;
+            Step::Unknown { fail_job } => {
+                let detail = detail();
+                self.declare_unknown(attempt, &detail).await?;
                 let pending = match seen {
                     Seen::Silence { call, .. } => call,
                     _ => None,
                 };
                 self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
+                if fail_job {
+                    let why = match phase {
+                        Phase::Streamed => {
+                            "part of this attempt's answer already reached the client, so no other \
+                            provider may answer it"
+                        }
+                        _ => {
+                            "the request's key was minted, so no client can come back for a second \
+                            execution's answer"
+                        }
+                    };
+                    let reason = format!("attempt {} outcome unknown ({detail}); {why}", attempt.number);
+                    let error = JobError {
+                        code: Some(OUTCOME_UNKNOWN.to_owned()),
+                        ..JobError::of_attempt(reason, attempt.number)
+                    };
+                    self.fail_job(attempt.job_id, &error).await?;
+                }
                 Ok(Next::Stop)
             }
             Step::KeepWaiting => Ok(Next::Wait),

@@ -19,8 +19,11 @@ use crate::jobs::AttemptOutcome;
 pub enum Phase {
     /// The attempt is `starting` and no byte of its answer reached a client:
     /// it may still fail over. `retries` is how often the same provider was
-    /// already retried after a rejection.
-    Live { retries: u32 },
+    /// already retried after a rejection. `collectable`: a client can still
+    /// come back for the job's result (its key was the client's own, not
+    /// minted by a door), so resuming the chain after an unknown outcome
+    /// serves someone.
+    Live { retries: u32, collectable: bool },
     /// The attempt is `starting` and part of its streamed answer already
     /// reached a client: whatever happens now, the answer is this attempt's.
     Streamed,
@@ -87,9 +90,14 @@ pub enum Step {
     /// Proven no (usable) work: the attempt becomes `failed` with `outcome`,
     /// then the job goes on as `then` says.
     Fail { outcome: AttemptOutcome, then: AfterFailure },
-    /// The work may have been done (R5): the attempt and its job become
-    /// `unknown`, nothing else starts, and a late answer is listened for.
-    Unknown,
+    /// The work may have been done (R5): the attempt becomes `unknown`,
+    /// nothing else starts, and a late answer is listened for (it may still
+    /// win). With `fail_job` the job fails at once and its chain never
+    /// resumes: no other provider may answer it (a client already read part
+    /// of this attempt's stream), or no client could collect a second
+    /// execution (its key was minted). Without, the job is `unknown` and its
+    /// chain resumes once the attempt is settled.
+    Unknown { fail_job: bool },
     /// Late and still nothing proven (the provider connection broke after the
     /// attempt was declared unknown): keep it `unknown` until `max_execution`
     /// or an operator settles it.
@@ -126,7 +134,10 @@ pub fn decide(phase: Phase, observed: Observed<'_>, policy: &RetryPolicy) -> Ste
         (phase, Observed::Failure(failure)) if failure.may_fail_over() => {
             fail(failure.class().into(), after_proven_failure(phase, Some(failure), policy))
         }
-        (Phase::Live { .. } | Phase::Streamed, Observed::Failure(_) | Observed::Silence) => Step::Unknown,
+        (Phase::Live { collectable, .. }, Observed::Failure(_) | Observed::Silence) => {
+            Step::Unknown { fail_job: !collectable }
+        }
+        (Phase::Streamed, Observed::Failure(_) | Observed::Silence) => Step::Unknown { fail_job: true },
         (Phase::Late, Observed::Failure(_)) => Step::KeepWaiting,
         (Phase::Late, Observed::Silence) => Step::Abandon,
     }
@@ -135,7 +146,7 @@ pub fn decide(phase: Phase, observed: Observed<'_>, policy: &RetryPolicy) -> Ste
 /// What may follow a proven failure in `phase`.
 fn after_proven_failure(phase: Phase, failure: Option<&Failure>, policy: &RetryPolicy) -> AfterFailure {
     match phase {
-        Phase::Live { retries } => match failure.and_then(|f| retry_wait(f, retries, policy)) {
+        Phase::Live { retries, .. } => match failure.and_then(|f| retry_wait(f, retries, policy)) {
             Some(wait) => AfterFailure::RetryAfter(wait),
             None => AfterFailure::FailOver,
         },
@@ -182,6 +193,8 @@ mod tests {
         RetryPolicy { statuses: statuses.to_vec(), not_sent, ..POLICY.clone() }
     }
 
+    const LIVE: Phase = Phase::Live { retries: 0, collectable: true };
+
     fn rejected(status: u16, retry_after: Option<Duration>) -> Failure {
         Failure::Rejected { status, retry_after, body: String::new() }
     }
@@ -192,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_good_answer_is_delivered_in_every_phase() {
-        for phase in [Phase::Live { retries: 0 }, Phase::Streamed, Phase::Late] {
+        for phase in [LIVE, Phase::Streamed, Phase::Late] {
             assert_eq!(decide(phase, Observed::Answer { breaks_contract: false }, POLICY), Step::Deliver);
         }
     }
@@ -204,7 +217,7 @@ mod tests {
             Step::Fail { outcome: AttemptOutcome::ContractViolation, then } => then,
             other => panic!("{other:?}"),
         };
-        assert_eq!(then(Phase::Live { retries: 0 }), AfterFailure::FailOver);
+        assert_eq!(then(LIVE), AfterFailure::FailOver);
         assert_eq!(then(Phase::Streamed), AfterFailure::FailJob, "a client saw part of it");
         assert_eq!(then(Phase::Late), AfterFailure::Resume);
     }
@@ -214,7 +227,7 @@ mod tests {
         let not_sent = Failure::NotSent { reason: "refused".into() };
         let bad = Failure::BadOutput { reason: "garbage".into(), raw: Default::default() };
         for failure in [&not_sent, &bad, &rejected(500, None)] {
-            let live = decide(Phase::Live { retries: 0 }, Observed::Failure(failure), POLICY);
+            let live = decide(LIVE, Observed::Failure(failure), POLICY);
             assert_eq!(live, Step::Fail { outcome: failure.class().into(), then: AfterFailure::FailOver });
             let late = decide(Phase::Late, Observed::Failure(failure), POLICY);
             assert_eq!(late, Step::Fail { outcome: failure.class().into(), then: AfterFailure::Resume });
@@ -225,19 +238,35 @@ mod tests {
 
     #[test]
     fn what_proves_nothing_is_unknown_never_failed() {
-        for phase in [Phase::Live { retries: 0 }, Phase::Streamed] {
-            assert_eq!(decide(phase, Observed::Failure(&unknown()), POLICY), Step::Unknown);
-            assert_eq!(decide(phase, Observed::Silence, POLICY), Step::Unknown);
-        }
+        let open = Step::Unknown { fail_job: false };
+        assert_eq!(decide(LIVE, Observed::Failure(&unknown()), POLICY), open);
+        assert_eq!(decide(LIVE, Observed::Silence, POLICY), open);
         assert_eq!(decide(Phase::Late, Observed::Failure(&unknown()), POLICY), Step::KeepWaiting);
         assert_eq!(decide(Phase::Late, Observed::Silence, POLICY), Step::Abandon);
     }
 
     #[test]
+    fn an_unknown_outcome_nobody_can_collect_again_ends_the_job() {
+        let ends = Step::Unknown { fail_job: true };
+        // A client read part of this attempt: no other provider may answer.
+        assert_eq!(decide(Phase::Streamed, Observed::Failure(&unknown()), POLICY), ends);
+        assert_eq!(decide(Phase::Streamed, Observed::Silence, POLICY), ends);
+        // A minted key: no retry can ever collect a second execution.
+        let minted = Phase::Live { retries: 0, collectable: false };
+        assert_eq!(decide(minted, Observed::Failure(&unknown()), POLICY), ends);
+        assert_eq!(decide(minted, Observed::Silence, POLICY), ends);
+        // Proven failures still fail over: nothing was executed.
+        let refused = Failure::NotSent { reason: "refused".into() };
+        let over = Step::Fail { outcome: refused.class().into(), then: AfterFailure::FailOver };
+        assert_eq!(decide(minted, Observed::Failure(&refused), POLICY), over);
+    }
+
+    #[test]
     fn too_many_requests_is_retried_with_backoff_then_fails_over() {
         let policy = classes(&[429], false);
-        let step =
-            |retries, failure: &Failure| decide(Phase::Live { retries }, Observed::Failure(failure), &policy);
+        let step = |retries, failure: &Failure| {
+            decide(Phase::Live { retries, collectable: true }, Observed::Failure(failure), &policy)
+        };
         let retry =
             |wait| Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::RetryAfter(wait) };
         let fail_over = Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailOver };
@@ -252,12 +281,10 @@ mod tests {
     #[test]
     fn each_retry_class_retries_the_same_provider_and_nothing_else_does() {
         let policy = classes(&[429, 500, 502, 503, 529], true);
-        let then =
-            |failure: &Failure| match decide(Phase::Live { retries: 0 }, Observed::Failure(failure), &policy)
-            {
-                Step::Fail { then, .. } => then,
-                other => panic!("{other:?}"),
-            };
+        let then = |failure: &Failure| match decide(LIVE, Observed::Failure(failure), &policy) {
+            Step::Fail { then, .. } => then,
+            other => panic!("{other:?}"),
+        };
         let retry = AfterFailure::RetryAfter(Duration::from_millis(100));
         for status in [429, 500, 502, 503, 529] {
             assert_eq!(then(&rejected(status, None)), retry, "{status}");

@@ -10,7 +10,7 @@ use super::decide::Phase;
 use super::{Engine, EngineError, plan};
 use crate::budgets::LimitRefusal;
 use crate::config::RouteConfig;
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobError, JobRequest, NewJob};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, IdempotencyKey, Job, JobError, JobRequest, NewJob};
 use crate::store::{Created, Lease, StartOutcome, StoreError};
 use crate::telemetry;
 use tracing::Instrument;
@@ -391,7 +391,7 @@ impl Engine {
         attempt: Attempt,
         retries: u32,
     ) -> Result<Next, EngineError> {
-        let live = Phase::Live { retries };
+        let live = Phase::Live { retries, collectable: !IdempotencyKey::was_minted(&job.idempotency_key) };
         let Some(entry) = self.provider(&attempt.provider) else {
             let failure =
                 Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
@@ -422,7 +422,7 @@ impl Engine {
         };
         if request.params.get("stream").and_then(serde_json::Value::as_bool) == Some(true) {
             return self
-                .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, retries)
+                .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, live)
                 .await;
         }
         let offer = self.gate().offer(&route.name, &chat);

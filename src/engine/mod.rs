@@ -15,6 +15,7 @@
 
 mod clock;
 mod conclude;
+pub use conclude::OUTCOME_UNKNOWN;
 mod decide;
 mod driver;
 mod gate;

@@ -14,10 +14,11 @@
 
 use uuid::Uuid;
 
-use super::conclude::MAX_EXECUTION;
+use super::conclude::Seen;
+use super::decide::Phase;
 use super::driver::First;
 use super::{Engine, EngineError};
-use crate::jobs::{AttemptState, JobStatus};
+use crate::jobs::JobStatus;
 
 const BATCH: i64 = 100;
 
@@ -97,9 +98,11 @@ impl Engine {
             };
             let cutoff = self.now_ms() - super::clock::millis(max.into());
             for attempt in self.store().unknown_attempts_of(&provider, cutoff).await? {
-                let detail =
-                    "max_execution passed with no answer; the provider can no longer be working on it";
-                self.settle_open(&attempt, AttemptState::Abandoned, detail, Some(MAX_EXECUTION)).await?;
+                // The same decision as a listener's at max_execution (Late,
+                // silence), so that what follows is decided in one place.
+                let Some(job) = self.store().job(attempt.job_id).await? else { continue };
+                let silence = Seen::Silence { reason: "max_execution passed".into(), call: None };
+                self.conclude(&attempt, &job.route, Phase::Late, silence).await?;
             }
         }
         Ok(())

@@ -34,14 +34,13 @@ impl Engine {
         provider: Arc<Provider>,
         chat: ChatRequest,
         context: CallContext,
-        retries: u32,
+        live: Phase,
     ) -> Result<Next, EngineError> {
         let offer = self.gate().offer(&route.name, &chat);
         let (first_chunk, first_chunk_seen) = oneshot::channel();
         let call_started = std::time::Instant::now();
         let task = self.spawn_stream(provider, chat, context, attempt.number, first_chunk);
         let attempt_timeout: Duration = route.attempt_timeout.into();
-        let live = Phase::Live { retries };
         tokio::select! {
             _ = first_chunk_seen => {}
             () = tokio::time::sleep(attempt_timeout) => {

@@ -41,7 +41,21 @@ impl IdempotencyKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A key a door made up for a client that sent none: unique, so the
+    /// request is a new job, and known to no client, so nobody can come
+    /// back for its result under it.
+    pub fn minted() -> Self {
+        IdempotencyKey(format!("{MINTED_PREFIX}{}", uuid::Uuid::now_v7()))
+    }
+
+    /// Whether a door minted `key` (see [`IdempotencyKey::minted`]).
+    pub fn was_minted(key: &str) -> bool {
+        key.starts_with(MINTED_PREFIX)
+    }
 }
+
+const MINTED_PREFIX: &str = "minted-";
 
 /// RFC 8941 §3.3.3: inside the quotes only `\"` and `\\` are escapes.
 fn unquote_sf_string(inner: &str) -> Result<String, InvalidIdempotencyKey> {

@@ -159,8 +159,7 @@ pub async fn chat_completions(
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
         Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) && state.config.openai.mint_idempotency_keys => {
-            IdempotencyKey::parse(&format!("minted-{}", uuid::Uuid::now_v7()))
-                .map_err(|err| Problem::new(ProblemType::Internal, err.to_string()))?
+            IdempotencyKey::minted()
         }
         Err(problem) => return Err(problem),
     };
@@ -300,6 +299,12 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
             }
             problem
         }
+        JobStatus::Failed if ended_unknown(job) => Problem::new(
+            ProblemType::OutcomeUnknown,
+            "the provider may have done this work but no answer came back, and no other provider may answer \
+             it: the job has ended (a late answer is still recorded). Do not retry under a new key",
+        )
+        .with("error_detail", job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok())),
         JobStatus::Failed => Problem::new(
             ProblemType::UpstreamFailed,
             "every provider of the route's chain failed; the job's error lists each reason",
@@ -317,6 +322,13 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
     }
     .with("job_id", job_id)
     .with_openai_error())
+}
+
+/// Whether the job failed with an attempt whose outcome is unknown (it may
+/// have been executed), rather than because every provider failed.
+fn ended_unknown(job: &Job) -> bool {
+    let error = job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok());
+    error.is_some_and(|e| e["code"] == crate::engine::OUTCOME_UNKNOWN)
 }
 
 fn identify(headers: &mut HeaderMap, job: &Job, attempt: Option<i32>) {
