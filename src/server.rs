@@ -10,6 +10,11 @@
 //!   `header_read_timeout`. (hyper 1's HTTP/1 has no separate idle timer.)
 //! - **Body-read timeout**: `crate::api` bounds the time a body may take
 //!   (408), since hyper only times headers.
+//! - **Write-stall timeout** ([`StallGuard`]): a connection whose writes
+//!   make no progress for `write_stall_timeout` is closed. A client that
+//!   pipelines requests and never reads its answers would otherwise hold a
+//!   slot forever (hyper reads the next request only once the previous
+//!   answer is written, so the stall also bounds pipelining).
 //! - **Connection cap**: at `max_connections` the loop stops accepting; new
 //!   connections wait in the kernel's accept queue and are served as soon as
 //!   one closes. Waiting rather than refusing: accepting only to close again
@@ -37,10 +42,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 
+mod stall;
+use stall::StallGuard;
+
 /// What bounds a connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub header_read_timeout: Duration,
+    pub write_stall_timeout: Duration,
     pub max_connections: usize,
 }
 
@@ -48,6 +57,7 @@ impl Limits {
     pub fn from_config(config: &ServerConfig) -> Self {
         Limits {
             header_read_timeout: config.header_read_timeout.into(),
+            write_stall_timeout: config.write_stall_timeout.into(),
             max_connections: config.max_connections.max(1),
         }
     }
@@ -91,7 +101,7 @@ pub async fn serve(
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(StallGuard::new(stream, limits.write_stall_timeout)), service);
             let mut connection = std::pin::pin!(connection);
             let served = tokio::select! {
                 served = connection.as_mut() => served,

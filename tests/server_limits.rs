@@ -19,8 +19,45 @@ store_matrix!(
     half_headers_are_closed,
     short_body_gets_408,
     short_openai_body_gets_408,
-    connections_past_the_cap_wait
+    connections_past_the_cap_wait,
+    clients_that_never_read_do_not_hold_the_slots
 );
+
+/// Clients that pipeline requests and never read the answers (a small
+/// receive buffer, `GET /openapi.json` 300 times) hold every connection
+/// slot only until `write_stall_timeout`: then they are closed, and a
+/// client waiting in the accept queue is served.
+async fn clients_that_never_read_do_not_hold_the_slots(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+        server.insert("max_connections".into(), 2.into());
+        server.insert("write_stall_timeout".into(), "500ms".into());
+    })
+    .await;
+    let pipelined = "GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(300);
+    let mut hogs = Vec::new();
+    for _ in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(gw.gateway.addr).await.unwrap();
+        // Written in the background: the server stops reading once its
+        // answers back up, so the write itself would block.
+        let bytes = pipelined.clone().into_bytes();
+        hogs.push(tokio::spawn(async move {
+            let _ = stream.write_all(&bytes).await;
+            std::future::pending::<()>().await;
+            drop(stream);
+        }));
+    }
+    let started = Instant::now();
+    let (answer, _) =
+        send_and_read_to_close(&gw, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(4), "served once the stalled slots were freed");
+    for hog in hogs {
+        hog.abort();
+    }
+}
 
 async fn start(store: &TestStore, max_connections: i64, header_timeout: &str) -> TestGateway {
     let header_timeout = header_timeout.to_owned();

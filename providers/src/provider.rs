@@ -167,6 +167,13 @@ impl Provider {
         Ok(chunk_stream(response, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
     }
 
+    /// An answer assembled from this provider's stream, scrubbed of its key
+    /// whole: a key split across two deltas passed the per-event scrub
+    /// (see `crate::redact`), and the assembled answer is what is stored.
+    pub fn redact_assembled(&self, response: ChatResponse) -> ChatResponse {
+        self.endpoint().redactor.redact_response(response)
+    }
+
     /// Why this provider's dialect cannot express `req` (e.g. `n > 1` or
     /// `logprobs` on Anthropic), or `None` when it can. A request it cannot
     /// express is never sent to it with the field dropped: the engine skips

@@ -8,7 +8,13 @@
 //!
 //! Streams are scrubbed event by event, as they are forwarded live: a key
 //! whole inside one event is redacted, a key split across two events'
-//! deltas is not (that would mean holding events back).
+//! deltas is not (that would mean holding events back). What is stored and
+//! replayed is the assembled answer, which is scrubbed again whole
+//! ([`crate::Provider::redact_assembled`]), so a split key is not kept.
+//!
+//! A key can also hide behind JSON escapes (`\u0073k-…`, `\/`): the
+//! decoded strings are scrubbed, and raw bytes whose decoded form still
+//! holds the key are replaced by the scrubbed document, re-encoded.
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -63,13 +69,34 @@ pub(crate) fn json(value: &mut Value, secret: &str) {
     }
 }
 
+/// Whether any string in `value` (keys included) holds `secret`.
+fn json_holds(value: &Value, secret: &str) -> bool {
+    match value {
+        Value::String(s) => s.contains(secret),
+        Value::Array(items) => items.iter().any(|item| json_holds(item, secret)),
+        Value::Object(map) => map.iter().any(|(key, item)| key.contains(secret) || json_holds(item, secret)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 pub(crate) fn response(mut response: ChatResponse, secret: &str) -> ChatResponse {
+    if secret.is_empty() {
+        return response;
+    }
     json(&mut response.completion, secret);
     text(&mut response.text, secret);
     if let Some(parsed) = &mut response.json {
         json(parsed, secret);
     }
     bytes(&mut response.raw, secret);
+    // The key escaped in the raw JSON survives a byte replacement: keep the
+    // scrubbed document instead of those bytes.
+    let decoded: Option<Value> = serde_json::from_slice(&response.raw).ok();
+    if decoded.is_some_and(|raw| json_holds(&raw, secret)) {
+        let mut raw: Value = serde_json::from_slice(&response.raw).unwrap_or(Value::Null);
+        json(&mut raw, secret);
+        response.raw = serde_json::to_vec(&raw).unwrap_or_default().into();
+    }
     if let Some(model) = &mut response.model {
         text(model, secret);
     }
@@ -95,5 +122,27 @@ mod tests {
         let mut value = json!({"x": ["key sk-1"], "sk-1": {"y": "sk-1"}, "n": 1});
         super::json(&mut value, "sk-1");
         assert_eq!(value, json!({"x": ["key [redacted]"], "[redacted]": {"y": "[redacted]"}, "n": 1}));
+    }
+
+    #[test]
+    fn an_escaped_key_and_a_key_assembled_from_deltas_are_scrubbed() {
+        let raw = br#"{"choices":[{"message":{"content":"sk-1 and sk\/x"}}]}"#;
+        let response = crate::types::ChatResponse {
+            completion: serde_json::from_slice(raw).unwrap(),
+            // As a stream assembles it: "s" and "k-1" were two deltas.
+            text: ["s", "k-1"].concat(),
+            json: None,
+            usage: None,
+            finish_reason: None,
+            raw: bytes::Bytes::from_static(raw),
+            model: None,
+        };
+        let scrubbed = super::response(response, "sk-1");
+        assert_eq!(scrubbed.text, "[redacted]");
+        let stored = String::from_utf8(scrubbed.raw.to_vec()).unwrap();
+        let decoded: serde_json::Value = serde_json::from_str(&stored).unwrap();
+        assert!(!decoded.to_string().contains("sk-1"), "{stored}");
+        assert!(decoded.to_string().contains("[redacted]"), "{stored}");
+        assert!(!scrubbed.completion.to_string().contains("sk-1"));
     }
 }

@@ -239,8 +239,14 @@ async fn serve(args: &ConfigArg) -> ExitCode {
             drain_timeout = ?drain,
             "shutting down: not ready, then no new connections; drives and late answers drain (a second signal ends it at once)"
         );
-        // The first signal drains; the second returns, ending the process now.
-        tokio::join!(stopper.stop(&engine), shutdown_signal());
+        // The first signal drains; a second one, whenever it comes (also
+        // during `unready_delay`), ends the process now.
+        let second = shutdown_signal();
+        tokio::pin!(second);
+        tokio::select! {
+            () = stopper.stop(&engine) => second.await,
+            () = &mut second => {}
+        }
         tracing::warn!("second signal: exiting now; what is still open is left to the recovery sweep");
     };
     // The server stops after the first signal, once drained.

@@ -108,6 +108,10 @@ pub struct ServerConfig {
     /// On SIGTERM, how long `/readyz` answers 503 while the gateway still
     /// serves, so a load balancer's health check moves traffic away before
     /// the listener closes (a few check intervals). Default 0s.
+    /// A connection whose answer makes no progress for this long (the
+    /// client reads nothing) is closed, freeing its slot. Default 10s.
+    #[serde(default = "default_write_stall_timeout")]
+    pub write_stall_timeout: HumanDuration,
     #[serde(default = "default_unready_delay")]
     pub unready_delay: HumanDuration,
     /// How long a shutdown waits for drives and late answers to settle
@@ -125,10 +129,15 @@ impl Default for ServerConfig {
             header_read_timeout: default_header_read_timeout(),
             body_read_timeout: default_body_read_timeout(),
             max_connections: default_max_connections_served(),
+            write_stall_timeout: default_write_stall_timeout(),
             unready_delay: default_unready_delay(),
             drain_timeout: default_drain_timeout(),
         }
     }
+}
+
+fn default_write_stall_timeout() -> HumanDuration {
+    HumanDuration::secs(10)
 }
 
 fn default_unready_delay() -> HumanDuration {

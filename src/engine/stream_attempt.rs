@@ -117,7 +117,7 @@ impl Engine {
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
-            let response = ChatResponse {
+            let response = provider.redact_assembled(ChatResponse {
                 completion: intentgate_providers::assemble(&chunks),
                 text,
                 json: None,
@@ -125,7 +125,7 @@ impl Engine {
                 finish_reason,
                 raw: serde_json::to_vec(&chunks).unwrap_or_default().into(),
                 model: None,
-            };
+            });
             Streamed { outcome: Ok(response), after_first_chunk }
         })
     }
