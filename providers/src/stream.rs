@@ -71,6 +71,10 @@ struct Driver {
     limits: AnswerLimits,
     /// Bytes of the stream read so far.
     read: usize,
+    /// A chunk carried a finish reason, and one carried usage: the answer is
+    /// complete even if its terminator never comes.
+    saw_finish: bool,
+    saw_usage: bool,
 }
 
 pub(crate) fn chunk_stream(
@@ -90,6 +94,8 @@ pub(crate) fn chunk_stream(
         finished: false,
         limits,
         read: 0,
+        saw_finish: false,
+        saw_usage: false,
     };
     Box::pin(futures_util::stream::unfold(driver, |mut driver| async move {
         let item = driver.next().await?;
@@ -113,7 +119,11 @@ impl Driver {
         loop {
             if let Some(event) = self.parser.next_event() {
                 return match self.decoder.decode(event.data) {
-                    Ok(Step::Chunk(chunk)) => Some(Ok(chunk)),
+                    Ok(Step::Chunk(chunk)) => {
+                        self.saw_finish |= chunk.finish_reason.is_some();
+                        self.saw_usage |= chunk.usage.is_some();
+                        Some(Ok(chunk))
+                    }
                     Ok(Step::End) => None,
                     Err(failure) => Some(Err(failure)),
                 };
@@ -140,6 +150,9 @@ impl Driver {
                     continue;
                 }
                 Ok(Some(Err(err))) => format!("stream broke off: {}", error_chain(&err)),
+                // Finished and counted, only `[DONE]` (or `message_stop`)
+                // missing: the answer is whole, nothing is left to come.
+                Ok(None) if self.saw_finish && self.saw_usage && self.parser.pending() == 0 => return None,
                 Ok(None) => "stream ended without its terminator".to_owned(),
                 Err(_) if idle_until < self.deadline => {
                     format!("stream idle for {:?} (stream_idle timeout)", self.idle)

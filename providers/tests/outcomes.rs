@@ -215,7 +215,6 @@ async fn stream_faults_after_the_headers_are_unknown() {
             ("sim:stream-stall", short(), "stream_idle"),
             ("sim:stream-stall", Timeouts { stream_idle: Duration::from_secs(10), ..short() }, "total"),
             ("sim:stream-cut", relaxed(), "broke off"),
-            ("sim:stream-no-done", relaxed(), "terminator"),
         ] {
             let mut config = config(&sim, dialect, script);
             config.timeouts = timeouts;
@@ -229,6 +228,30 @@ async fn stream_faults_after_the_headers_are_unknown() {
                 other => panic!("{dialect} {script}: {other:?}"),
             }
         }
+    }
+}
+
+/// A stream that finished (a finish reason) and reported its usage, and
+/// then closed without `[DONE]` (or `message_stop`), is a complete answer;
+/// one that never reported usage might have been cut between chunks, and
+/// stays unknown.
+#[tokio::test]
+async fn a_stream_missing_only_its_terminator_is_complete() {
+    let sim = sim().await;
+    for dialect in DIALECTS {
+        let provider = Provider::new(config(&sim, dialect, "sim:stream-no-done")).unwrap();
+        let mut with_usage = hello();
+        with_usage.extra.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
+        let (chunks, failure) = drain(&provider, &with_usage, &ctx()).await.unwrap();
+        assert!(failure.is_none(), "{dialect}: {failure:?}");
+        assert!(chunks.iter().any(|c| c.finish_reason.is_some()), "{dialect}");
+        assert!(chunks.iter().any(|c| c.usage.is_some()), "{dialect}");
+    }
+    let provider = Provider::new(config(&sim, Dialect::OpenAi, "sim:stream-no-done")).unwrap();
+    let (_, failure) = drain(&provider, &hello(), &ctx()).await.unwrap();
+    match failure {
+        Some(Failure::Unknown { reason }) => assert!(reason.contains("terminator"), "{reason}"),
+        other => panic!("without usage it may have been cut: {other:?}"),
     }
 }
 
