@@ -31,6 +31,7 @@ store_matrix!(
     a_passing_5xx_is_retried_on_the_same_provider,
     a_persistent_5xx_fails_over_after_its_retries,
     a_refused_connection_is_retried_then_fails_over,
+    a_provider_whose_window_cannot_hold_the_prompt_is_passed_over,
     too_many_requests_is_retried_after_retry_after,
     exhausted_chain_fails_with_every_reason,
     cancel_stops_a_job,
@@ -325,6 +326,30 @@ async fn a_refused_connection_is_retried_then_fails_over(store: TestStore) {
     assert!(attempts[..3].iter().all(|a| a["outcome"] == "not_sent" && a["provider"] == "sim-primary"));
     assert_eq!(job["result"]["provider"], "sim-fallback");
     assert_eq!(gw.sim().calls().total, 1, "only the fallback was reached");
+}
+
+/// A provider whose `context_window` cannot hold the prompt (counted with
+/// its tokenizer) is passed over before anything is sent, where it would
+/// only answer `context_length_exceeded`; the next provider serves. A
+/// prompt that fits goes to the primary as before.
+async fn a_provider_whose_window_cannot_hold_the_prompt_is_passed_over(store: TestStore) {
+    let gw =
+        TestGateway::start_tweaked(&store, |doc| set_provider(doc, "sim-primary", "context_window", 200))
+            .await;
+    let long = "many words ".repeat(300);
+    let id = create_id(&gw, "too-long", &chat_body(&long)).await;
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "{job}");
+    assert_eq!(job["attempts"][0]["provider"], "sim-fallback");
+    assert_eq!(
+        gw.sim().calls().by_path.get("/v1/chat/completions").copied(),
+        None,
+        "never sent to the primary"
+    );
+    let short = create_id(&gw, "short", &chat_body("hi")).await;
+    let job = settled_job(&gw, ALICE, &short).await;
+    assert_eq!(job["attempts"][0]["provider"], "sim-primary", "{job}");
 }
 
 async fn too_many_requests_is_retried_after_retry_after(store: TestStore) {

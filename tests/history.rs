@@ -4,7 +4,8 @@
 //! route runs a chain of scripted provider behaviours (answers, late
 //! answers, hangs, 500s, 429s, garbage, resets, cut bodies); an operator
 //! resolves unknown attempts now and then; one gateway is killed with
-//! `kill -9` in the middle and restarted. Then every job must settle, and
+//! `kill -9`, or stopped with SIGTERM as a rolling deploy does (it drains),
+//! in the middle and restarted. Then every job must settle, and
 //! the invariants below are checked on what the HTTP API answered along the
 //! way, on what reached the provider, and on the final state.
 //!
@@ -46,6 +47,8 @@
 //!   `retries` times; a failed job exhausted its chain.
 //! - I8 cancel: a job whose cancel answered 200 ends cancelled; only a job
 //!   someone tried to cancel is cancelled.
+//! - I9 drain bound: a gateway stopped with SIGTERM exits within its
+//!   `drain_timeout` (and a moment to close), having drained what it could.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -76,6 +79,8 @@ const MAX_EXECUTION: &str = "1500ms";
 const LEASE_TTL: &str = "1s";
 const SWEEP_INTERVAL: &str = "250ms";
 const RETRIES: usize = 1;
+/// `[server] drain_timeout` of the gateways: how long a SIGTERM may take.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(4);
 /// The chaos providers whose failures are of the shipped retry classes.
 const RETRIED: [&str; 2] = ["status-429", "status-500"];
 /// How long every job gets, after the last client op, to settle.
@@ -177,6 +182,8 @@ struct Plan {
     kill_after_ops: usize,
     restart_pause: Duration,
     restart_same_id: bool,
+    /// SIGTERM (a graceful stop that drains) rather than SIGKILL.
+    graceful: bool,
     clients: Vec<Rng>,
     operator: Rng,
 }
@@ -213,6 +220,7 @@ impl Plan {
             kill_after_ops: total * (25 + rng.below(30)) / 100,
             restart_pause: Duration::from_millis(200 + rng.below(600) as u64),
             restart_same_id: rng.chance(50),
+            graceful: rng.chance(50),
             clients: (0..CLIENTS).map(|_| rng.fork()).collect(),
             operator: rng.fork(),
         }
@@ -782,6 +790,8 @@ fn write_config(store: &TestStore, upstream: SocketAddr, plan: &Plan, instance: 
         })
         .collect();
     doc.insert("routes".into(), routes.into());
+    let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+    server.insert("drain_timeout".into(), format!("{}ms", DRAIN_TIMEOUT.as_millis()).into());
     let mut engine = toml::Table::new();
     engine.insert("instance_id".into(), instance.into());
     engine.insert("lease_ttl".into(), LEASE_TTL.into());
@@ -813,8 +823,9 @@ async fn randomized_history(store: TestStore) {
     let chains: Vec<String> =
         plan.routes.iter().enumerate().map(|(i, chain)| format!("r{i}={}", chain.join(">"))).collect();
     common::loud(&format!(
-        "=== history [{tag}]: routes {}; kill gateway {} after {} ops, back after {:?} as {} instance id\n",
+        "=== history [{tag}]: routes {}; {} gateway {} after {} ops, back after {:?} as {} instance id\n",
         chains.join(" "),
+        if plan.graceful { "SIGTERM" } else { "kill -9" },
         plan.victim,
         plan.kill_after_ops,
         plan.restart_pause,
@@ -857,8 +868,26 @@ async fn randomized_history(store: TestStore) {
     let killed_at = shared.now();
     let killed_utc = chrono::Utc::now();
     let victim = &mut processes[plan.victim];
-    victim.child.start_kill().unwrap(); // SIGKILL: no shutdown, no cleanup
-    victim.child.wait().await.unwrap();
+    if plan.graceful {
+        // A rolling deploy's stop: not ready, then it drains and exits.
+        let pid = victim.child.id().unwrap().to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let bound = DRAIN_TIMEOUT + Duration::from_secs(3);
+        match tokio::time::timeout(bound, victim.child.wait()).await {
+            Ok(status) => assert!(status.unwrap().success(), "[{tag}] a SIGTERM'd gateway exits cleanly"),
+            Err(_) => {
+                shared.violation(
+                    "I9",
+                    format!("gateway {} did not exit within {bound:?} of SIGTERM", plan.victim),
+                );
+                victim.child.start_kill().unwrap();
+                victim.child.wait().await.unwrap();
+            }
+        }
+    } else {
+        victim.child.start_kill().unwrap(); // SIGKILL: no shutdown, no cleanup
+        victim.child.wait().await.unwrap();
+    }
     tokio::time::sleep(plan.restart_pause).await;
     let instance = if plan.restart_same_id {
         names[plan.victim].to_owned()

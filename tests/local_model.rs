@@ -168,6 +168,13 @@ fn local_config_with(
         };
         provider.insert("base_url".into(), url.into());
     }
+    // A scripted 503 shows failover here, as in the other tests (see
+    // `common::test_config_doc`): only a 429 retries the same provider.
+    for route in doc["routes"].as_array_mut().unwrap() {
+        let route = route.as_table_mut().unwrap();
+        route.insert("retry_statuses".into(), toml::Value::Array(vec![429.into()]));
+        route.insert("retry_connect_errors".into(), false.into());
+    }
     config_from_doc(&doc)
 }
 

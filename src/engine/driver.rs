@@ -348,6 +348,10 @@ impl Engine {
                 refused.push((name.clone(), format!("its dialect cannot express this request: {reason}")));
                 continue;
             }
+            if let Some(reason) = self.too_long_for(name, request) {
+                refused.push((name.clone(), reason));
+                continue;
+            }
             return Ok(Pick { provider: Some(name.clone()), refused });
         }
         Ok(Pick { provider: None, refused })
@@ -362,6 +366,25 @@ impl Engine {
         let request: JobRequest = serde_json::from_str(request).ok()?;
         let chat = super::to_chat_request(&request).ok()?;
         entry.provider.cannot_express(&chat)
+    }
+
+    /// Why provider `name`'s context window cannot hold `request`, if so.
+    /// A request whose stored bytes (plus the provider's overrides and a
+    /// margin for the dialect's own fields) fit the window fits in tokens
+    /// too, a token being at least a byte: only a long one is counted.
+    fn too_long_for(&self, name: &str, request: &str) -> Option<String> {
+        const DIALECT_MARGIN: usize = 4096;
+        let entry = self.provider(name)?;
+        let window = u64::from(entry.config.context_window?);
+        let overrides = serde_json::to_string(&entry.config.request).map_or(0, |text| text.len());
+        let bytes = request.len() + overrides + DIALECT_MARGIN;
+        let request: JobRequest = serde_json::from_str(request).ok()?;
+        let param = |name: &str| request.params.get(name).and_then(serde_json::Value::as_u64);
+        let completion = param("max_tokens").max(param("max_completion_tokens")).unwrap_or(0);
+        if u64::try_from(bytes).unwrap_or(u64::MAX).saturating_add(completion) <= window {
+            return None;
+        }
+        self.context_refusal(&request, name)
     }
 
     /// Logs, counts and announces the gate's refusals; returns them as the

@@ -67,8 +67,16 @@ impl Engine {
         let mut chat = super::to_chat_request(request)?;
         let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
         if unlimited && self.reserves(owner, &request.route, provider) {
-            let window = self.provider(provider).and_then(|entry| entry.config.context_window);
-            let limit = self.inner.billing.default_max_tokens.min(window.map_or(u64::MAX, u64::from));
+            let mut limit = self.inner.billing.default_max_tokens;
+            // What is left of the window after the prompt, so the filled-in
+            // limit never makes the provider refuse the request.
+            if let Some(entry) = self.provider(provider)
+                && let Some(window) = entry.config.context_window
+            {
+                let prompt =
+                    entry.provider.render(&chat, false).map_or(0, |body| Self::prompt_tokens(entry, &body));
+                limit = limit.min(u64::from(window).saturating_sub(prompt).max(1));
+            }
             chat.max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX));
         }
         Ok(chat)
@@ -104,12 +112,7 @@ impl Engine {
             // Nothing can be sent (the attempt fails unsent): nothing to reserve.
             return Reservation::default();
         };
-        // Built on first use: a vocabulary takes a while to build, and only
-        // metered or priced attempts need one.
-        let counter = entry
-            .prompt_counter
-            .get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()));
-        let prompt_tokens = counter.count(&body.to_string());
+        let prompt_tokens = Self::prompt_tokens(entry, &body);
         let field = |name: &str| body.get(name).and_then(Value::as_u64);
         let limit = match (field("max_completion_tokens"), field("max_tokens")) {
             (None, None) => self.inner.billing.default_max_tokens,
@@ -127,6 +130,42 @@ impl Engine {
             Vec::new()
         };
         Reservation { amounts, holds }
+    }
+
+    /// The prompt tokens of `body` (a rendered provider body) as `entry`
+    /// counts them: an upper bound (the whole body, JSON included).
+    fn prompt_tokens(entry: &super::ProviderEntry, body: &Value) -> u64 {
+        // Built on first use: a vocabulary takes a while to build, and only
+        // metered, priced or windowed providers need one.
+        let counter = entry
+            .prompt_counter
+            .get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()));
+        counter.count(&body.to_string())
+    }
+
+    /// Why `provider`'s `context_window` cannot hold this request (its
+    /// prompt plus the completion limit its client set), if it cannot:
+    /// such a provider is passed over before anything is sent, where it
+    /// would only answer `context_length_exceeded`. Counted with the
+    /// provider's tokenizer, or in bytes without one (an upper bound: a
+    /// provider may be passed over that could have served).
+    pub(super) fn context_refusal(&self, request: &JobRequest, provider: &str) -> Option<String> {
+        let entry = self.provider(provider)?;
+        let window = u64::from(entry.config.context_window?);
+        let chat = super::to_chat_request(request).ok()?;
+        let completion = chat
+            .max_tokens
+            .map(u64::from)
+            .or_else(|| chat.extra.get("max_completion_tokens").and_then(Value::as_u64))
+            .unwrap_or(0);
+        let body = entry.provider.render(&chat, false).ok()?;
+        let prompt = Self::prompt_tokens(entry, &body);
+        (prompt.saturating_add(completion) > window).then(|| {
+            format!(
+                "its context_window of {window} tokens cannot hold this request ({prompt} prompt tokens at \
+                 most, plus {completion} to complete)"
+            )
+        })
     }
 
     /// What the usage a provider reported costs on that provider; `None`
