@@ -32,6 +32,7 @@ store_matrix!(
     a_persistent_5xx_fails_over_after_its_retries,
     a_refused_connection_is_retried_then_fails_over,
     a_provider_whose_window_cannot_hold_the_prompt_is_passed_over,
+    a_content_refusal_ends_the_job_unless_the_route_fails_over,
     too_many_requests_is_retried_after_retry_after,
     exhausted_chain_fails_with_every_reason,
     cancel_stops_a_job,
@@ -350,6 +351,38 @@ async fn a_provider_whose_window_cannot_hold_the_prompt_is_passed_over(store: Te
     let short = create_id(&gw, "short", &chat_body("hi")).await;
     let job = settled_job(&gw, ALICE, &short).await;
     assert_eq!(job["attempts"][0]["provider"], "sim-primary", "{job}");
+}
+
+/// A provider's content-policy refusal (a 400 saying so) ends the job with
+/// its reason, in the door's shape: the next provider is not shopped for a
+/// laxer policy (one call in all). A route with
+/// `fail_over_content_refusals` fails over instead.
+async fn a_content_refusal_ends_the_job_unless_the_route_fails_over(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:content-policy")
+    })
+    .await;
+    let id = create_id(&gw, "refused-content", &chat_body("x")).await;
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "content-refused", "{job}");
+    assert!(job["error"]["reason"].as_str().unwrap().contains("content policy"), "{job}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no failover: {job}");
+    let chat = json!({"model": "chat", "messages": [{"role": "user", "content": "y"}]});
+    let problem =
+        assert_problem(gw.chat_completion("refused-chat", &chat).await, 400, "content-refused").await;
+    assert!(problem["error"]["message"].is_string(), "{problem}");
+    assert_eq!(gw.sim().calls().total, 2, "one call per request, none at the fallback");
+
+    let opted = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:content-policy");
+        set_route(doc, "chat", "fail_over_content_refusals", true);
+    })
+    .await;
+    let id = create_id(&opted, "shops-on", &chat_body("x")).await;
+    let job = settled_job(&opted, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-fallback");
 }
 
 async fn too_many_requests_is_retried_after_retry_after(store: TestStore) {

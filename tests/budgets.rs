@@ -536,7 +536,8 @@ async fn a_rate_refusal_names_the_rate_limit_beside_a_budget(store: TestStore) {
         with_limits(doc, &[budget], &[json!({"owner": "alice", "requests_per_minute": 1})]);
     })
     .await;
-    create(&gw, "first-of-the-minute").await;
+    let first = create(&gw, "first-of-the-minute").await;
+    common::settled_job(&gw, ALICE, &first).await;
     let body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "again"}]},
         "params": {"max_tokens": 8}});
     let refused = gw.create(ALICE, "second-of-the-minute", &body).await;

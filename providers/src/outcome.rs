@@ -58,6 +58,23 @@ impl Failure {
         !matches!(self, Failure::Unknown { .. })
     }
 
+    /// A 400 in which the provider says its content policy refused the
+    /// request (OpenAI's `content_policy_violation` and Azure's
+    /// `content_filter`, Anthropic's "content filtering policy"): a verdict
+    /// on the request, which another provider may well share.
+    pub fn is_content_refusal(&self) -> bool {
+        let Failure::Rejected { status: 400, body, .. } = self else { return false };
+        let body = body.to_ascii_lowercase();
+        [
+            "content_policy_violation",
+            "content_filter",
+            "content filtering policy",
+            "content management policy",
+        ]
+        .iter()
+        .any(|marker| body.contains(marker))
+    }
+
     pub(crate) fn unknown(reason: impl Into<String>) -> Self {
         Failure::Unknown { reason: reason.into() }
     }

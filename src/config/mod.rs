@@ -540,6 +540,12 @@ pub struct RouteConfig {
     /// the request provably never left) retries the same provider too.
     #[serde(default = "default_true")]
     pub retry_connect_errors: bool,
+    /// A provider's content-policy refusal (a 400 saying so) ends the job
+    /// with the reason by default: it is a verdict on the request, and
+    /// trying the next provider would shop for a laxer policy. `true`
+    /// fails over instead.
+    #[serde(default)]
+    pub fail_over_content_refusals: bool,
     /// First backoff between retries; doubles each time.
     #[serde(default = "default_retry_backoff")]
     pub retry_backoff: HumanDuration,

@@ -62,6 +62,9 @@ pub(super) type Offered = Option<std::sync::Arc<crate::contracts::Offer>>;
 /// is unknown (see [`Step::Unknown`]): it may have been executed.
 pub const OUTCOME_UNKNOWN: &str = "outcome-unknown";
 
+/// The job error `code` of a job a provider's content policy refused.
+pub const CONTENT_REFUSED: &str = "content-refused";
+
 impl Engine {
     /// Decides what `seen` means for `attempt` in `phase` and does it.
     pub(super) async fn conclude(
@@ -121,6 +124,18 @@ impl Engine {
                         self.fail_job(attempt.job_id, &JobError::of_attempt(detail, attempt.number)).await?;
                         Next::Stop
                     }
+                    AfterFailure::Refused => {
+                        let reason = format!(
+                            "`{}` refused the request by its content policy: {detail}",
+                            attempt.provider
+                        );
+                        let error = JobError {
+                            code: Some(CONTENT_REFUSED.to_owned()),
+                            ..JobError::of_attempt(reason, attempt.number)
+                        };
+                        self.fail_job(attempt.job_id, &error).await?;
+                        Next::Stop
+                    }
                     AfterFailure::Resume => {
                         self.resume(attempt.job_id).await?;
                         self.emit_settled(attempt, AttemptState::Failed);
@@ -174,6 +189,7 @@ impl Engine {
                 max_wait: route.max_retry_wait.into(),
                 statuses: route.retry_statuses.clone(),
                 not_sent: route.retry_connect_errors,
+                content_fails_over: route.fail_over_content_refusals,
             },
             None => RetryPolicy::none(),
         }

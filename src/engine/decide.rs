@@ -57,6 +57,8 @@ pub struct RetryPolicy {
     pub statuses: Vec<u16>,
     /// A request that provably never left (`not_sent`) retries.
     pub not_sent: bool,
+    /// A content-policy refusal fails over instead of ending the job.
+    pub content_fails_over: bool,
 }
 
 impl RetryPolicy {
@@ -68,6 +70,7 @@ impl RetryPolicy {
             max_wait: Duration::ZERO,
             statuses: Vec::new(),
             not_sent: false,
+            content_fails_over: false,
         }
     }
 
@@ -118,6 +121,10 @@ pub enum AfterFailure {
     /// The job fails: a client already received part of this attempt's
     /// answer, so no other provider may answer it.
     FailJob,
+    /// The job fails with the provider's content-policy refusal as its
+    /// reason: a verdict on the request, not on the provider (unless the
+    /// route opts into failing over).
+    Refused,
     /// The attempt was `unknown`: the job leaves `unknown` and its chain
     /// resumes where it stopped.
     Resume,
@@ -130,6 +137,11 @@ pub fn decide(phase: Phase, observed: Observed<'_>, policy: &RetryPolicy) -> Ste
         (_, Observed::Answer { breaks_contract: false }) => Step::Deliver,
         (phase, Observed::Answer { breaks_contract: true }) => {
             fail(AttemptOutcome::ContractViolation, after_proven_failure(phase, None, policy))
+        }
+        (Phase::Live { .. }, Observed::Failure(failure))
+            if failure.is_content_refusal() && !policy.content_fails_over =>
+        {
+            fail(failure.class().into(), AfterFailure::Refused)
         }
         (phase, Observed::Failure(failure)) if failure.may_fail_over() => {
             fail(failure.class().into(), after_proven_failure(phase, Some(failure), policy))
@@ -187,6 +199,7 @@ mod tests {
         max_wait: Duration::from_secs(5),
         statuses: Vec::new(),
         not_sent: false,
+        content_fails_over: false,
     };
 
     fn classes(statuses: &[u16], not_sent: bool) -> RetryPolicy {
@@ -299,6 +312,25 @@ mod tests {
         assert_eq!(then(&bad), AfterFailure::FailOver, "an unusable answer is not retried on its provider");
         let too_many = rejected(503, Some(Duration::from_secs(2)));
         assert_eq!(then(&too_many), AfterFailure::RetryAfter(Duration::from_secs(2)), "Retry-After honoured");
+    }
+
+    #[test]
+    fn a_content_refusal_ends_the_job_unless_the_route_fails_over() {
+        let refusal = Failure::Rejected {
+            status: 400,
+            retry_after: None,
+            body: r#"{"error":{"code":"content_policy_violation"}}"#.into(),
+        };
+        let ends = Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::Refused };
+        assert_eq!(decide(LIVE, Observed::Failure(&refusal), POLICY), ends);
+        let opted = RetryPolicy { content_fails_over: true, ..POLICY.clone() };
+        let over = Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::FailOver };
+        assert_eq!(decide(LIVE, Observed::Failure(&refusal), &opted), over);
+        assert_eq!(
+            decide(LIVE, Observed::Failure(&rejected(400, None)), POLICY),
+            over,
+            "another 400 fails over"
+        );
     }
 
     #[test]

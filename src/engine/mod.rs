@@ -15,7 +15,7 @@
 
 mod clock;
 mod conclude;
-pub use conclude::OUTCOME_UNKNOWN;
+pub use conclude::{CONTENT_REFUSED, OUTCOME_UNKNOWN};
 mod decide;
 mod driver;
 mod gate;

@@ -83,6 +83,9 @@ pub(crate) async fn handle(
     }
     match script.end {
         End::ResetBeforeBody | End::ResetAfterBody => kill.drop_connection().await,
+        End::ContentPolicy => {
+            (StatusCode::BAD_REQUEST, axum::Json(reply::content_policy(dialect))).into_response()
+        }
         End::Status { code, retry_after } => {
             let mut response = error(dialect, code, "scripted failure");
             if let Some(value) = retry_after.and_then(|v| v.parse().ok()) {

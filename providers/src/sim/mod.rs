@@ -39,6 +39,7 @@
 //!        | "retry_after=" VALUE        ; with status: send `Retry-After: VALUE`
 //!        | "reset-before-body"         ; close the connection without reading the body
 //!        | "reset-after-body"          ; read the body, close without answering
+//!        | "content-policy"            ; 400: the content policy refused it, in the dialect's words
 //!        | "malformed-json"            ; 200 with a body (or stream event) that is not JSON
 //!        | "invent-key"                ; JSON answer with an extra, unasked top-level key
 //!        | "echo-auth"                 ; echo the Authorization (or x-api-key) header as text and model

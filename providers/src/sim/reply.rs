@@ -362,6 +362,18 @@ pub(crate) fn error(dialect: Dialect, status: u16, message: &str) -> Value {
     }
 }
 
+/// A content-policy refusal as each provider words it (OpenAI's
+/// `content_policy_violation`, Anthropic's content filtering message).
+pub(crate) fn content_policy(dialect: Dialect) -> Value {
+    match dialect {
+        Dialect::OpenAi => json!({"error": {
+            "message": "Your request was rejected as a result of our safety system.",
+            "type": "invalid_request_error", "param": null, "code": "content_policy_violation"}}),
+        Dialect::Anthropic => json!({"type": "error", "error": {
+            "type": "invalid_request_error", "message": "Output blocked by content filtering policy"}}),
+    }
+}
+
 /// The first half of `text`, cut on a char boundary: never valid JSON when
 /// `text` is a JSON object.
 pub(crate) fn truncated(text: &str) -> &str {

@@ -27,6 +27,8 @@ pub(crate) enum End {
     },
     ResetBeforeBody,
     ResetAfterBody,
+    /// A 400 refusal by the provider's content policy, in its dialect's words.
+    ContentPolicy,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -107,6 +109,7 @@ impl FromStr for Script {
                 }
                 ("reset-before-body", None) => end(&mut script.end, End::ResetBeforeBody)?,
                 ("reset-after-body", None) => end(&mut script.end, End::ResetAfterBody)?,
+                ("content-policy", None) => end(&mut script.end, End::ContentPolicy)?,
                 ("malformed-json", None) => script.output.malformed_json = true,
                 ("invent-key", None) => script.output.invent_key = true,
                 ("echo-auth", None) => script.output.echo_auth = true,

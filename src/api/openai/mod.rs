@@ -299,7 +299,12 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
             }
             problem
         }
-        JobStatus::Failed if ended_unknown(job) => Problem::new(
+        JobStatus::Failed if failed_with(job, crate::engine::CONTENT_REFUSED) => Problem::new(
+            ProblemType::ContentRefused,
+            "the provider's content policy refused this request; the job's error has its reason",
+        )
+        .with("error_detail", job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok())),
+        JobStatus::Failed if failed_with(job, crate::engine::OUTCOME_UNKNOWN) => Problem::new(
             ProblemType::OutcomeUnknown,
             "the provider may have done this work but no answer came back, and no other provider may answer \
              it: the job has ended (a late answer is still recorded). Do not retry under a new key",
@@ -324,11 +329,11 @@ async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> 
     .with_openai_error())
 }
 
-/// Whether the job failed with an attempt whose outcome is unknown (it may
-/// have been executed), rather than because every provider failed.
-fn ended_unknown(job: &Job) -> bool {
+/// Whether the job failed with error `code` (an attempt whose outcome is
+/// unknown, a content refusal) rather than because every provider failed.
+fn failed_with(job: &Job, code: &str) -> bool {
     let error = job.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok());
-    error.is_some_and(|e| e["code"] == crate::engine::OUTCOME_UNKNOWN)
+    error.is_some_and(|e| e["code"] == code)
 }
 
 fn identify(headers: &mut HeaderMap, job: &Job, attempt: Option<i32>) {

@@ -113,6 +113,9 @@ problem_types! {
     RateLimited = "rate-limited", TOO_MANY_REQUESTS, "Rate limited";
     /// every provider of the route's chain failed
     UpstreamFailed = "upstream-failed", BAD_GATEWAY, "Every provider failed";
+    /// a provider's content policy refused the request (`error_detail`
+    /// has its reason); not failed over unless the route says so
+    ContentRefused = "content-refused", BAD_REQUEST, "Refused by the provider's content policy";
     /// an unexpected error; the detail is in the gateway's log
     Internal = "internal", INTERNAL_SERVER_ERROR, "Internal error";
     /// a streaming reader fell behind before its first byte was sent
@@ -146,7 +149,8 @@ impl ProblemType {
             | ProblemType::AttemptNotUnknown
             | ProblemType::NoEligibleProvider
             | ProblemType::BudgetExhausted
-            | ProblemType::UpstreamFailed => NO_RETRY,
+            | ProblemType::UpstreamFailed
+            | ProblemType::ContentRefused => NO_RETRY,
             ProblemType::JobInProgress | ProblemType::StoreUnavailable => RETRY_SOON,
             // The rest of the body may still be on its way: the connection
             // cannot carry another request.
