@@ -48,8 +48,17 @@ async fn sigterm_drains_a_late_answer_before_exit(store: TestStore) {
 
     let pid = child.id().unwrap().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let ready = client.get(format!("{url}/readyz")).send().await.unwrap();
-    assert_eq!(ready.status(), 503, "not ready as soon as the signal arrives");
+    // The signal is handled a moment after `kill` returns: poll the
+    // readiness until it turns (within the 500 ms it keeps serving).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(450);
+    let ready = loop {
+        let ready = client.get(format!("{url}/readyz")).send().await.unwrap();
+        if ready.status() == 503 || std::time::Instant::now() > deadline {
+            break ready;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert_eq!(ready.status(), 503, "not ready once the signal arrives, while still serving");
     let ready: Value = ready.json().await.unwrap();
     assert!(ready["type"].as_str().unwrap().ends_with("/draining"), "{ready}");
     sim.release("late");

@@ -113,62 +113,15 @@ impl Engine {
                 if !self.settle_failed(attempt, from, outcome, &detail).await? {
                     return Ok(Next::Stop); // settled elsewhere first (a sweep, an operator)
                 }
-                Ok(match then {
-                    AfterFailure::FailOver => Next::FailOver,
-                    AfterFailure::RetryAfter(after) => {
-                        let after = jittered(after);
-                        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, ?after, "retrying after rejection");
-                        Next::Retry { provider: attempt.provider.clone(), after }
-                    }
-                    AfterFailure::FailJob => {
-                        self.fail_job(attempt.job_id, &JobError::of_attempt(detail, attempt.number)).await?;
-                        Next::Stop
-                    }
-                    AfterFailure::Refused => {
-                        let reason = format!(
-                            "`{}` refused the request by its content policy: {detail}",
-                            attempt.provider
-                        );
-                        let error = JobError {
-                            code: Some(CONTENT_REFUSED.to_owned()),
-                            ..JobError::of_attempt(reason, attempt.number)
-                        };
-                        self.fail_job(attempt.job_id, &error).await?;
-                        Next::Stop
-                    }
-                    AfterFailure::Resume => {
-                        self.resume(attempt.job_id).await?;
-                        self.emit_settled(attempt, AttemptState::Failed);
-                        Next::Stop
-                    }
-                })
+                self.after_failure(attempt, then, detail).await
             }
             Step::Unknown { fail_job } => {
                 let detail = detail();
-                self.declare_unknown(attempt, &detail).await?;
                 let pending = match seen {
                     Seen::Silence { call, .. } => call,
                     _ => None,
                 };
-                self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
-                if fail_job {
-                    let why = match phase {
-                        Phase::Streamed => {
-                            "part of this attempt's answer already reached the client, so no other \
-                            provider may answer it"
-                        }
-                        _ => {
-                            "the request's key was minted, so no client can come back for a second \
-                            execution's answer"
-                        }
-                    };
-                    let reason = format!("attempt {} outcome unknown ({detail}); {why}", attempt.number);
-                    let error = JobError {
-                        code: Some(OUTCOME_UNKNOWN.to_owned()),
-                        ..JobError::of_attempt(reason, attempt.number)
-                    };
-                    self.fail_job(attempt.job_id, &error).await?;
-                }
+                self.outcome_unknown(attempt, route, phase, &detail, pending, fail_job).await?;
                 Ok(Next::Stop)
             }
             Step::KeepWaiting => Ok(Next::Wait),
@@ -179,6 +132,74 @@ impl Engine {
                 Ok(Next::Stop)
             }
         }
+    }
+
+    /// Carries out what follows a proven failure (`then`), once the attempt
+    /// was settled `failed` with `detail`.
+    async fn after_failure(
+        &self,
+        attempt: &Attempt,
+        then: AfterFailure,
+        detail: String,
+    ) -> Result<Next, EngineError> {
+        Ok(match then {
+            AfterFailure::FailOver => Next::FailOver,
+            AfterFailure::RetryAfter(after) => {
+                let after = jittered(after);
+                tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, ?after, "retrying after rejection");
+                Next::Retry { provider: attempt.provider.clone(), after }
+            }
+            AfterFailure::FailJob => {
+                self.fail_job(attempt.job_id, &JobError::of_attempt(detail, attempt.number)).await?;
+                Next::Stop
+            }
+            AfterFailure::Refused => {
+                let reason =
+                    format!("`{}` refused the request by its content policy: {detail}", attempt.provider);
+                let error = JobError {
+                    code: Some(CONTENT_REFUSED.to_owned()),
+                    ..JobError::of_attempt(reason, attempt.number)
+                };
+                self.fail_job(attempt.job_id, &error).await?;
+                Next::Stop
+            }
+            AfterFailure::Resume => {
+                self.resume(attempt.job_id).await?;
+                self.emit_settled(attempt, AttemptState::Failed);
+                Next::Stop
+            }
+        })
+    }
+
+    /// The attempt may have done the work: it becomes `unknown` and its
+    /// late answer is listened for; with `fail_job` (see [`Step::Unknown`])
+    /// the job ends at once.
+    async fn outcome_unknown(
+        &self,
+        attempt: &Attempt,
+        route: &str,
+        phase: Phase,
+        detail: &str,
+        pending: Option<Pending>,
+        fail_job: bool,
+    ) -> Result<(), EngineError> {
+        self.declare_unknown(attempt, detail).await?;
+        self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
+        if !fail_job {
+            return Ok(());
+        }
+        let why = match phase {
+            Phase::Streamed => {
+                "part of this attempt's answer already reached the client, so no other provider may answer it"
+            }
+            _ => "the request's key was minted, so no client can come back for a second execution's answer",
+        };
+        let reason = format!("attempt {} outcome unknown ({detail}); {why}", attempt.number);
+        let error = JobError {
+            code: Some(OUTCOME_UNKNOWN.to_owned()),
+            ..JobError::of_attempt(reason, attempt.number)
+        };
+        self.fail_job(attempt.job_id, &error).await
     }
 
     fn retry_policy(&self, route: &str) -> RetryPolicy {
@@ -245,38 +266,7 @@ impl Engine {
         if !matches!(outcome, CasOutcome::NotDeliverable) {
             self.record_charge(attempt, Some(charged));
         }
-        let (next, settled, event) = match outcome {
-            CasOutcome::Won(job) => {
-                tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
-                let done = StreamEvent::Done { attempt: attempt.number, finish_reason };
-                let completed = Completed { job, attempt_number: attempt.number };
-                (Next::Completed(completed), Some(AttemptState::Succeeded), done)
-            }
-            CasOutcome::Superseded { winner } => {
-                metrics::counter!(telemetry::RACES_LOST).increment(1);
-                let why = if winner.is_some() {
-                    "another attempt completed the job first"
-                } else {
-                    "the job was cancelled"
-                };
-                tracing::warn!(
-                    job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
-                    winner = ?winner, "race lost: {why}; this answer is kept on the attempt only"
-                );
-                let message = format!("{why}; this stream is not its result");
-                let lost = StreamEvent::Failed { attempt: attempt.number, code: "superseded", message };
-                (Next::Stop, Some(AttemptState::Superseded), lost)
-            }
-            CasOutcome::NotDeliverable => {
-                tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, "answer of an attempt already settled as failed; ignored");
-                let message = "this attempt was settled as failed before its answer arrived".to_owned();
-                (
-                    Next::Stop,
-                    None,
-                    StreamEvent::Failed { attempt: attempt.number, code: "superseded", message },
-                )
-            }
-        };
+        let (next, settled, event) = cas_result(attempt, outcome, finish_reason);
         if streamed {
             self.streams().publish(attempt.job_id, event);
         }
@@ -457,6 +447,43 @@ impl Engine {
                 }
                 other => return other.map_err(EngineError::from),
             }
+        }
+    }
+}
+
+/// What the compare-and-swap's `outcome` means for the drive, the attempt's
+/// state and the live stream's last event.
+fn cas_result(
+    attempt: &Attempt,
+    outcome: CasOutcome,
+    finish_reason: Option<String>,
+) -> (Next, Option<AttemptState>, StreamEvent) {
+    match outcome {
+        CasOutcome::Won(job) => {
+            tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
+            let done = StreamEvent::Done { attempt: attempt.number, finish_reason };
+            let completed = Completed { job, attempt_number: attempt.number };
+            (Next::Completed(completed), Some(AttemptState::Succeeded), done)
+        }
+        CasOutcome::Superseded { winner } => {
+            metrics::counter!(telemetry::RACES_LOST).increment(1);
+            let why = if winner.is_some() {
+                "another attempt completed the job first"
+            } else {
+                "the job was cancelled"
+            };
+            tracing::warn!(
+                job_id = %attempt.job_id, attempt = attempt.number, attempt_id = %attempt.id,
+                winner = ?winner, "race lost: {why}; this answer is kept on the attempt only"
+            );
+            let message = format!("{why}; this stream is not its result");
+            let lost = StreamEvent::Failed { attempt: attempt.number, code: "superseded", message };
+            (Next::Stop, Some(AttemptState::Superseded), lost)
+        }
+        CasOutcome::NotDeliverable => {
+            tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, "answer of an attempt already settled as failed; ignored");
+            let message = "this attempt was settled as failed before its answer arrived".to_owned();
+            (Next::Stop, None, StreamEvent::Failed { attempt: attempt.number, code: "superseded", message })
         }
     }
 }

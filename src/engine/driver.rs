@@ -199,59 +199,10 @@ impl Engine {
             };
             let attempt = match std::mem::replace(&mut next, First::Plan) {
                 First::Started(attempt) => attempt,
-                first => {
-                    let provider = match first {
-                        First::Provider(name) => name,
-                        _ => {
-                            let attempts =
-                                if is_fresh { Vec::new() } else { self.store().attempts(job_id).await? };
-                            if let Some(open) = attempts.iter().find(|a| a.state.is_open()) {
-                                // Only one driver holds the lease, but say it here too: an
-                                // attempt in flight is never counted as a failed link of the chain.
-                                tracing::debug!(%job_id, attempt = open.number, state = %open.state, "an attempt is open; not driving on");
-                                return Ok(Next::Stop);
-                            }
-                            match self
-                                .choose_provider(
-                                    &route,
-                                    plan::remaining(&route.chain, &attempts),
-                                    &job.request,
-                                )
-                                .await?
-                            {
-                                Ok((name, refused)) => {
-                                    refused_so_far.extend(refused);
-                                    if let Some(last) = attempts.last().filter(|last| last.provider != name) {
-                                        metrics::counter!(
-                                            telemetry::FAILOVERS,
-                                            "from" => last.provider.clone(),
-                                            "to" => name.clone()
-                                        )
-                                        .increment(1);
-                                    }
-                                    name
-                                }
-                                Err(refused) => {
-                                    refused_so_far.extend(refused);
-                                    self.fail_exhausted(&job, &attempts, refused_so_far).await?;
-                                    return Ok(Next::Stop);
-                                }
-                            }
-                        }
-                    };
-                    let reservation = self.reservation(&job.owner, &job.request, &provider);
-                    match self.store().start_attempt(job_id, &provider, &reservation, self.now_ms()).await? {
-                        StartOutcome::Started(attempt) => attempt,
-                        StartOutcome::Blocked(blocked) => {
-                            tracing::debug!(%job_id, ?blocked, "no new attempt");
-                            return Ok(Next::Stop);
-                        }
-                        StartOutcome::Refused(refusal) => {
-                            self.end_chain_refused(&job, &provider, &refusal, refused_so_far).await?;
-                            return Ok(Next::Stop);
-                        }
-                    }
-                }
+                first => match self.next_attempt(&job, &route, first, is_fresh, &mut refused_so_far).await? {
+                    Some(attempt) => attempt,
+                    None => return Ok(Next::Stop),
+                },
             };
             let _ = self.inner.events.send(super::EngineEvent::AttemptStarted {
                 job_id,
@@ -275,6 +226,61 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The drive's next attempt, started: on the provider `first` names
+    /// (a retry, a manual attempt) or the chain's next eligible one. `None`
+    /// when the drive stops here: an attempt is open, the chain is
+    /// exhausted (the job failed), or a limit refused the attempt.
+    async fn next_attempt(
+        &self,
+        job: &Job,
+        route: &RouteConfig,
+        first: First,
+        is_fresh: bool,
+        refused_so_far: &mut Vec<String>,
+    ) -> Result<Option<Attempt>, EngineError> {
+        let job_id = job.id;
+        let provider = match first {
+            First::Provider(name) => name,
+            _ => {
+                let attempts = if is_fresh { Vec::new() } else { self.store().attempts(job_id).await? };
+                if let Some(open) = attempts.iter().find(|a| a.state.is_open()) {
+                    // Only one driver holds the lease, but say it here too: an
+                    // attempt in flight is never counted as a failed link of the chain.
+                    tracing::debug!(%job_id, attempt = open.number, state = %open.state, "an attempt is open; not driving on");
+                    return Ok(None);
+                }
+                let remaining = plan::remaining(&route.chain, &attempts);
+                match self.choose_provider(route, remaining, &job.request).await? {
+                    Ok((name, refused)) => {
+                        refused_so_far.extend(refused);
+                        if let Some(last) = attempts.last().filter(|last| last.provider != name) {
+                            metrics::counter!(telemetry::FAILOVERS, "from" => last.provider.clone(), "to" => name.clone())
+                                .increment(1);
+                        }
+                        name
+                    }
+                    Err(refused) => {
+                        refused_so_far.extend(refused);
+                        self.fail_exhausted(job, &attempts, std::mem::take(refused_so_far)).await?;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        let reservation = self.reservation(&job.owner, &job.request, &provider);
+        Ok(match self.store().start_attempt(job_id, &provider, &reservation, self.now_ms()).await? {
+            StartOutcome::Started(attempt) => Some(attempt),
+            StartOutcome::Blocked(blocked) => {
+                tracing::debug!(%job_id, ?blocked, "no new attempt");
+                None
+            }
+            StartOutcome::Refused(refusal) => {
+                self.end_chain_refused(job, &provider, &refusal, std::mem::take(refused_so_far)).await?;
+                None
+            }
+        })
     }
 
     /// A budget or rate limit refused the chain's next attempt: nothing was

@@ -78,107 +78,9 @@ impl Store {
         reservation: &Reservation,
         now_ms: i64,
     ) -> Result<StartOutcome, StoreError> {
-        let attempt_id = Uuid::now_v7();
-        let Amounts { nanos, tokens } = reservation.amounts;
         match self {
-            Store::Sqlite(store) => {
-                let provider = provider.to_owned();
-                let holds = reservation.holds.clone();
-                store
-                    .writer
-                    .write(move |conn| {
-                        let job =
-                            fetch_optional(conn, sql::SELECT_JOB_BY_ID, &[&job_id], JobRow::from_sqlite)?;
-                        let attempts =
-                            fetch_all(conn, sql::SELECT_ATTEMPTS, &[&job_id], AttemptRow::from_sqlite)?;
-                        let plan = match plan_start(job_id, job, attempts)? {
-                            Ok(plan) => plan,
-                            Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
-                        };
-                        if let Some(refusal) = check_sqlite(conn, &holds)? {
-                            return Ok(StartOutcome::Refused(refusal));
-                        }
-                        let inserted = fetch_optional(
-                            conn,
-                            sql::INSERT_ATTEMPT,
-                            &[
-                                &attempt_id,
-                                &job_id,
-                                &plan.number,
-                                &provider,
-                                &plan.job.version,
-                                &now_ms,
-                                &nanos,
-                                &tokens,
-                            ],
-                            AttemptRow::from_sqlite,
-                        );
-                        let row = match inserted {
-                            Ok(Some(row)) => row,
-                            Ok(None) => {
-                                return Err(StoreError::Corrupt(
-                                    "INSERT … RETURNING returned nothing".into(),
-                                ));
-                            }
-                            Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
-                            Err(err) => return Err(err),
-                        };
-                        book_sqlite(conn, Some(attempt_id), &holds)?;
-                        if let Some((from, to)) = plan.job_transition() {
-                            execute(
-                                conn,
-                                sql::SET_JOB_STATUS,
-                                &[&job_id, &from, &to, &None::<String>, &now_ms],
-                            )?;
-                        }
-                        Ok(StartOutcome::Started(Attempt::try_from(row)?))
-                    })
-                    .await
-            }
-            Store::Postgres(store) => {
-                let mut tx = store.pool.begin().await?;
-                let job: Option<JobRow> =
-                    sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).fetch_optional(&mut *tx).await?;
-                let attempts: Vec<AttemptRow> =
-                    sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(&mut *tx).await?;
-                let plan = match plan_start(job_id, job, attempts)? {
-                    Ok(plan) => plan,
-                    Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
-                };
-                let inserted = sqlx::query_as::<_, AttemptRow>(sql::INSERT_ATTEMPT)
-                    .bind(attempt_id)
-                    .bind(job_id)
-                    .bind(plan.number)
-                    .bind(provider)
-                    .bind(plan.job.version)
-                    .bind(now_ms)
-                    .bind(nanos)
-                    .bind(tokens)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(StoreError::from);
-                let row = match inserted {
-                    Ok(row) => row,
-                    Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
-                    Err(err) => return Err(err),
-                };
-                if let Some(refusal) = book_pg(&mut tx, Some(attempt_id), &reservation.holds).await? {
-                    // Dropping the transaction rolls the attempt back with it.
-                    return Ok(StartOutcome::Refused(refusal));
-                }
-                if let Some((from, to)) = plan.job_transition() {
-                    sqlx::query(sql::SET_JOB_STATUS)
-                        .bind(job_id)
-                        .bind(from)
-                        .bind(to)
-                        .bind(None::<&str>)
-                        .bind(now_ms)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                Ok(StartOutcome::Started(Attempt::try_from(row)?))
-            }
+            Store::Sqlite(store) => start_attempt_sqlite(store, job_id, provider, reservation, now_ms).await,
+            Store::Postgres(store) => start_attempt_pg(store, job_id, provider, reservation, now_ms).await,
         }
     }
 
@@ -351,4 +253,109 @@ impl StartPlan {
 /// The state a delivered attempt settles in: its answer won, or came second.
 fn settled_state(won: bool) -> &'static str {
     if won { AttemptState::Succeeded.as_str() } else { AttemptState::Superseded.as_str() }
+}
+
+/// SQLite's [`Store::start_attempt`]: the plan, the check, the insert and
+/// the booking in one writer op.
+async fn start_attempt_sqlite(
+    store: &super::sqlite::SqliteStore,
+    job_id: Uuid,
+    provider: &str,
+    reservation: &Reservation,
+    now_ms: i64,
+) -> Result<StartOutcome, StoreError> {
+    let attempt_id = Uuid::now_v7();
+    let Amounts { nanos, tokens } = reservation.amounts;
+
+    let provider = provider.to_owned();
+    let holds = reservation.holds.clone();
+    store
+        .writer
+        .write(move |conn| {
+            let job = fetch_optional(conn, sql::SELECT_JOB_BY_ID, &[&job_id], JobRow::from_sqlite)?;
+            let attempts = fetch_all(conn, sql::SELECT_ATTEMPTS, &[&job_id], AttemptRow::from_sqlite)?;
+            let plan = match plan_start(job_id, job, attempts)? {
+                Ok(plan) => plan,
+                Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
+            };
+            if let Some(refusal) = check_sqlite(conn, &holds)? {
+                return Ok(StartOutcome::Refused(refusal));
+            }
+            let inserted = fetch_optional(
+                conn,
+                sql::INSERT_ATTEMPT,
+                &[&attempt_id, &job_id, &plan.number, &provider, &plan.job.version, &now_ms, &nanos, &tokens],
+                AttemptRow::from_sqlite,
+            );
+            let row = match inserted {
+                Ok(Some(row)) => row,
+                Ok(None) => {
+                    return Err(StoreError::Corrupt("INSERT … RETURNING returned nothing".into()));
+                }
+                Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
+                Err(err) => return Err(err),
+            };
+            book_sqlite(conn, Some(attempt_id), &holds)?;
+            if let Some((from, to)) = plan.job_transition() {
+                execute(conn, sql::SET_JOB_STATUS, &[&job_id, &from, &to, &None::<String>, &now_ms])?;
+            }
+            Ok(StartOutcome::Started(Attempt::try_from(row)?))
+        })
+        .await
+}
+
+/// PostgreSQL's [`Store::start_attempt`]: one transaction; a refused
+/// booking rolls the attempt back with it.
+async fn start_attempt_pg(
+    store: &super::postgres::PostgresStore,
+    job_id: Uuid,
+    provider: &str,
+    reservation: &Reservation,
+    now_ms: i64,
+) -> Result<StartOutcome, StoreError> {
+    let attempt_id = Uuid::now_v7();
+    let Amounts { nanos, tokens } = reservation.amounts;
+
+    let mut tx = store.pool.begin().await?;
+    let job: Option<JobRow> =
+        sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).fetch_optional(&mut *tx).await?;
+    let attempts: Vec<AttemptRow> =
+        sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(&mut *tx).await?;
+    let plan = match plan_start(job_id, job, attempts)? {
+        Ok(plan) => plan,
+        Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
+    };
+    let inserted = sqlx::query_as::<_, AttemptRow>(sql::INSERT_ATTEMPT)
+        .bind(attempt_id)
+        .bind(job_id)
+        .bind(plan.number)
+        .bind(provider)
+        .bind(plan.job.version)
+        .bind(now_ms)
+        .bind(nanos)
+        .bind(tokens)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from);
+    let row = match inserted {
+        Ok(row) => row,
+        Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
+        Err(err) => return Err(err),
+    };
+    if let Some(refusal) = book_pg(&mut tx, Some(attempt_id), &reservation.holds).await? {
+        // Dropping the transaction rolls the attempt back with it.
+        return Ok(StartOutcome::Refused(refusal));
+    }
+    if let Some((from, to)) = plan.job_transition() {
+        sqlx::query(sql::SET_JOB_STATUS)
+            .bind(job_id)
+            .bind(from)
+            .bind(to)
+            .bind(None::<&str>)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(StartOutcome::Started(Attempt::try_from(row)?))
 }

@@ -8,7 +8,8 @@ use super::pg_batches::{JobInsert, insert_jobs};
 use super::rows::{JobRow, first};
 use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
-use crate::jobs::{Attempt, Job, JobStatus, NewJob};
+use crate::budgets::Hold;
+use crate::jobs::{Amounts, Attempt, Job, JobStatus, NewJob};
 
 /// A lease held by one gateway instance on one job (R10).
 #[derive(Debug, Clone, Copy)]
@@ -48,108 +49,17 @@ impl Store {
         first: Option<(&str, &Reservation)>,
         now_ms: i64,
     ) -> Result<Created, StoreError> {
-        let attempt_id = Uuid::now_v7();
-        let first_provider = first.map(|(provider, _)| provider);
-        let status = if first_provider.is_some() { JobStatus::Running } else { JobStatus::Pending };
-        let reserved = first.map(|(_, reservation)| reservation.amounts).unwrap_or_default();
-        let attempt_holds = first.map(|(_, reservation)| reservation.holds.as_slice()).unwrap_or_default();
-        let created = match self {
-            Store::Sqlite(store) => {
-                // The conflict's read runs in the same op: one trip to the writer.
-                let new = new.clone();
-                let lease_owner = lease.owner.to_owned();
-                let expires_at = lease.expires_at_ms;
-                let provider = first_provider.map(str::to_owned);
-                let attempt_holds = attempt_holds.to_vec();
-                store
-                    .writer
-                    .write(move |conn| {
-                        let existing = |conn: &rusqlite::Connection| {
-                            fetch_optional(
-                                conn,
-                                sql::SELECT_JOB_BY_KEY,
-                                &[&new.owner, &new.idempotency_key.as_str()],
-                                JobRow::from_sqlite,
-                            )
-                        };
-                        if let Some(refusal) = check_sqlite(conn, &attempt_holds)? {
-                            // A duplicate is answered, not refused: it books nothing.
-                            return match existing(conn)? {
-                                Some(row) => Ok(Created::Existing(row.try_into()?)),
-                                None => Ok(Created::Refused(refusal)),
-                            };
-                        }
-                        let args: [&dyn rusqlite::ToSql; 14] = [
-                            &new.id,
-                            &new.owner,
-                            &new.idempotency_key.as_str(),
-                            &new.fingerprint.as_str(),
-                            &new.route,
-                            &new.request,
-                            &now_ms,
-                            &lease_owner,
-                            &expires_at,
-                            &status.as_str(),
-                            &attempt_id,
-                            &provider,
-                            &reserved.nanos,
-                            &reserved.tokens,
-                        ];
-                        if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)?
-                        {
-                            if provider.is_some() {
-                                execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
-                                book_sqlite(conn, Some(attempt_id), &attempt_holds)?;
-                            }
-                            return Ok(Created::New(row.try_into()?));
-                        }
-                        match existing(conn)? {
-                            Some(row) => Ok(Created::Existing(row.try_into()?)),
-                            None => Err(vanished(&new)),
-                        }
-                    })
-                    .await?
-            }
-            Store::Postgres(store) => {
-                let insert = JobInsert {
-                    id: new.id,
-                    owner: new.owner.clone(),
-                    idempotency_key: new.idempotency_key.as_str().to_owned(),
-                    fingerprint: new.fingerprint.as_str().to_owned(),
-                    route: new.route.clone(),
-                    request: new.request.clone(),
-                    now_ms,
-                    lease_owner: lease.owner.to_owned(),
-                    lease_expires_at_ms: lease.expires_at_ms,
-                    status: status.as_str(),
-                    first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
-                };
-                let inserted = if attempt_holds.is_empty() {
-                    store.batches.inserts.write(insert).await?
-                } else {
-                    // Booking may refuse: the insert and the booking share a
-                    // transaction of their own, outside the batches.
-                    let mut tx = store.pool.begin().await?;
-                    let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert)).await?.pop();
-                    if inserted.is_some() {
-                        let attempt = first_provider.map(|_| attempt_id);
-                        if let Some(refusal) = book_pg(&mut tx, attempt, attempt_holds).await? {
-                            // Dropping the transaction takes the job back out.
-                            return Ok(Created::Refused(refusal));
-                        }
-                    }
-                    tx.commit().await?;
-                    inserted
-                };
-                match inserted {
-                    Some(row) => Created::New(row.try_into()?),
-                    None => match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
-                        Some(job) => Created::Existing(job),
-                        None => return Err(vanished(new)),
-                    },
-                }
-            }
+        let insert = FirstInsert {
+            attempt_id: Uuid::now_v7(),
+            provider: first.map(|(provider, _)| provider),
+            reserved: first.map(|(_, reservation)| reservation.amounts).unwrap_or_default(),
+            holds: first.map(|(_, reservation)| reservation.holds.as_slice()).unwrap_or_default(),
         };
+        let created = match self {
+            Store::Sqlite(store) => create_job_sqlite(store, new, lease, &insert, now_ms).await?,
+            Store::Postgres(store) => self.create_job_pg(store, new, lease, &insert, now_ms).await?,
+        };
+        let (attempt_id, first_provider, reserved) = (insert.attempt_id, insert.provider, insert.reserved);
         Ok(match (created, first_provider) {
             (Created::New(job), Some(provider)) => {
                 let attempt = Attempt::first(attempt_id, &job, provider, reserved, now_ms);
@@ -283,6 +193,138 @@ impl Store {
         rows.into_iter()
             .map(|(id, status)| Ok((id, status.parse().map_err(|e| StoreError::Corrupt(format!("{e}")))?)))
             .collect()
+    }
+}
+
+/// A new job's attempt 1, when the gate let one start with it.
+struct FirstInsert<'a> {
+    attempt_id: Uuid,
+    provider: Option<&'a str>,
+    reserved: Amounts,
+    holds: &'a [Hold],
+}
+
+impl FirstInsert<'_> {
+    fn status(&self) -> JobStatus {
+        if self.provider.is_some() { JobStatus::Running } else { JobStatus::Pending }
+    }
+}
+
+/// SQLite's [`Store::create_job`]: one writer op, the conflict's read in it.
+async fn create_job_sqlite(
+    store: &super::sqlite::SqliteStore,
+    new: &NewJob,
+    lease: Lease<'_>,
+    first: &FirstInsert<'_>,
+    now_ms: i64,
+) -> Result<Created, StoreError> {
+    let (attempt_id, reserved, status) = (first.attempt_id, first.reserved, first.status());
+    let provider = first.provider.map(str::to_owned);
+    let attempt_holds = first.holds.to_vec();
+    let new = new.clone();
+    let lease_owner = lease.owner.to_owned();
+    let expires_at = lease.expires_at_ms;
+    let created = store
+        .writer
+        .write(move |conn| {
+            let existing = |conn: &rusqlite::Connection| {
+                fetch_optional(
+                    conn,
+                    sql::SELECT_JOB_BY_KEY,
+                    &[&new.owner, &new.idempotency_key.as_str()],
+                    JobRow::from_sqlite,
+                )
+            };
+            if let Some(refusal) = check_sqlite(conn, &attempt_holds)? {
+                // A duplicate is answered, not refused: it books nothing.
+                return match existing(conn)? {
+                    Some(row) => Ok(Created::Existing(row.try_into()?)),
+                    None => Ok(Created::Refused(refusal)),
+                };
+            }
+            let args: [&dyn rusqlite::ToSql; 14] = [
+                &new.id,
+                &new.owner,
+                &new.idempotency_key.as_str(),
+                &new.fingerprint.as_str(),
+                &new.route,
+                &new.request,
+                &now_ms,
+                &lease_owner,
+                &expires_at,
+                &status.as_str(),
+                &attempt_id,
+                &provider,
+                &reserved.nanos,
+                &reserved.tokens,
+            ];
+            if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)? {
+                if provider.is_some() {
+                    execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
+                    book_sqlite(conn, Some(attempt_id), &attempt_holds)?;
+                }
+                return Ok(Created::New(row.try_into()?));
+            }
+            match existing(conn)? {
+                Some(row) => Ok(Created::Existing(row.try_into()?)),
+                None => Err(vanished(&new)),
+            }
+        })
+        .await?;
+    Ok(created)
+}
+
+impl Store {
+    /// PostgreSQL's [`Store::create_job`]: through the insert batches, or
+    /// in a transaction of its own when holds must be booked with it.
+    async fn create_job_pg(
+        &self,
+        store: &super::postgres::PostgresStore,
+        new: &NewJob,
+        lease: Lease<'_>,
+        first: &FirstInsert<'_>,
+        now_ms: i64,
+    ) -> Result<Created, StoreError> {
+        let (attempt_id, reserved, status) = (first.attempt_id, first.reserved, first.status());
+        let (first_provider, attempt_holds) = (first.provider, first.holds);
+
+        let insert = JobInsert {
+            id: new.id,
+            owner: new.owner.clone(),
+            idempotency_key: new.idempotency_key.as_str().to_owned(),
+            fingerprint: new.fingerprint.as_str().to_owned(),
+            route: new.route.clone(),
+            request: new.request.clone(),
+            now_ms,
+            lease_owner: lease.owner.to_owned(),
+            lease_expires_at_ms: lease.expires_at_ms,
+            status: status.as_str(),
+            first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
+        };
+        let inserted = if attempt_holds.is_empty() {
+            store.batches.inserts.write(insert).await?
+        } else {
+            // Booking may refuse: the insert and the booking share a
+            // transaction of their own, outside the batches.
+            let mut tx = store.pool.begin().await?;
+            let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert)).await?.pop();
+            if inserted.is_some() {
+                let attempt = first_provider.map(|_| attempt_id);
+                if let Some(refusal) = book_pg(&mut tx, attempt, attempt_holds).await? {
+                    // Dropping the transaction takes the job back out.
+                    return Ok(Created::Refused(refusal));
+                }
+            }
+            tx.commit().await?;
+            inserted
+        };
+        match inserted {
+            Some(row) => Ok(Created::New(row.try_into()?)),
+            None => match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
+                Some(job) => Ok(Created::Existing(job)),
+                None => Err(vanished(new)),
+            },
+        }
     }
 }
 
