@@ -161,7 +161,7 @@ async fn start_with_simulator(
         engine.gate().reload(&store).await?;
     }
     let limits = crate::server::Limits::from_config(&config.server);
-    let state_drain_timeout = config.server.drain_timeout.into();
+    let drain_timeout: std::time::Duration = config.server.drain_timeout.into();
     let unready_delay = config.server.unready_delay.into();
     let state = AppState {
         max_body_bytes: config.server.max_body_bytes,
@@ -176,7 +176,6 @@ async fn start_with_simulator(
     let (shutdown, mut stopped) = watch::channel(false);
     let app = api::router(state);
     let tasks = engine.tasks().clone();
-    let drain_timeout: std::time::Duration = state_drain_timeout;
     // The root task: the server, then the engine's drain. (Every other task
     // is spawned through the engine's `Tasks`.)
     #[allow(clippy::disallowed_methods)]

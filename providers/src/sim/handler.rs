@@ -60,13 +60,7 @@ pub(crate) async fn handle(
         Err(err) => return error(dialect, 400, &err.to_string()),
     };
 
-    for wait in &script.waits {
-        match wait {
-            Wait::Delay(delay) => tokio::time::sleep(*delay).await,
-            Wait::Hold(tag) => sim.state.wait_released(tag).await,
-            Wait::Hang => std::future::pending().await,
-        }
-    }
+    wait_out(&script.waits, &sim).await;
     if script.end == End::ResetBeforeBody {
         return kill.drop_connection().await;
     }
@@ -99,6 +93,17 @@ pub(crate) async fn handle(
                 value.unwrap_or_default().to_owned()
             });
             answer(dialect, &sim, &json, &script.output, auth, kill)
+        }
+    }
+}
+
+/// The script's waits, in order, before it answers.
+async fn wait_out(waits: &[Wait], sim: &Simulator) {
+    for wait in waits {
+        match wait {
+            Wait::Delay(delay) => tokio::time::sleep(*delay).await,
+            Wait::Hold(tag) => sim.state.wait_released(tag).await,
+            Wait::Hang => std::future::pending().await,
         }
     }
 }
