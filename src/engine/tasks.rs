@@ -84,7 +84,8 @@ impl Tasks {
         })
     }
 
-    /// Work that may wait long and is stopped at once on shutdown.
+    /// Work that may wait long and serves the others: it runs on through
+    /// the drain and is stopped once the drain is over.
     pub fn spawn_watch<F>(&self, work: F) -> JoinHandle<Option<F::Output>>
     where
         F: Future + Send + 'static,
