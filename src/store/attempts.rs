@@ -295,7 +295,7 @@ async fn start_attempt_sqlite(
                 Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
                 Err(err) => return Err(err),
             };
-            book_sqlite(conn, Some(attempt_id), &holds)?;
+            book_sqlite(conn, attempt_id, &holds)?;
             if let Some((from, to)) = plan.job_transition() {
                 execute(conn, sql::SET_JOB_STATUS, &[&job_id, &from, &to, &None::<String>, &now_ms])?;
             }
@@ -342,7 +342,7 @@ async fn start_attempt_pg(
         Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
         Err(err) => return Err(err),
     };
-    if let Some(refusal) = book_pg(&mut tx, Some(attempt_id), &reservation.holds).await? {
+    if let Some(refusal) = book_pg(&mut tx, attempt_id, &reservation.holds).await? {
         // Dropping the transaction rolls the attempt back with it.
         return Ok(StartOutcome::Refused(refusal));
     }

@@ -261,7 +261,7 @@ async fn create_job_sqlite(
             if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)? {
                 if provider.is_some() {
                     execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
-                    book_sqlite(conn, Some(attempt_id), &attempt_holds)?;
+                    book_sqlite(conn, attempt_id, &attempt_holds)?;
                 }
                 return Ok(Created::New(row.try_into()?));
             }
@@ -309,8 +309,8 @@ impl Store {
             let mut tx = store.pool.begin().await?;
             let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert)).await?.pop();
             if inserted.is_some() {
-                let attempt = first_provider.map(|_| attempt_id);
-                if let Some(refusal) = book_pg(&mut tx, attempt, attempt_holds).await? {
+                // Holds come only with an attempt 1: it is the one they book.
+                if let Some(refusal) = book_pg(&mut tx, attempt_id, attempt_holds).await? {
                     // Dropping the transaction takes the job back out.
                     return Ok(Created::Refused(refusal));
                 }

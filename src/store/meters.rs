@@ -57,17 +57,13 @@ pub(super) fn check_sqlite(conn: &Connection, holds: &[Hold]) -> Result<Option<L
 
 /// SQLite, inside the same op, after [`check_sqlite`] and after the attempt
 /// (if any) is inserted: books every hold.
-pub(super) fn book_sqlite(
-    conn: &Connection,
-    attempt_id: Option<Uuid>,
-    holds: &[Hold],
-) -> Result<(), StoreError> {
+pub(super) fn book_sqlite(conn: &Connection, attempt_id: Uuid, holds: &[Hold]) -> Result<(), StoreError> {
     for hold in holds {
         let args: [&dyn rusqlite::ToSql; 5] =
             [&hold.meter, &hold.window_start_ms, &hold.window_end_ms, &hold.amount, &hold.limit];
         // The check above ran in this same op, so the booking's condition holds.
         fetch_optional(conn, booking(hold), &args, |row| row.get::<_, i64>(0))?;
-        if let Some(attempt_id) = attempt_id.filter(|_| hold.kind != LimitKind::Requests) {
+        if hold.kind != LimitKind::Requests {
             let args: [&dyn rusqlite::ToSql; 5] =
                 [&attempt_id, &hold.meter, &hold.window_start_ms, &hold.kind.unit(), &hold.amount];
             execute(conn, sql::INSERT_HOLD, &args)?;
@@ -82,7 +78,7 @@ pub(super) fn book_sqlite(
 /// On a refusal the caller must roll back (the holds that fitted are booked).
 pub(super) async fn book_pg(
     tx: &mut PgConnection,
-    attempt_id: Option<Uuid>,
+    attempt_id: Uuid,
     holds: &[Hold],
 ) -> Result<Option<LimitRefusal>, StoreError> {
     if holds.is_empty() {

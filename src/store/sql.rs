@@ -337,7 +337,7 @@ pub(super) const SELECT_METER: &str = "SELECT used, held FROM meters WHERE meter
 /// PostgreSQL: books a set of holds in one statement. `$1`…`$6` are arrays
 /// (meter, window start, window end, amount, limit, unit), sorted by meter
 /// so that concurrent writers lock meter rows in one order; `$7` the attempt
-/// whose `holds` rows are written (NULL for a job's request counts). Returns
+/// whose `holds` rows are written (request counts have none). Returns
 /// the `(meter, window_start)` of each hold that fitted: fewer rows than
 /// were asked means the caller rolls back.
 /// A meter row that does not exist yet takes its amount unchecked (the
@@ -360,5 +360,5 @@ pub(super) const BOOK_HOLDS_PG: &str = "WITH wanted AS ( \
        INSERT INTO holds (attempt_id, meter, window_start, unit, amount) \
        SELECT $7, w.meter, w.window_start, w.unit, w.amount \
        FROM wanted w JOIN booked b USING (meter, window_start) \
-       WHERE $7 IS NOT NULL AND w.unit <> 'requests') \
+       WHERE w.unit <> 'requests') \
      SELECT meter, window_start FROM booked";
