@@ -47,12 +47,8 @@ async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(st
     .await;
     let engine = &gw.gateway.engine;
     // What the dead instance left: a job leased to it, attempt 1 `starting`.
-    let new = NewJob::new(
-        "alice".into(),
-        IdempotencyKey::parse("orphaned").unwrap(),
-        "chat".into(),
-        serde_json::to_string(&chat_body("x")).unwrap(),
-    );
+    let new =
+        NewJob::of_body("alice".into(), IdempotencyKey::parse("orphaned").unwrap(), &chat_body("x")).unwrap();
     let now = engine.clock().now_ms();
     let dead = Lease { owner: "gw-killed", expires_at_ms: now + 30_000 };
     let created = gw

@@ -204,7 +204,9 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
     let config = common::test_config(&store.url);
     let real = intentgate::store::Store::connect(&config.store).await.unwrap();
     real.migrate().await.unwrap();
-    let new = NewJob::new("alice".into(), IdempotencyKey::parse("race").unwrap(), "chat".into(), "{}".into());
+    let new =
+        NewJob::of_body("alice".into(), IdempotencyKey::parse("race").unwrap(), &common::chat_body("x"))
+            .unwrap();
     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
     let job = match real.create_job(&new, lease, None, now_ms()).await.unwrap() {
         intentgate::store::Created::New(job) => job,
@@ -265,7 +267,7 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                 barrier.wait().await;
                 if i % 2 == 0 {
                     let key = IdempotencyKey::parse(&format!("k{i}")).unwrap();
-                    let new = NewJob::new("alice".into(), key, "chat".into(), "{}".into());
+                    let new = NewJob::of_body("alice".into(), key, &common::chat_body("x")).unwrap();
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
                     match real.create_job(&new, lease, Some(("p", &Reservation::default())), now_ms()).await {
                         Ok(Created::Started(..)) => Ok(()),

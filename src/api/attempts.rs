@@ -72,7 +72,7 @@ pub async fn start(
         parsed.provider
     };
     let job_id = job.id;
-    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
+    let after_commit = |err| Problem::after_commit(err, job_id);
     match state.engine.start_attempt_by_hand(&job, provider).await {
         Ok(_) => {
             let job = state.store.job(job_id).await.map_err(after_commit)?.unwrap_or(job);
@@ -104,10 +104,10 @@ fn start_refused(state: &AppState, err: ManualStartError, job_id: uuid::Uuid) ->
         ),
         ManualStartError::NotFound => Problem::new(ProblemType::NotFound, format!("no job `{job_id}`")),
         ManualStartError::Refused(refusal) => {
-            super::usage::limit_problem(&refusal, state.engine.currency(), state.engine.clock().now_ms())
+            Problem::limit(&refusal, state.engine.currency(), state.engine.clock().now_ms())
                 .with("job_id", job_id.to_string())
         }
-        ManualStartError::Engine(err) => engine_problem(err, StoreStage::AfterCommit(job_id)),
+        ManualStartError::Engine(err) => Problem::engine(err, StoreStage::AfterCommit(job_id)),
     }
 }
 
@@ -134,18 +134,6 @@ pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
             format!("the job is `{status}`; no attempt can change that"),
         )
         .with("job_status", status.as_str()),
-    }
-}
-
-/// The problem for an engine error; a store error says what `stage` the
-/// request had reached ([`Problem::store`]).
-pub fn engine_problem(err: crate::engine::EngineError, stage: StoreStage) -> Problem {
-    match err {
-        crate::engine::EngineError::Store(err) => Problem::store(err, stage),
-        other => {
-            tracing::error!(error = %other, "engine error");
-            Problem::new(ProblemType::Internal, other.to_string())
-        }
     }
 }
 
@@ -224,7 +212,7 @@ pub async fn resolve(
         Err(err @ ResolveError::NotUnknown { .. }) => {
             Err(Problem::new(ProblemType::AttemptNotUnknown, err.to_string()))
         }
-        Err(ResolveError::Engine(err)) => Err(engine_problem(err, StoreStage::AfterCommit(job.id))),
+        Err(ResolveError::Engine(err)) => Err(Problem::engine(err, StoreStage::AfterCommit(job.id))),
     }
 }
 
@@ -262,7 +250,7 @@ pub async fn resolve_provider(
         .engine
         .resolve_provider(&provider, resolution, &reason, &caller.0.name)
         .await
-        .map_err(|err| engine_problem(err, StoreStage::Partway))?;
+        .map_err(|err| Problem::engine(err, StoreStage::Partway))?;
     let views: Vec<_> =
         settled.iter().map(|a| json!({"job_id": a.job_id, "attempt": AttemptView::new(a)})).collect();
     Ok(Json(json!({"provider": provider, "resolved": views})).into_response())
@@ -299,7 +287,7 @@ pub async fn cancel(
     PathParams(id): PathParams<String>,
 ) -> Result<Response, Problem> {
     let job_id = visible_job(&state, &caller, &id).await?.id;
-    let after_commit = |err| Problem::store(err, StoreStage::AfterCommit(job_id));
+    let after_commit = |err| Problem::after_commit(err, job_id);
     let Some(job) = state.engine.cancel(job_id).await.map_err(after_commit)? else {
         return Err(Problem::new(ProblemType::NotFound, format!("no job `{id}`")));
     };

@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::extract::{PathParams, QueryParams};
 use super::idempotency::idempotency_key;
 use super::prefer::wait_preference;
-use super::submit::{after_commit, new_job, submit};
+use super::submit::{new_job, submit};
 use super::view::JobView;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::jobs::{Job, JobStatus};
@@ -84,7 +84,7 @@ pub async fn create(
     let attempts = match (&submitted.first_attempt, wait) {
         // Answered at once: the attempt inserted with the job is all there is.
         (Some(first), None) => vec![first.clone()],
-        _ => state.store.attempts(job.id).await.map_err(|err| after_commit(err, job.id))?,
+        _ => state.store.attempts(job.id).await.map_err(|err| Problem::after_commit(err, job.id))?,
     };
     let mut response = job_response(status, job, &attempts, submitted.replayed);
     if let Some(wait) = wait.filter(|wait| !wait.is_zero())
@@ -203,9 +203,14 @@ pub async fn get(
     let job = if wait.is_zero() || !matches!(job.status, JobStatus::Pending | JobStatus::Running) {
         job
     } else {
-        state.engine.wait_settled(job_id, wait).await.map_err(|err| after_commit(err, job_id))?.unwrap_or(job)
+        state
+            .engine
+            .wait_settled(job_id, wait)
+            .await
+            .map_err(|err| Problem::after_commit(err, job_id))?
+            .unwrap_or(job)
     };
-    let attempts = state.store.attempts(job_id).await.map_err(|err| after_commit(err, job_id))?;
+    let attempts = state.store.attempts(job_id).await.map_err(|err| Problem::after_commit(err, job_id))?;
     let mut response = job_response(StatusCode::OK, &job, &attempts, false);
     if !wait.is_zero()
         && let Ok(applied) = HeaderValue::from_str(&format!("wait={}", wait.as_secs()))

@@ -16,6 +16,7 @@ mod browse;
 mod console;
 mod contracts;
 mod deadline;
+mod door;
 mod extract;
 mod health;
 mod idempotency;
@@ -102,14 +103,14 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The OpenAI-compatible surface: its problems also speak OpenAI's
-/// `error` shape (see `openai::errors`).
+/// The OpenAI-compatible door: its problems also speak OpenAI's `error`
+/// shape (see `door::errors`).
 fn openai_routes() -> Router<AppState> {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
-        .route_layer(middleware::from_fn(openai::errors::openai_errors))
+        .route_layer(middleware::from_fn(door::errors::door_errors::<openai::ChatCompletions>))
 }
 
 /// On every answer: `X-Content-Type-Options: nosniff` (a browser never

@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use uuid::Uuid;
 
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
@@ -32,15 +31,13 @@ pub async fn submit(
     };
     match submission {
         Ok(Submission::Accepted(submitted)) => Ok(*submitted),
-        Ok(Submission::Conflict { job_id }) => Err(reused(job_id)),
+        Ok(Submission::Conflict { job_id }) => Err(Problem::key_reused(job_id)),
         Ok(Submission::Refused(refusal)) => {
-            Err(super::usage::limit_problem(&refusal, state.engine.currency(), state.engine.clock().now_ms()))
+            Err(Problem::limit(&refusal, state.engine.currency(), state.engine.clock().now_ms()))
         }
-        Err(SubmitError::BeforeCommit(err)) => {
-            Err(super::attempts::engine_problem(err, StoreStage::BeforeCommit)
-                .with("idempotency_key", new.idempotency_key.as_str()))
-        }
-        Err(SubmitError::AfterCommit { job_id, source }) => Err(after_commit(source, job_id)),
+        Err(SubmitError::BeforeCommit(err)) => Err(Problem::engine(err, StoreStage::BeforeCommit)
+            .with("idempotency_key", new.idempotency_key.as_str())),
+        Err(SubmitError::AfterCommit { job_id, source }) => Err(Problem::after_commit(source, job_id)),
     }
 }
 
@@ -72,7 +69,7 @@ pub fn new_job(
     let canonical = canonical_json(&body).map_err(|err| {
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
     })?;
-    Ok(NewJob::new(caller.0.owner.clone(), key, request.route, canonical))
+    Ok(NewJob::new(caller.0.owner.clone(), key, request, canonical))
 }
 
 /// `invalid-body` for messages refused at the door, with the JSON pointer of
@@ -90,18 +87,4 @@ pub fn invalid_params(err: InvalidParam, title: &'static str) -> Problem {
     Problem::new(ProblemType::InvalidBody, format!("a generation parameter is invalid: {err}"))
         .titled(title)
         .with("path", err.path)
-}
-
-fn reused(job_id: Uuid) -> Problem {
-    Problem::new(
-        ProblemType::IdempotencyKeyReused,
-        "this Idempotency-Key is already bound to a different request body; use a new key for a new intent",
-    )
-    .with("job_id", job_id.to_string())
-}
-
-/// A store error once the job exists: it may have been sent, so the only
-/// safe retry is under the same key (see [`StoreStage::AfterCommit`]).
-pub fn after_commit(err: crate::store::StoreError, job_id: Uuid) -> Problem {
-    Problem::store(err, StoreStage::AfterCommit(job_id))
 }

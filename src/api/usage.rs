@@ -1,5 +1,5 @@
-//! `GET /v1/usage`, and the 429 problems budgets and rate limits answer
-//! with (see `crate::budgets`).
+//! `GET /v1/usage`: every budget and rate limit of the caller, as it
+//! stands (the 429s they answer with are `Problem::limit`).
 
 use axum::Json;
 use axum::extract::State;
@@ -8,52 +8,10 @@ use serde_json::{Value, json};
 
 use super::extract::QueryParams;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
-use crate::budgets::{LimitKind, LimitRefusal, nanos_to_decimal};
+use crate::budgets::{LimitKind, nanos_to_decimal};
 use crate::config::Role;
 use crate::engine::MeterUsage;
 use crate::jobs::rfc3339;
-
-/// The problem a refused job or attempt answers with: `budget-exhausted`
-/// (not worth retrying before `resets_at`) or `rate-limited` (with
-/// `Retry-After` until the minute is over).
-pub fn limit_problem(refusal: &LimitRefusal, currency: &str, now_ms: i64) -> Problem {
-    let resets_at = rfc3339(refusal.window_end_ms);
-    let problem = match refusal.kind {
-        LimitKind::Budget => Problem::new(
-            ProblemType::BudgetExhausted,
-            format!(
-                "this request could cost up to {needed} {currency}, and the budget `{meter}` has \
-                 {left} {currency} left of {limit} ({used} spent, {held} reserved by requests in \
-                 flight); it resets at {resets_at}",
-                needed = nanos_to_decimal(refusal.amount),
-                meter = refusal.meter,
-                left = nanos_to_decimal((refusal.limit - refusal.used - refusal.held).max(0)),
-                limit = nanos_to_decimal(refusal.limit),
-                used = nanos_to_decimal(refusal.used),
-                held = nanos_to_decimal(refusal.held),
-            ),
-        )
-        .with("currency", currency),
-        LimitKind::Requests | LimitKind::Tokens => {
-            let unit = if refusal.kind == LimitKind::Requests { "requests" } else { "tokens" };
-            let wait_ms = (refusal.window_end_ms - now_ms).max(0);
-            Problem::new(
-                ProblemType::RateLimited,
-                format!(
-                    "the limit `{meter}` of {limit} {unit} per minute is reached ({used} used, {held} \
-                     reserved, this request needs {needed}); retry after {resets_at}",
-                    meter = refusal.meter,
-                    limit = refusal.limit,
-                    used = refusal.used,
-                    held = refusal.held,
-                    needed = refusal.amount,
-                ),
-            )
-            .retry_after(u64::try_from(wait_ms.div_euclid(1000) + 1).unwrap_or(1))
-        }
-    };
-    problem.with("meter", refusal.meter.clone()).with("resets_at", resets_at)
-}
 
 #[derive(Debug, Deserialize)]
 pub struct UsageQuery {

@@ -7,10 +7,10 @@ use uuid::Uuid;
 
 use super::conclude::{Pending, Seen};
 use super::decide::Phase;
-use super::{Engine, EngineError, plan};
+use super::{Engine, EngineError, PreparedRequest, plan};
 use crate::budgets::LimitRefusal;
 use crate::config::RouteConfig;
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, IdempotencyKey, Job, JobError, JobRequest, NewJob};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, IdempotencyKey, Job, JobError, NewJob};
 use crate::store::{Created, Lease, StartOutcome, StoreError};
 use crate::telemetry;
 use tracing::Instrument;
@@ -39,9 +39,11 @@ pub(super) enum Creation {
     Refused(LimitRefusal),
 }
 
-/// How a job created by [`Engine::create`] starts: its attempt 1, inserted
-/// with it, and the providers the gate refused before that one.
+/// How a job created by [`Engine::create`] starts: its request as the
+/// door parsed it, its attempt 1, inserted with it, and the providers the
+/// gate refused before that one.
 pub(super) struct Kickoff {
+    request: PreparedRequest,
     attempt: Option<Box<Attempt>>,
     refused: Vec<String>,
 }
@@ -90,29 +92,29 @@ impl Engine {
     /// attempt 1 on that provider in the same transaction. A job created
     /// here is leased to this instance; [`Engine::spawn_drive_new`] drives it.
     pub(super) async fn create(&self, new: &NewJob) -> Result<Creation, EngineError> {
-        let pick = match self.route(&new.route) {
-            Some(route) => {
-                Some((route, self.pick_provider(route, 0..route.chain.len(), &new.request).await?))
-            }
+        let request = PreparedRequest::new(&new.request, new.canonical.len())
+            .map_err(|err| EngineError::Unsendable(err.to_string()))?;
+        let pick = match self.route(new.route()) {
+            Some(route) => Some((route, self.pick_provider(route, 0..route.chain.len(), &request).await?)),
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
-        let reservation = first_provider.map(|provider| self.reservation(&new.owner, &new.request, provider));
+        let reservation = first_provider.map(|provider| self.reservation(&new.owner, &request, provider));
         let first = first_provider.zip(reservation.as_ref());
         let created = self.store().create_job(new, self.new_job_lease(), first, self.now_ms()).await?;
         Ok(match created {
             Created::Refused(refusal) => {
-                self.record_refusal(&new.owner, &new.route, &refusal);
+                self.record_refusal(&new.owner, new.route(), &refusal);
                 Creation::Refused(refusal)
             }
             Created::Existing(job) => Creation::Existing(job),
-            Created::New(job) => Creation::New(job, Kickoff { attempt: None, refused: Vec::new() }),
+            Created::New(job) => Creation::New(job, Kickoff { request, attempt: None, refused: Vec::new() }),
             Created::Started(job, attempt) => {
                 let refused = match &pick {
                     Some((route, pick)) => self.report_refused(route, &pick.refused),
                     None => Vec::new(),
                 };
-                Creation::New(job, Kickoff { attempt: Some(attempt), refused })
+                Creation::New(job, Kickoff { request, attempt: Some(attempt), refused })
             }
         })
     }
@@ -159,12 +161,14 @@ impl Engine {
         // Every provider the gate refused during this drive, for the job's
         // error if the chain runs out (not only the last selection's).
         let mut refused_so_far: Vec<String> = Vec::new();
-        let (mut next, mut just_created) = match first {
-            First::New(job, Kickoff { attempt, refused }) => {
+        // The request is parsed once per drive: handed over by the door for
+        // a job this instance created, read from the first row otherwise.
+        let (mut next, mut just_created, mut request) = match first {
+            First::New(job, Kickoff { request, attempt, refused }) => {
                 refused_so_far = refused;
-                (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(job))
+                (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(job), Some(request))
             }
-            other => (other, None),
+            other => (other, None, None),
         };
         let mut retries = 0u32;
         loop {
@@ -190,16 +194,22 @@ impl Engine {
             }
             let Some(route) = self.route(&job.route).cloned() else {
                 let reason = format!("route `{}` is no longer configured", job.route);
-                if let First::Started(attempt) = &next {
-                    self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason)
-                        .await?;
+                return self.cannot_drive(&job, &next, reason).await;
+            };
+            let request = match request.take().map_or_else(|| PreparedRequest::from_stored(&job.request), Ok)
+            {
+                Ok(parsed) => &*request.insert(parsed),
+                Err(err) => {
+                    let reason = format!("the stored request cannot be sent: {err}");
+                    return self.cannot_drive(&job, &next, reason).await;
                 }
-                self.fail_job(job.id, &JobError::new(reason)).await?;
-                return Ok(Next::Stop);
             };
             let attempt = match std::mem::replace(&mut next, First::Plan) {
                 First::Started(attempt) => attempt,
-                first => match self.next_attempt(&job, &route, first, is_fresh, &mut refused_so_far).await? {
+                first => match self
+                    .next_attempt(&job, &route, request, first, is_fresh, &mut refused_so_far)
+                    .await?
+                {
                     Some(attempt) => attempt,
                     None => return Ok(Next::Stop),
                 },
@@ -216,7 +226,7 @@ impl Engine {
                 provider = %attempt.provider,
                 outcome = tracing::field::Empty,
             );
-            match self.run_attempt(&job, &route, attempt, retries).instrument(span).await? {
+            match self.run_attempt(&job, &route, request, attempt, retries).instrument(span).await? {
                 done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
                 Next::Retry { provider, after } => {
@@ -228,6 +238,21 @@ impl Engine {
         }
     }
 
+    /// The job cannot be driven (its route is gone, its stored request
+    /// unreadable): nothing is sent, the attempt about to start (if any) is
+    /// settled unsent, and the job fails with `reason`.
+    async fn cannot_drive(&self, job: &Job, next: &First, reason: String) -> Result<Next, EngineError> {
+        if let First::Started(attempt) = next {
+            self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
+        }
+        let error = match next {
+            First::Started(attempt) => JobError::of_attempt(reason, attempt.number),
+            _ => JobError::new(reason),
+        };
+        self.fail_job(job.id, &error).await?;
+        Ok(Next::Stop)
+    }
+
     /// The drive's next attempt, started: on the provider `first` names
     /// (a retry, a manual attempt) or the chain's next eligible one. `None`
     /// when the drive stops here: an attempt is open, the chain is
@@ -236,6 +261,7 @@ impl Engine {
         &self,
         job: &Job,
         route: &RouteConfig,
+        request: &PreparedRequest,
         first: First,
         is_fresh: bool,
         refused_so_far: &mut Vec<String>,
@@ -252,7 +278,7 @@ impl Engine {
                     return Ok(None);
                 }
                 let remaining = plan::remaining(&route.chain, &attempts);
-                match self.choose_provider(route, remaining, &job.request).await? {
+                match self.choose_provider(route, remaining, request).await? {
                     Ok((name, refused)) => {
                         refused_so_far.extend(refused);
                         if let Some(last) = attempts.last().filter(|last| last.provider != name) {
@@ -269,7 +295,7 @@ impl Engine {
                 }
             }
         };
-        let reservation = self.reservation(&job.owner, &job.request, &provider);
+        let reservation = self.reservation(&job.owner, request, &provider);
         Ok(match self.store().start_attempt(job_id, &provider, &reservation, self.now_ms()).await? {
             StartOutcome::Started(attempt) => Some(attempt),
             StartOutcome::Blocked(blocked) => {
@@ -321,7 +347,7 @@ impl Engine {
         &self,
         route: &RouteConfig,
         positions: std::ops::Range<usize>,
-        request: &str,
+        request: &PreparedRequest,
     ) -> Result<Result<(String, Vec<String>), Vec<String>>, EngineError> {
         let pick = self.pick_provider(route, positions, request).await?;
         let refused = self.report_refused(route, &pick.refused);
@@ -340,7 +366,7 @@ impl Engine {
         &self,
         route: &RouteConfig,
         positions: std::ops::Range<usize>,
-        request: &str,
+        request: &PreparedRequest,
     ) -> Result<Pick, EngineError> {
         self.gate().refresh(self.store()).await?;
         let mut refused = Vec::new();
@@ -364,33 +390,29 @@ impl Engine {
     }
 
     /// Why provider `name` cannot be sent `request`, if it cannot.
-    fn cannot_express(&self, name: &str, request: &str) -> Option<String> {
+    fn cannot_express(&self, name: &str, request: &PreparedRequest) -> Option<String> {
         let entry = self.provider(name)?;
         if entry.provider.dialect() == intentgate_providers::Dialect::OpenAi {
             return None; // the request's own shape: nothing to lose
         }
-        let request: JobRequest = serde_json::from_str(request).ok()?;
-        let chat = super::to_chat_request(&request).ok()?;
-        entry.provider.cannot_express(&chat)
+        entry.provider.cannot_express(&request.chat)
     }
 
     /// Why provider `name`'s context window cannot hold `request`, if so.
     /// A request whose stored bytes (plus the provider's overrides and a
     /// margin for the dialect's own fields) fit the window fits in tokens
     /// too, a token being at least a byte: only a long one is counted.
-    fn too_long_for(&self, name: &str, request: &str) -> Option<String> {
+    fn too_long_for(&self, name: &str, request: &PreparedRequest) -> Option<String> {
         const DIALECT_MARGIN: usize = 4096;
         let entry = self.provider(name)?;
         let window = u64::from(entry.config.context_window?);
         let overrides = serde_json::to_string(&entry.config.request).map_or(0, |text| text.len());
-        let bytes = request.len() + overrides + DIALECT_MARGIN;
-        let request: JobRequest = serde_json::from_str(request).ok()?;
-        let param = |name: &str| request.params.get(name).and_then(serde_json::Value::as_u64);
-        let completion = param("max_tokens").max(param("max_completion_tokens")).unwrap_or(0);
+        let bytes = request.canonical_len + overrides + DIALECT_MARGIN;
+        let completion = request.completion_limit().unwrap_or(0);
         if u64::try_from(bytes).unwrap_or(u64::MAX).saturating_add(completion) <= window {
             return None;
         }
-        self.context_refusal(&request, name)
+        self.context_refusal(request, name)
     }
 
     /// Logs, counts and announces the gate's refusals; returns them as the
@@ -417,6 +439,7 @@ impl Engine {
         &self,
         job: &Job,
         route: &RouteConfig,
+        request: &PreparedRequest,
         attempt: Attempt,
         retries: u32,
     ) -> Result<Next, EngineError> {
@@ -426,30 +449,13 @@ impl Engine {
                 Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
-        let request = match serde_json::from_str::<JobRequest>(&job.request)
-            .map_err(|err| err.to_string())
-            .and_then(|request| {
-                self.outgoing(&job.owner, &request, &attempt.provider)
-                    .map(|chat| (request, chat))
-                    .map_err(|err| err.to_string())
-            }) {
-            Ok(request) => request,
-            Err(err) => {
-                // Nothing was sent; the job cannot be driven by any provider.
-                let reason = format!("the stored request cannot be sent: {err}");
-                let failure = Failure::NotSent { reason: reason.clone() };
-                self.settle_failed(&attempt, AttemptState::Starting, failure.class().into(), &reason).await?;
-                self.fail_job(job.id, &JobError::of_attempt(reason, attempt.number)).await?;
-                return Ok(Next::Stop);
-            }
-        };
-        let (request, chat) = request;
+        let chat = self.outgoing(&job.owner, request, &attempt.provider);
         let context = CallContext {
             job_id: job.id,
             attempt: u32::try_from(attempt.number).unwrap_or(u32::MAX),
             expect_json: false,
         };
-        if request.params.get("stream").and_then(serde_json::Value::as_bool) == Some(true) {
+        if request.stream {
             return self
                 .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, live)
                 .await;

@@ -46,7 +46,7 @@ pub use driver::Completed;
 use driver::Kickoff;
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
-pub use request::to_chat_request;
+pub use request::PreparedRequest;
 pub use spend::MeterUsage;
 pub use streams::{StreamEvent, StreamHub, Subscription};
 pub use submit::{Submission, SubmitError, Submitted};
@@ -67,6 +67,10 @@ pub enum EngineError {
     ProviderSettings(#[from] crate::config::ProviderSettingsError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A job request no provider request can be made of (the door's checks
+    /// let through nothing such; a row from elsewhere might be one).
+    #[error("the request cannot be sent to a provider: {0}")]
+    Unsendable(String),
 }
 
 /// Every configured provider, built: its API key read from the environment

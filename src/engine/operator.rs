@@ -91,6 +91,8 @@ impl Engine {
         provider: Option<String>,
     ) -> Result<Attempt, ManualStartError> {
         let route = self.route(&job.route).ok_or(ManualStartError::NotFound)?.clone();
+        let request = super::PreparedRequest::from_stored(&job.request)
+            .map_err(|err| ManualStartError::Engine(super::EngineError::Unsendable(err.to_string())))?;
         let attempts = self.store().attempts(job.id).await?;
         may_start_attempt(job.status, &attempts).map_err(ManualStartError::Blocked)?;
         let provider = match provider {
@@ -102,7 +104,7 @@ impl Engine {
                 if positions.is_empty() {
                     positions = 0..route.chain.len();
                 }
-                match self.choose_provider(&route, positions, &job.request).await? {
+                match self.choose_provider(&route, positions, &request).await? {
                     Ok((name, _refused)) => name,
                     Err(refused) => return Err(ManualStartError::NoEligibleProvider(refused)),
                 }
@@ -111,7 +113,7 @@ impl Engine {
         if !self.claim(job.id).await? {
             return Err(ManualStartError::Driven);
         }
-        let reservation = self.reservation(&job.owner, &job.request, &provider);
+        let reservation = self.reservation(&job.owner, &request, &provider);
         let attempt = match self.store().start_attempt(job.id, &provider, &reservation, self.now_ms()).await {
             Ok(StartOutcome::Started(attempt)) => attempt,
             refused => {

@@ -1,13 +1,58 @@
-//! A stored job request → the provider's normalised chat request.
+//! A job's request, parsed once: the typed [`JobRequest`] and the
+//! provider's normalised [`ChatRequest`] every attempt renders its body
+//! from. The door builds it for a new job; a driver builds it once from the
+//! stored row when it picks up a job it did not create. The provider
+//! choice, the capability checks, the reservation and the outgoing body all
+//! take it by reference: nothing downstream parses the request again.
 
 use intentgate_providers::ChatRequest;
 use serde_json::{Map, Value};
 
 use crate::jobs::JobRequest;
 
+/// A job request in the two forms the engine uses.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    /// The route that serves it.
+    pub route: String,
+    /// The request as a provider is sent it, before the provider's own
+    /// overrides and the completion limit a reserving attempt is given.
+    pub chat: ChatRequest,
+    /// Whether the caller asked for a stream (`params.stream`).
+    pub stream: bool,
+    /// The length of the stored canonical form, in bytes: an upper bound on
+    /// the request's tokens that costs no tokenizer.
+    pub canonical_len: usize,
+}
+
+impl PreparedRequest {
+    /// From the typed request and the length of its canonical form.
+    pub fn new(request: &JobRequest, canonical_len: usize) -> Result<PreparedRequest, serde_json::Error> {
+        Ok(PreparedRequest {
+            route: request.route.clone(),
+            chat: to_chat_request(request)?,
+            stream: request.params.get("stream").and_then(Value::as_bool) == Some(true),
+            canonical_len,
+        })
+    }
+
+    /// From a job row's stored canonical request.
+    pub fn from_stored(canonical: &str) -> Result<PreparedRequest, serde_json::Error> {
+        let request: JobRequest = serde_json::from_str(canonical)?;
+        PreparedRequest::new(&request, canonical.len())
+    }
+
+    /// The completion limit the client set, in whichever field it used.
+    pub fn completion_limit(&self) -> Option<u64> {
+        let legacy = self.chat.max_tokens.map(u64::from);
+        let current = self.chat.extra.get("max_completion_tokens").and_then(Value::as_u64);
+        legacy.max(current)
+    }
+}
+
 /// `params` become top-level request fields (`temperature`, `max_tokens`,
 /// vendor fields such as `top_k` pass through); `messages` come from `input`.
-pub fn to_chat_request(request: &JobRequest) -> Result<ChatRequest, serde_json::Error> {
+fn to_chat_request(request: &JobRequest) -> Result<ChatRequest, serde_json::Error> {
     let mut body: Map<String, Value> = request.params.clone();
     body.insert("messages".into(), serde_json::to_value(&request.input.messages)?);
     body.remove("stream");
@@ -30,9 +75,20 @@ mod tests {
             let body =
                 json!({"route": "chat", "input": {"messages": messages}, "params": {"temperature": 0}});
             let request: JobRequest = serde_json::from_value(body)?;
-            let chat = to_chat_request(&request)?;
-            assert_eq!(chat.messages.len(), request.input.messages.len(), "{name}");
+            let prepared = PreparedRequest::new(&request, 0)?;
+            assert_eq!(prepared.chat.messages.len(), request.input.messages.len(), "{name}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn the_stored_form_reads_back_with_its_stream_flag_and_limit() -> Result<(), serde_json::Error> {
+        let stored = r#"{"input":{"messages":[{"content":"hi","role":"user"}]},"params":{"max_completion_tokens":9,"max_tokens":5,"stream":true},"route":"chat"}"#;
+        let prepared = PreparedRequest::from_stored(stored)?;
+        assert!(prepared.stream);
+        assert_eq!(prepared.completion_limit(), Some(9));
+        assert_eq!(prepared.canonical_len, stored.len());
+        assert!(!prepared.chat.extra.contains_key("stream"), "stream is the transport's, not a field");
         Ok(())
     }
 }

@@ -13,12 +13,12 @@
 
 use serde_json::Value;
 
-use super::Engine;
+use super::{Engine, PreparedRequest};
 use intentgate_providers::ChatRequest;
 
 use crate::budgets::{LimitRefusal, Usage};
 use crate::contracts::Tokenizer;
-use crate::jobs::{Amounts, Attempt, JobRequest};
+use crate::jobs::{Amounts, Attempt};
 use crate::store::Reservation;
 use crate::telemetry;
 
@@ -58,13 +58,8 @@ impl Engine {
     /// limit is sent the one it reserves (`[billing] default_max_tokens`,
     /// within the provider's `context_window`): a reservation that the
     /// request does not carry would bound nothing.
-    pub(super) fn outgoing(
-        &self,
-        owner: &str,
-        request: &JobRequest,
-        provider: &str,
-    ) -> Result<ChatRequest, serde_json::Error> {
-        let mut chat = super::to_chat_request(request)?;
+    pub(super) fn outgoing(&self, owner: &str, request: &PreparedRequest, provider: &str) -> ChatRequest {
+        let mut chat = request.chat.clone();
         let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
         if unlimited && self.reserves(owner, &request.route, provider) {
             let mut limit = self.inner.billing.default_max_tokens;
@@ -79,7 +74,7 @@ impl Engine {
             }
             chat.max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX));
         }
-        Ok(chat)
+        chat
     }
 
     /// What an attempt of a job (its owner and stored request) on
@@ -93,21 +88,14 @@ impl Engine {
     /// prompt (messages, tools, legacy `functions`, a translated `system`,
     /// request overrides), and its completion limit is the one in that body,
     /// whichever field the dialect carries it in, once per choice.
-    pub(super) fn reservation(&self, owner: &str, request: &str, provider: &str) -> Reservation {
-        let Ok(request) = serde_json::from_str::<JobRequest>(request) else {
-            return Reservation::default();
-        };
+    pub(super) fn reservation(&self, owner: &str, request: &PreparedRequest, provider: &str) -> Reservation {
         if !self.reserves(owner, &request.route, provider) {
             return Reservation::default();
         }
         let Some(entry) = self.provider(provider) else {
             return Reservation::default();
         };
-        let stream = request.params.get("stream").and_then(Value::as_bool) == Some(true);
-        let body = self
-            .outgoing(owner, &request, provider)
-            .ok()
-            .and_then(|chat| entry.provider.render(&chat, stream).ok());
+        let body = entry.provider.render(&self.outgoing(owner, request, provider), request.stream).ok();
         let Some(body) = body else {
             // Nothing can be sent (the attempt fails unsent): nothing to reserve.
             return Reservation::default();
@@ -149,16 +137,11 @@ impl Engine {
     /// would only answer `context_length_exceeded`. Counted with the
     /// provider's tokenizer, or in bytes without one (an upper bound: a
     /// provider may be passed over that could have served).
-    pub(super) fn context_refusal(&self, request: &JobRequest, provider: &str) -> Option<String> {
+    pub(super) fn context_refusal(&self, request: &PreparedRequest, provider: &str) -> Option<String> {
         let entry = self.provider(provider)?;
         let window = u64::from(entry.config.context_window?);
-        let chat = super::to_chat_request(request).ok()?;
-        let completion = chat
-            .max_tokens
-            .map(u64::from)
-            .or_else(|| chat.extra.get("max_completion_tokens").and_then(Value::as_u64))
-            .unwrap_or(0);
-        let body = entry.provider.render(&chat, false).ok()?;
+        let completion = request.completion_limit().unwrap_or(0);
+        let body = entry.provider.render(&request.chat, false).ok()?;
         let prompt = Self::prompt_tokens(entry, &body);
         (prompt.saturating_add(completion) > window).then(|| {
             format!(

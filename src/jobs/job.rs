@@ -1,7 +1,7 @@
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{Fingerprint, IdempotencyKey, UnknownState};
+use super::{Fingerprint, IdempotencyKey, JobRequest, UnknownState};
 
 /// Lifecycle of a job (`docs/design.md`, "State machines": "Job").
 ///
@@ -71,26 +71,44 @@ pub struct NewJob {
     pub owner: String,
     pub idempotency_key: IdempotencyKey,
     pub fingerprint: Fingerprint,
-    pub route: String,
-    /// The request body in its canonical (RFC 8785) form.
-    pub request: String,
+    /// The request, parsed once at the door.
+    pub request: JobRequest,
+    /// The request body in its canonical (RFC 8785) form: what is stored
+    /// and what the fingerprint is taken of.
+    pub canonical: String,
 }
 
 impl NewJob {
     pub fn new(
         owner: String,
         idempotency_key: IdempotencyKey,
-        route: String,
-        canonical_request: String,
+        request: JobRequest,
+        canonical: String,
     ) -> Self {
         NewJob {
             id: Uuid::now_v7(),
             owner,
             idempotency_key,
-            fingerprint: Fingerprint::of_canonical(&canonical_request),
-            route,
-            request: canonical_request,
+            fingerprint: Fingerprint::of_canonical(&canonical),
+            request,
+            canonical,
         }
+    }
+
+    /// A job of `body` (a job request as JSON), for callers that build
+    /// one in code rather than receive it at a door.
+    pub fn of_body(
+        owner: String,
+        idempotency_key: IdempotencyKey,
+        body: &serde_json::Value,
+    ) -> Result<Self, serde_json::Error> {
+        let request = serde_json::from_value(body.clone())?;
+        Ok(NewJob::new(owner, idempotency_key, request, super::canonical_json(body)?))
+    }
+
+    /// The route that serves it.
+    pub fn route(&self) -> &str {
+        &self.request.route
     }
 }
 

@@ -3,9 +3,9 @@
 //! same `id` (from the job id), same `created` (the job's creation second),
 //! same chunks (stored with the result).
 
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
+use crate::api::door::{StreamRender, errors::slug};
 use crate::jobs::{Job, JobResult};
 
 /// The parts of a job an OpenAI response is made of.
@@ -30,12 +30,9 @@ impl Completion {
 /// `logprobs`, `usage` with its details, `system_fingerprint`, fields we do
 /// not know), with the gateway's `id`, `created` and `model` (the route the
 /// caller asked for; the provider's own model is in `x-intentgate-model`).
-pub fn completion_body(completion: &Completion, result: &JobResult) -> Vec<u8> {
-    let body = match &result.completion {
-        Some(answer) => stamped(completion, answer, "chat.completion"),
-        None => legacy_completion(completion, result),
-    };
-    serde_json::to_vec(&body).unwrap_or_default()
+pub fn completion_body(completion: &Completion, result: &JobResult) -> Option<Vec<u8>> {
+    let body = stamped(completion, result.completion.as_ref()?, "chat.completion");
+    serde_json::to_vec(&body).ok()
 }
 
 /// `value` (a provider's completion or chunk) with this job's identity.
@@ -50,121 +47,108 @@ fn stamped(completion: &Completion, value: &Value, object: &str) -> Value {
     value
 }
 
-/// A result stored before completions were kept whole: its text as the one
-/// choice.
-fn legacy_completion(completion: &Completion, result: &JobResult) -> Value {
-    let mut body = json!({
-        "id": completion.id, "object": "chat.completion", "created": completion.created, "model": completion.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
-                     "finish_reason": result.finish_reason.as_deref().unwrap_or("stop")}],
-    });
-    if let (Some(usage), Some(fields)) = (&result.usage, body.as_object_mut()) {
-        let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
-        let done = usage["completion_tokens"].as_u64().unwrap_or(0);
-        let usage =
-            json!({"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done});
-        fields.insert("usage".into(), usage);
-    }
-    body
-}
-
-/// One server-sent event carrying a provider's chunk with this job's
-/// identity. Live and replayed streams both go through here, so a replay
-/// is the same bytes.
-pub fn chunk_event(completion: &Completion, chunk: &Value) -> Vec<u8> {
-    let mut out = b"data: ".to_vec();
-    out.extend(serde_json::to_vec(&stamped(completion, chunk, "chat.completion.chunk")).unwrap_or_default());
-    out.extend(b"\n\n");
-    out
-}
-
 /// The end of a stream that ended well.
 pub const DONE_EVENT: &[u8] = b"data: [DONE]\n\n";
 
-#[derive(Serialize)]
-struct Chunk<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: [ChunkChoice<'a>; 1],
+/// OpenAI's stream: each provider chunk as it came (every choice index,
+/// tool-call fragments, the usage chunk), stamped with the job's identity,
+/// then `[DONE]`.
+pub struct ChunkStream {
+    completion: Completion,
 }
 
-#[derive(Serialize)]
-struct ChunkChoice<'a> {
-    index: u32,
-    delta: Delta<'a>,
-    finish_reason: Option<&'a str>,
+impl ChunkStream {
+    pub fn new(completion: Completion) -> Self {
+        ChunkStream { completion }
+    }
 }
 
-#[derive(Serialize)]
-struct Delta<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
+impl StreamRender for ChunkStream {
+    fn chunk(&mut self, chunk: &Value) -> Vec<u8> {
+        let stamped = stamped(&self.completion, chunk, "chat.completion.chunk");
+        data_event(&stamped)
+    }
+
+    fn done(&mut self) -> Vec<u8> {
+        DONE_EVENT.to_vec()
+    }
+
+    /// No `[DONE]` follows, so no client mistakes it for a clean end.
+    fn failed(&mut self, code: &str, message: &str) -> Vec<u8> {
+        data_event(&json!({"error": {"message": message, "type": "upstream_error", "code": code}}))
+    }
 }
 
-fn event(completion: &Completion, delta: Delta<'_>, finish_reason: Option<&str>) -> Vec<u8> {
-    let chunk = Chunk {
-        id: &completion.id,
-        object: "chat.completion.chunk",
-        created: completion.created,
-        model: &completion.model,
-        choices: [ChunkChoice { index: 0, delta, finish_reason }],
+fn data_event(value: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(serde_json::to_vec(value).unwrap_or_default());
+    out.extend(b"\n\n");
+    out
+}
+
+/// A problem with OpenAI's `error` member beside its own members:
+/// `message` (the detail), `type` (OpenAI's error type for the status),
+/// `param` (the field at fault, when the problem names one) and `code`
+/// (the problem's slug, what a client matches on).
+pub fn error_body(mut problem: Map<String, Value>) -> Map<String, Value> {
+    if problem.contains_key("error") {
+        return problem;
+    }
+    let code = slug(&problem).map(str::to_owned);
+    let kind = match (code.as_deref(), problem.get("status").and_then(Value::as_u64)) {
+        (Some("budget-exhausted"), _) => "insufficient_quota",
+        (_, Some(401)) => "authentication_error",
+        (_, Some(403)) => "permission_error",
+        (_, Some(429)) => "rate_limit_error",
+        (_, Some(status)) if status >= 500 => "server_error",
+        _ => "invalid_request_error",
     };
-    let mut out = b"data: ".to_vec();
-    out.extend(serde_json::to_vec(&chunk).unwrap_or_default());
-    out.extend(b"\n\n");
-    out
+    let param = problem.get("path").and_then(Value::as_str).map(param_of_pointer);
+    let message = problem.get("detail").cloned().unwrap_or(Value::Null);
+    problem.insert("error".into(), json!({"message": message, "type": kind, "param": param, "code": code}));
+    problem
 }
 
-/// The opening event: the assistant role, no content yet.
-pub fn role_event(completion: &Completion) -> Vec<u8> {
-    event(completion, Delta { role: Some("assistant"), content: Some("") }, None)
-}
-
-pub fn content_event(completion: &Completion, text: &str) -> Vec<u8> {
-    event(completion, Delta { role: None, content: Some(text) }, None)
-}
-
-/// The closing events: the finish reason, then `[DONE]`.
-pub fn finish_events(completion: &Completion, finish_reason: Option<&str>) -> Vec<u8> {
-    let mut out =
-        event(completion, Delta { role: None, content: None }, Some(finish_reason.unwrap_or("stop")));
-    out.extend(b"data: [DONE]\n\n");
-    out
-}
-
-/// An in-band error: the stream broke after it began. No `[DONE]` follows,
-/// so no client mistakes it for a clean end.
-pub fn error_event(code: &str, message: &str) -> Vec<u8> {
-    let body = serde_json::json!({"error": {"message": message, "type": "upstream_error", "code": code}});
-    let mut out = b"data: ".to_vec();
-    out.extend(serde_json::to_vec(&body).unwrap_or_default());
-    out.extend(b"\n\n");
-    out
-}
-
-/// The whole stream of a succeeded job, from its stored chunks (or, for a
-/// job that was not streamed or predates whole chunks, its text).
-pub fn replay_stream(completion: &Completion, result: &JobResult) -> Vec<u8> {
-    let chunks = result.chunks.as_deref().unwrap_or_default();
-    if !chunks.is_empty() && chunks.iter().all(Value::is_object) {
-        let mut out = Vec::new();
-        for chunk in chunks {
-            out.extend(chunk_event(completion, chunk));
+/// A JSON pointer as OpenAI names a parameter: `/messages/0/content` →
+/// `messages[0].content`.
+fn param_of_pointer(pointer: &str) -> String {
+    let mut param = String::new();
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if token.parse::<u64>().is_ok() {
+            param.push_str(&format!("[{token}]"));
+        } else {
+            if !param.is_empty() {
+                param.push('.');
+            }
+            param.push_str(&token);
         }
-        out.extend(DONE_EVENT);
-        return out;
     }
-    let mut out = role_event(completion);
-    if chunks.is_empty() {
-        out.extend(content_event(completion, &result.text));
+    param
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pointer_becomes_openais_param_name() {
+        assert_eq!(param_of_pointer("/messages/0/content"), "messages[0].content");
+        assert_eq!(param_of_pointer("/temperature"), "temperature");
+        assert_eq!(param_of_pointer("/a~1b/1/2"), "a/b[1][2]");
     }
-    for text in chunks.iter().filter_map(Value::as_str) {
-        out.extend(content_event(completion, text));
+
+    #[test]
+    fn the_error_member_says_openais_type_and_keeps_the_slug_as_code() {
+        let problem = json!({"type": "https://intentgate.dev/problems/rate-limited", "status": 429,
+            "detail": "slow down", "job_id": "j"});
+        let Value::Object(problem) = problem else { unreachable!() };
+        let body = error_body(problem);
+        assert_eq!(
+            body["error"],
+            json!({"message": "slow down", "type": "rate_limit_error", "param": null,
+            "code": "rate-limited"})
+        );
+        assert_eq!(body["job_id"], "j", "the problem's members stay");
     }
-    out.extend(finish_events(completion, result.finish_reason.as_deref()));
-    out
 }

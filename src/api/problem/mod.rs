@@ -8,6 +8,7 @@
 //! store error becomes a problem that says how far the request had got
 //! ([`StoreStage`]).
 
+mod causes;
 mod kind;
 mod schema;
 mod store;
@@ -58,14 +59,6 @@ impl Problem {
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.extensions.insert(key.to_owned(), value.into());
         self
-    }
-
-    /// Adds OpenAI's `error` member, so OpenAI SDKs show the detail in the
-    /// exception they raise.
-    pub fn with_openai_error(self) -> Self {
-        let slug = self.kind.slug();
-        let error = serde_json::json!({"message": self.detail, "type": slug, "code": slug});
-        self.with("error", error)
     }
 
     pub fn status(&self) -> StatusCode {

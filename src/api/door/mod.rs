@@ -1,0 +1,122 @@
+//! The seam a **door** implements: one client protocol (OpenAI chat
+//! completions, Anthropic Messages, …) spoken onto the one job machinery.
+//!
+//! A door translates four things and nothing else:
+//!
+//! | what | [`Door`] item |
+//! |---|---|
+//! | its request → a job request (then checked, canonicalised and fingerprinted by `submit::new_job`, as every job is) | [`Door::translate`] |
+//! | a succeeded job's stored result → its response body | [`Door::body`] |
+//! | the job's stream chunks (OpenAI `chat.completion.chunk`s, live or stored) → its stream events | [`Door::stream`], a [`StreamRender`] |
+//! | a problem → its error body | [`Door::error`] |
+//!
+//! Everything between — the caller, the `Idempotency-Key` (or a minted
+//! one), the body limit, submitting to the engine, waiting, attaching a
+//! duplicate to a live stream, the answer's identity headers, why a job has
+//! no answer — is [`serve`], the same for every door. Rendering is a pure
+//! function of the stored job, and a replayed stream goes through the same
+//! renderer as the live one, so a replay is byte for byte the original.
+//!
+//! Adding a door: a module under `src/api/` with a type implementing
+//! [`Door`], a handler that calls [`serve`] with it, and its routes in
+//! `api::router` under [`errors`] for that door.
+
+pub mod errors;
+mod serve;
+
+use axum::body::Bytes;
+use serde_json::{Map, Value};
+
+use super::Problem;
+use crate::jobs::{Job, JobResult};
+pub use serve::serve;
+
+/// A door's request, translated.
+pub struct Translated {
+    /// The job request as JSON (`{"route", "input": {"messages"}, "params"}`).
+    pub job: Value,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+}
+
+/// One client protocol onto the job machinery (see the module doc).
+pub trait Door: Send + Sync + 'static {
+    /// Its stream renderer.
+    type Stream: StreamRender;
+
+    /// The door's request body → the job request, or why it is not one
+    /// (with the JSON pointer of the fault, as the client sent it).
+    fn translate(body: &Bytes) -> Result<Translated, Problem>;
+
+    /// A succeeded job's response body; `None` if its stored result has
+    /// nothing this door can render (the job then answers `internal`).
+    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>>;
+
+    /// The renderer of `job`'s stream, for its live events or its replay.
+    fn stream(job: &Job) -> Self::Stream;
+
+    /// A problem's members (RFC 9457, with its extensions) → this door's
+    /// error body. The problem's own members stay in it, so a client that
+    /// knows intentgate can read `job_id` and the problem type.
+    fn error(problem: Map<String, Value>) -> Map<String, Value>;
+
+    /// The `Content-Type` of [`Door::error`]'s body.
+    const ERROR_CONTENT_TYPE: &'static str = "application/problem+json";
+}
+
+/// A door's stream, one event at a time. Stateful: a protocol whose events
+/// open and close blocks (Anthropic's) keeps track here.
+pub trait StreamRender: Send + 'static {
+    /// The bytes for one chunk (OpenAI `chat.completion.chunk` shape).
+    fn chunk(&mut self, chunk: &Value) -> Vec<u8>;
+    /// The bytes that end a stream that ended well.
+    fn done(&mut self) -> Vec<u8>;
+    /// An in-band error: the stream broke after it began. What follows
+    /// must not read as a clean end.
+    fn failed(&mut self, code: &str, message: &str) -> Vec<u8>;
+}
+
+/// The whole stream of a succeeded job, through the door's renderer: its
+/// stored chunks, or (for a job answered in one piece) one chunk made of
+/// its completion.
+pub fn replay_stream<D: Door>(job: &Job, result: &JobResult) -> Vec<u8> {
+    let mut render = D::stream(job);
+    let mut out = Vec::new();
+    match result.chunks.as_deref().filter(|chunks| chunks.iter().all(Value::is_object)) {
+        Some(chunks) if !chunks.is_empty() => chunks.iter().for_each(|chunk| out.extend(render.chunk(chunk))),
+        _ => out.extend(render.chunk(&completion_as_chunk(result.completion.as_ref()))),
+    }
+    out.extend(render.done());
+    out
+}
+
+/// A `chat.completion` as the one chunk that carries all of it: each
+/// choice's message as its delta (tool calls numbered, as deltas are),
+/// with its finish reason and the usage.
+fn completion_as_chunk(completion: Option<&Value>) -> Value {
+    let Some(completion) = completion else {
+        return Value::Object(Map::new());
+    };
+    let choices: Vec<Value> = completion["choices"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|choice| {
+            let mut delta = choice["message"].clone();
+            if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for (index, call) in calls.iter_mut().enumerate() {
+                    if let Some(call) = call.as_object_mut() {
+                        call.insert("index".into(), index.into());
+                    }
+                }
+            }
+            serde_json::json!({"index": choice["index"], "delta": delta, "finish_reason": choice["finish_reason"]})
+        })
+        .collect();
+    let mut chunk = serde_json::json!({"choices": choices});
+    if let (Some(usage), Some(fields)) = (completion.get("usage"), chunk.as_object_mut()) {
+        fields.insert("usage".into(), usage.clone());
+    }
+    chunk
+}

@@ -1,0 +1,218 @@
+//! What every door does between translating a request and rendering an
+//! answer: authenticate (the `Caller` extractor), take the
+//! `Idempotency-Key` (or mint one, where configured), read the body within
+//! its limit, submit the job, wait for it — or attach to its live stream —
+//! and answer with its identity headers, or say why it has no answer.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use tokio::sync::broadcast;
+
+use super::{Door, StreamRender};
+use crate::api::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
+use crate::api::submit::{new_job, submit};
+use crate::api::view::JOB_ID_HEADER;
+use crate::api::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType};
+use crate::engine::{StreamEvent, Subscription};
+use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus};
+
+/// The number of the attempt that answered.
+pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
+/// The provider whose answer this is.
+pub const PROVIDER_HEADER: &str = "x-intentgate-provider";
+/// The model that provider says answered.
+pub const MODEL_HEADER: &str = "x-intentgate-model";
+
+/// One request through door `D`, from its body to its answer.
+pub async fn serve<D: Door>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let key = match idempotency_key(headers) {
+        Ok(key) => key,
+        Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) && state.config.openai.mint_idempotency_keys => {
+            IdempotencyKey::minted()
+        }
+        Err(problem) => return Err(problem),
+    };
+    let body = crate::api::extract::read_body(body, state.max_body_bytes).await?;
+    let translated = D::translate(&body)?;
+    let new = new_job(state, caller, key, translated.job)?;
+    let wait: Duration = state.config.openai.wait.into();
+    let submitted = submit(state, &new, wait, translated.stream).await?;
+    let job_id = submitted.job.id;
+    if let Some(live) = submitted.live {
+        return stream_live::<D>(state, submitted.job, live, submitted.replayed, wait).await;
+    }
+    let provider_time = crate::api::jobs::provider_time(&submitted, true);
+    let mut response =
+        answer::<D>(state, &submitted.job, submitted.winner, submitted.replayed, translated.stream)
+            .await
+            .map_err(|problem| problem.with("job_id", job_id.to_string()))?;
+    response.extensions_mut().insert(provider_time);
+    Ok(response)
+}
+
+/// The answer for a job as it is now: its body (or stream replay), or the
+/// problem that says why there is none. `winner` is the number of the
+/// attempt that completed the job, when the caller knows it (else it is read).
+async fn answer<D: Door>(
+    state: &AppState,
+    job: &Job,
+    winner: Option<i32>,
+    replayed: bool,
+    stream: bool,
+) -> Result<Response, Problem> {
+    let winner = match (winner, job.completed_by) {
+        (Some(number), _) => Some(number),
+        (None, Some(id)) => {
+            state.store.attempt_number(id).await.map_err(|err| Problem::after_commit(err, job.id))?
+        }
+        (None, None) => None,
+    };
+    if job.status != JobStatus::Succeeded {
+        return Err(not_succeeded(state, job).await?);
+    }
+    let result = job.result.as_deref().and_then(JobResult::decode);
+    let rendered = result.as_ref().and_then(|result| match stream {
+        true => Some(("text/event-stream", super::replay_stream::<D>(job, result))),
+        false => D::body(job, result).map(|body| ("application/json", body)),
+    });
+    let (Some(result), Some((content_type, bytes))) = (result.as_ref(), rendered) else {
+        tracing::error!(job_id = %job.id, "a succeeded job's result cannot be rendered");
+        return Err(Problem::new(
+            ProblemType::Internal,
+            "the job's stored result cannot be read; the error is in the gateway's log",
+        ));
+    };
+    let mut response = (StatusCode::OK, bytes).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if replayed {
+        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    identify(headers, job, winner);
+    name_provider(headers, &result.provider, result.model.as_deref());
+    Ok(response)
+}
+
+/// Which provider and model answered: the body's `model` stays the route
+/// the caller asked for.
+fn name_provider(headers: &mut HeaderMap, provider: &str, model: Option<&str>) {
+    if let Ok(value) = HeaderValue::from_str(provider) {
+        headers.insert(PROVIDER_HEADER, value);
+    }
+    if let Some(value) = model.and_then(|model| HeaderValue::from_str(model).ok()) {
+        headers.insert(MODEL_HEADER, value);
+    }
+}
+
+/// Why a job has no answer to give (yet), as a problem naming the job.
+async fn not_succeeded(state: &AppState, job: &Job) -> Result<Problem, Problem> {
+    let open = match job.status {
+        JobStatus::Unknown => {
+            let attempts =
+                state.store.attempts(job.id).await.map_err(|err| Problem::after_commit(err, job.id))?;
+            attempts.into_iter().find(|a| a.state.is_open())
+        }
+        _ => None,
+    };
+    Ok(Problem::no_answer(job, open.as_ref()))
+}
+
+fn identify(headers: &mut HeaderMap, job: &Job, attempt: Option<i32>) {
+    if let Ok(value) = HeaderValue::from_str(&job.id.to_string()) {
+        headers.insert(JOB_ID_HEADER, value);
+    }
+    if let Some(number) = attempt
+        && let Ok(value) = HeaderValue::from_str(&number.to_string())
+    {
+        headers.insert(ATTEMPT_HEADER, value);
+    }
+}
+
+/// A stream that is still being produced: the response starts at its first
+/// chunk — until then a failure can still fail over, invisibly to the client.
+async fn stream_live<D: Door>(
+    state: &AppState,
+    job: Job,
+    subscription: Subscription,
+    replayed: bool,
+    wait: Duration,
+) -> Result<Response, Problem> {
+    let Subscription { backlog, live } = subscription;
+    let mut events = stream::iter(backlog.into_iter().map(Ok)).chain(receive(live)).boxed();
+    let first = match tokio::time::timeout(wait, events.next()).await {
+        Ok(Some(Ok(event))) => Some(event),
+        Ok(Some(Err(problem))) => return Err(problem),
+        Ok(None) | Err(_) => None,
+    };
+    let attempt = match &first {
+        Some(StreamEvent::Chunk { attempt, .. } | StreamEvent::Done { attempt, .. }) => *attempt,
+        // Nothing was sent yet: answer as a plain request would.
+        Some(StreamEvent::Failed { .. }) | None => {
+            let read = state.store.job(job.id).await.map_err(|err| Problem::after_commit(err, job.id))?;
+            return answer::<D>(state, &read.unwrap_or(job), None, replayed, true).await;
+        }
+    };
+    let render = D::stream(&job);
+    let body = stream::iter(first.map(Ok)).chain(events).scan((false, render), |(ended, render), event| {
+        if *ended {
+            return futures_util::future::ready(None);
+        }
+        let bytes = match event {
+            Ok(StreamEvent::Chunk { chunk, .. }) => render.chunk(&chunk),
+            Ok(StreamEvent::Done { .. }) => {
+                *ended = true;
+                render.done()
+            }
+            Ok(StreamEvent::Failed { code, message, .. }) => {
+                *ended = true;
+                render.failed(code, &message)
+            }
+            Err(problem) => {
+                *ended = true;
+                render.failed(problem.slug(), "the stream reader fell behind")
+            }
+        };
+        futures_util::future::ready(Some(Ok::<_, Infallible>(Bytes::from(bytes))))
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if replayed {
+        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    identify(headers, &job, Some(attempt));
+    if let Ok(Some(started)) = state.store.attempt(job.id, attempt).await {
+        name_provider(response.headers_mut(), &started.provider, None);
+    }
+    Ok(response)
+}
+
+/// Live events until the stream's final one.
+fn receive(
+    live: broadcast::Receiver<StreamEvent>,
+) -> impl futures_util::Stream<Item = Result<StreamEvent, Problem>> {
+    stream::unfold(Some(live), |state| async move {
+        let mut live = state?;
+        match live.recv().await {
+            Ok(event) => {
+                let last = event.is_final();
+                Some((Ok(event), if last { None } else { Some(live) }))
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                Some((Err(Problem::new(ProblemType::StreamLagged, "behind")), None))
+            }
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    })
+}
