@@ -1,8 +1,12 @@
-//! `Authorization: Bearer <api key>` → the calling [`Principal`].
+//! `Authorization: Bearer <api key>` (or `x-api-key: <api key>`, what the
+//! Anthropic SDKs send) → the calling [`Principal`].
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+
+/// Where the Anthropic SDKs send the key.
+const X_API_KEY: &str = "x-api-key";
 
 use super::{AppState, Problem, ProblemType};
 use crate::auth::Principal;
@@ -16,22 +20,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let mut values = parts.headers.get_all(AUTHORIZATION).iter();
-        let (Some(value), None) = (values.next(), values.next()) else {
-            return Err(Problem::new(
-                ProblemType::Unauthorized,
-                "send exactly one `Authorization: Bearer <api key>` header",
-            ));
-        };
-        let key = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                Problem::new(ProblemType::Unauthorized, "the Authorization header must be `Bearer <api key>`")
-            })?;
+        let key = presented_key(parts)?;
         state
             .principals
             .authenticate(key)
@@ -39,6 +28,29 @@ impl FromRequestParts<AppState> for Caller {
             .map(Caller)
             .ok_or_else(|| Problem::new(ProblemType::Unauthorized, "the API key is not known"))
     }
+}
+
+/// The one key the request presents: in `Authorization: Bearer`, or in
+/// `x-api-key` — exactly one header of the two, sent once.
+fn presented_key(parts: &Parts) -> Result<&str, Problem> {
+    let bearer = parts.headers.get_all(AUTHORIZATION).iter();
+    let api_key = parts.headers.get_all(X_API_KEY).iter();
+    let mut values = bearer.map(|value| (true, value)).chain(api_key.map(|value| (false, value)));
+    let (Some((is_bearer, value)), None) = (values.next(), values.next()) else {
+        return Err(Problem::new(
+            ProblemType::Unauthorized,
+            "send exactly one `Authorization: Bearer <api key>` or `x-api-key: <api key>` header",
+        ));
+    };
+    let text = value.to_str().ok();
+    let key = if is_bearer {
+        text.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+    } else {
+        text
+    };
+    key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {
+        Problem::new(ProblemType::Unauthorized, "the Authorization header must be `Bearer <api key>`")
+    })
 }
 
 /// A caller with an admin key. Extracted from the request's head, it runs

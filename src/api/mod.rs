@@ -10,6 +10,7 @@
 //! `server.body_read_timeout` (408, see `deadline`), through `extract`'s
 //! extractors, whose rejections are problem+json too.
 
+mod anthropic;
 mod attempts;
 mod auth;
 mod browse;
@@ -94,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(openapi::document))
         .merge(openai_routes())
+        .merge(anthropic_routes())
         .route_layer(middleware::from_fn(trace_request))
         .route_layer(middleware::from_fn_with_state(body_read_timeout, deadline::body_deadline))
         .fallback(not_found)
@@ -111,6 +113,14 @@ fn openai_routes() -> Router<AppState> {
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
         .route_layer(middleware::from_fn(door::errors::door_errors::<openai::ChatCompletions>))
+}
+
+/// The Anthropic-compatible door: its problems speak Anthropic's error
+/// shape (see `door::errors`).
+fn anthropic_routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/messages", post(anthropic::messages))
+        .route_layer(middleware::from_fn(door::errors::door_errors::<anthropic::Messages>))
 }
 
 /// On every answer: `X-Content-Type-Options: nosniff` (a browser never

@@ -20,7 +20,9 @@ use utoipa::{Modify, OpenApi};
 use super::problem::{Forbidden, Internal, StoreUnavailable, Unauthorized};
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
-use super::{attempts, browse, console, contracts, health, jobs, metrics, openai, queue, routes, usage};
+use super::{
+    anthropic, attempts, browse, console, contracts, health, jobs, metrics, openai, queue, routes, usage,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -55,6 +57,7 @@ use super::{attempts, browse, console, contracts, health, jobs, metrics, openai,
         openai::chat_completions,
         openai::models,
         openai::model,
+        anthropic::messages,
         health::healthz,
         health::readyz,
         document,
@@ -102,6 +105,7 @@ use super::{attempts, browse, console, contracts, health, jobs, metrics, openai,
         (name = "jobs", description = "Jobs: one user intent each, created idempotently"),
         (name = "attempts", description = "Attempts by hand, settling unknown attempts (admin), cancelling"),
         (name = "openai", description = "The OpenAI-compatible surface"),
+        (name = "anthropic", description = "The Anthropic-compatible surface (Messages)"),
         (name = "operations", description = "Routes, contracts, overview, health, metrics and this document"),
         (name = "console", description = "The operator console in the browser (`/console`)"),
     ),
@@ -156,6 +160,16 @@ impl Modify for BearerAuth {
                     ))
                     .build(),
             ),
+        );
+        components.add_security_scheme(
+            "x-api-key",
+            SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
+                utoipa::openapi::security::ApiKeyValue::with_description(
+                    "x-api-key",
+                    "The API key in `x-api-key`, as the Anthropic SDKs send it; instead of, never beside, \
+                     `Authorization`.",
+                ),
+            )),
         );
     }
 }

@@ -28,7 +28,7 @@ pub(crate) use messages::tests::accepted_shapes as accepted_message_shapes;
 pub use messages::{InvalidMessage, json_kind, validate_messages};
 pub use outcome::AttemptOutcome;
 pub use params::{InvalidParam, validate_params};
-pub use request::{ChatMessage, JobInput, JobRequest};
+pub use request::{ChatMessage, DoorName, JobInput, JobRequest};
 pub use result::{AttemptSummary, JobError, JobResult};
 pub use transitions::{StartBlocked, may_start_attempt};
 

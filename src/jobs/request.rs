@@ -16,6 +16,21 @@ pub struct JobRequest {
     /// `max_tokens`, vendor fields…).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub params: Map<String, Value>,
+    /// The door the job came through when it answers in another shape than
+    /// OpenAI's (`anthropic-messages`); absent for the jobs API and chat
+    /// completions. Part of the intent the key binds: the same key through
+    /// another door is another intent, and a replay answers in the shape
+    /// the job was asked in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<DoorName>,
+}
+
+/// A door whose jobs are recorded as its own (see [`JobRequest::door`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum DoorName {
+    /// `POST /v1/messages`, Anthropic's Messages API.
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -57,15 +57,24 @@ impl Door for ChatCompletions {
     path = "/v1/models",
     tag = "openai",
     operation_id = "list_models",
-    summary = "The routes, as OpenAI lists models",
+    summary = "The routes, as OpenAI lists models (as Anthropic does, with `anthropic-version`)",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "One model per route", body = schema::ModelList),
         (status = 401, response = super::problem::Unauthorized),
     )
 )]
-pub async fn models(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
-    let data: Vec<Value> = state.config.routes.iter().map(|route| model_object(&route.name)).collect();
+pub async fn models(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Json<Value> {
+    let names = state.config.routes.iter().map(|route| route.name.as_str());
+    if headers.contains_key("anthropic-version") {
+        // An Anthropic SDK listing models: its list shape.
+        let data: Vec<Value> = names
+            .map(|name| json!({"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}))
+            .collect();
+        let (first, last) = (data.first().map(|m| m["id"].clone()), data.last().map(|m| m["id"].clone()));
+        return Json(json!({"data": data, "has_more": false, "first_id": first, "last_id": last}));
+    }
+    let data: Vec<Value> = names.map(model_object).collect();
     Json(json!({"object": "list", "data": data}))
 }
 

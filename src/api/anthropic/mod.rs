@@ -1,0 +1,101 @@
+//! The Anthropic Messages door: `POST /v1/messages`, so the Anthropic SDKs
+//! and Claude Code get intentgate's guarantees by changing the base URL.
+//!
+//! `model` names a route. The request becomes a job request in the job's
+//! own terms (see [`translate`]), marked as this door's
+//! (`"door": "anthropic-messages"`), so the key binds it as asked and a
+//! replay answers as a `message` again. The answer is rendered from the
+//! stored completion whichever dialect the provider spoke, so a route may
+//! fail over from an Anthropic provider to an OpenAI one and the client
+//! cannot tell. The caller authenticates with `x-api-key` (what the SDKs
+//! send) or `Authorization: Bearer`; `anthropic-version` is accepted and
+//! not needed. Errors are Anthropic's `{"type": "error", "error": {…}}`
+//! with the problem's members beside it.
+
+mod render;
+mod translate;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use super::door::{Door, Translated};
+use super::{AppState, Caller, Problem, ProblemType};
+use crate::jobs::{Job, JobResult};
+
+/// The Messages door.
+pub struct Messages;
+
+impl Door for Messages {
+    type Stream = render::EventStream;
+    const ERROR_CONTENT_TYPE: &'static str = "application/json";
+
+    fn translate(body: &Bytes) -> Result<Translated, Problem> {
+        let value = super::ijson::parse(body)?;
+        super::text::refuse_nul_in_json(&value)?;
+        let Value::Object(fields) = value else {
+            return Err(Problem::new(ProblemType::InvalidBody, "the body must be a JSON object")
+                .titled("Invalid Messages request"));
+        };
+        let (job, stream) = translate::to_job(fields)?;
+        Ok(Translated { job, stream })
+    }
+
+    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
+        render::message_body(&render::Identity::of(job), result)
+    }
+
+    fn stream(job: &Job) -> render::EventStream {
+        render::EventStream::new(render::Identity::of(job))
+    }
+
+    fn error(problem: Map<String, Value>) -> Map<String, Value> {
+        render::error_body(problem)
+    }
+}
+
+/// `POST /v1/messages`.
+#[utoipa::path(
+    post,
+    path = "/v1/messages",
+    tag = "anthropic",
+    operation_id = "create_message",
+    summary = "Create a message (Anthropic-compatible), as one idempotent job",
+    description = "Creates or attaches to a job exactly as `POST /v1/chat/completions` does, from an \
+        Anthropic Messages request: `system`, text and image blocks, `tools`, `tool_choice`, `tool_use` \
+        and `tool_result` blocks, `stop_sequences`, `metadata.user_id`, `max_tokens` (required), \
+        `temperature`, `top_p`, `top_k`, `stream`. Another field is refused by name. With `stream: true` \
+        the answer is Anthropic's event stream (`message_start` … `message_stop`); a stream broken after \
+        its first byte ends with an `error` event. Errors are `{\"type\": \"error\", \"error\": \
+        {\"type\", \"message\"}}` with the problem's members beside it.",
+    security(("bearer" = []), ("x-api-key" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, min_length = 1,
+            description = "Names the intent, as on `POST /v1/chat/completions`."),
+        ("anthropic-version" = Option<String>, Header, description = "Accepted; not needed."),
+    ),
+    request_body(content = Object, description = "An Anthropic Messages request; `model` names a route."),
+    responses(
+        (status = 200, description = "The message (or its event stream)",
+            content((Object = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`"),
+        (status = 401, description = "`unauthorized`"),
+        (status = 409, description = "`idempotency-key-reused`, `outcome-unknown`, `job-completed`, \
+            `job-in-progress`; with `job_id`"),
+        (status = 413, description = "`body-too-large`"),
+        (status = 422, description = "`invalid-body` (with `path`), `unknown-route`"),
+        (status = 429, description = "`rate-limited`, `budget-exhausted`"),
+        (status = 502, description = "`upstream-failed`"),
+        (status = 503, description = "`store-unavailable`"),
+    )
+)]
+pub async fn messages(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    super::door::serve::<Messages>(&state, &caller, &headers, body).await
+}

@@ -1,0 +1,310 @@
+//! An Anthropic Messages request → a job request in the job's own (OpenAI
+//! chat) terms: `system` becomes the first message, content blocks become
+//! content parts, `tool_use` blocks the assistant's `tool_calls`,
+//! `tool_result` blocks `tool` messages, `tools` functions. A field this
+//! door does not carry is refused by name, never dropped: the key would
+//! otherwise bind an intent the caller did not send.
+
+use serde_json::{Map, Value, json};
+
+use crate::api::{Problem, ProblemType};
+
+/// The fields a Messages request may carry, and what each becomes.
+const KNOWN: &[&str] = &[
+    "model",
+    "messages",
+    "max_tokens",
+    "system",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "tools",
+    "tool_choice",
+    "metadata",
+];
+
+/// The request body's fields → the job request, and whether it streams.
+pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> {
+    if let Some(unknown) = fields.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+        return Err(invalid(format!("`{unknown}` is not supported by this gateway's Messages API"), unknown));
+    }
+    let Some(Value::String(model)) = fields.remove("model") else {
+        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required", "model"));
+    };
+    let max_tokens = match fields.remove("max_tokens") {
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= 1) => Value::Number(n),
+        _ => return Err(invalid("`max_tokens` is required: a positive integer", "max_tokens")),
+    };
+    let stream = match fields.remove("stream") {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
+    };
+    let mut messages = system_messages(fields.remove("system"))?;
+    let Some(Value::Array(turns)) = fields.remove("messages") else {
+        return Err(invalid("`messages` is required: an array of turns", "messages"));
+    };
+    for (index, turn) in turns.into_iter().enumerate() {
+        messages.extend(turn_messages(turn).map_err(|err| err.at(&format!("/messages/{index}")))?);
+    }
+    let mut params = Map::new();
+    params.insert("max_tokens".into(), max_tokens);
+    if stream {
+        params.insert("stream".into(), true.into());
+    }
+    for (from, to) in
+        [("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("stop_sequences", "stop")]
+    {
+        if let Some(value) = fields.remove(from).filter(|v| !v.is_null()) {
+            params.insert(to.into(), value);
+        }
+    }
+    if let Some(user) =
+        fields.remove("metadata").and_then(|m| m.get("user_id").cloned()).filter(Value::is_string)
+    {
+        params.insert("user".into(), user);
+    }
+    if let Some(tools) = fields.remove("tools") {
+        params.insert("tools".into(), tools_of(tools)?);
+    }
+    if let Some(choice) = fields.remove("tool_choice") {
+        let (choice, parallel) = tool_choice_of(choice)?;
+        params.insert("tool_choice".into(), choice);
+        if !parallel {
+            params.insert("parallel_tool_calls".into(), false.into());
+        }
+    }
+    let job = json!({"route": model, "input": {"messages": messages}, "params": params,
+        "door": "anthropic-messages"});
+    Ok((job, stream))
+}
+
+/// A fault in the request, with the JSON pointer of the field at fault.
+pub struct Fault {
+    detail: String,
+    path: String,
+}
+
+impl Fault {
+    fn new(detail: impl Into<String>, path: &str) -> Fault {
+        Fault { detail: detail.into(), path: path.to_owned() }
+    }
+
+    /// The fault under `prefix` (the turn it is in).
+    fn at(self, prefix: &str) -> Problem {
+        let path = format!("{prefix}{}", self.path);
+        Problem::new(ProblemType::InvalidBody, format!("{}: {}", path, self.detail))
+            .titled("Invalid Messages request")
+            .with("path", path)
+    }
+}
+
+fn invalid(detail: impl Into<String>, field: &str) -> Problem {
+    Problem::new(ProblemType::InvalidBody, detail)
+        .titled("Invalid Messages request")
+        .with("path", format!("/{field}"))
+}
+
+/// `system`, a string or text blocks → the leading system message.
+fn system_messages(system: Option<Value>) -> Result<Vec<Value>, Problem> {
+    match system {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(text)) => Ok(vec![json!({"role": "system", "content": text})]),
+        Some(Value::Array(blocks)) => {
+            let mut parts = Vec::new();
+            for (index, block) in blocks.iter().enumerate() {
+                match (block["type"].as_str(), block["text"].as_str()) {
+                    (Some("text"), Some(text)) => parts.push(json!({"type": "text", "text": text})),
+                    _ => {
+                        return Err(Fault::new("a system block must be a text block", &format!("/{index}"))
+                            .at("/system"));
+                    }
+                }
+            }
+            Ok(vec![json!({"role": "system", "content": parts})])
+        }
+        Some(_) => Err(invalid("`system` must be a string or an array of text blocks", "system")),
+    }
+}
+
+/// One turn → its chat messages: an assistant turn is one message (its
+/// text, its `tool_use` blocks as `tool_calls`); a user turn's
+/// `tool_result` blocks become `tool` messages, first, as chat wants them
+/// right after the call, then the rest of its content as a user message.
+fn turn_messages(turn: Value) -> Result<Vec<Value>, Fault> {
+    let role = turn["role"].as_str().unwrap_or_default().to_owned();
+    if role != "user" && role != "assistant" {
+        return Err(Fault::new("`role` must be `user` or `assistant`", "/role"));
+    }
+    let blocks = match &turn["content"] {
+        Value::String(text) => return Ok(vec![json!({"role": role, "content": text})]),
+        Value::Array(blocks) => blocks,
+        _ => return Err(Fault::new("`content` must be a string or an array of blocks", "/content")),
+    };
+    let mut parts = Vec::new();
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for (index, block) in blocks.iter().enumerate() {
+        let at = format!("/content/{index}");
+        match (role.as_str(), block["type"].as_str()) {
+            (_, Some("text")) => {
+                let text =
+                    block["text"].as_str().ok_or_else(|| Fault::new("a text block needs `text`", &at))?;
+                parts.push(json!({"type": "text", "text": text}));
+            }
+            ("user", Some("image")) => parts.push(image_part(&block["source"]).ok_or_else(|| {
+                Fault::new(
+                    "an image block needs a `source` of type `base64` (media_type, data) or `url`",
+                    &at,
+                )
+            })?),
+            ("user", Some("tool_result")) => results.push(tool_message(block).ok_or_else(|| {
+                Fault::new("a tool_result block needs `tool_use_id` and text `content`", &at)
+            })?),
+            ("assistant", Some("tool_use")) => calls.push(tool_call(block).ok_or_else(|| {
+                Fault::new("a tool_use block needs `id`, `name` and an object `input`", &at)
+            })?),
+            (_, kind) => {
+                let kind = kind.unwrap_or("(none)");
+                return Err(Fault::new(format!("a `{kind}` block is not supported in a {role} turn"), &at));
+            }
+        }
+    }
+    if role == "assistant" {
+        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        let mut message =
+            json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { text.into() }});
+        if !calls.is_empty() {
+            message["tool_calls"] = calls.into();
+        }
+        return Ok(vec![message]);
+    }
+    if !parts.is_empty() {
+        results.push(json!({"role": "user", "content": parts}));
+    }
+    Ok(results)
+}
+
+fn image_part(source: &Value) -> Option<Value> {
+    let url = match source["type"].as_str()? {
+        "base64" => format!("data:{};base64,{}", source["media_type"].as_str()?, source["data"].as_str()?),
+        "url" => source["url"].as_str()?.to_owned(),
+        _ => return None,
+    };
+    Some(json!({"type": "image_url", "image_url": {"url": url}}))
+}
+
+fn tool_call(block: &Value) -> Option<Value> {
+    let (id, name) = (block["id"].as_str()?, block["name"].as_str()?);
+    let input = block.get("input").filter(|input| input.is_object())?;
+    Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}))
+}
+
+fn tool_message(block: &Value) -> Option<Value> {
+    let id = block["tool_use_id"].as_str()?;
+    let content = match block.get("content") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|b| b["text"].as_str().filter(|_| b["type"] == "text"))
+            .collect::<Option<String>>()?,
+        Some(_) => return None,
+    };
+    let content = if block["is_error"] == true { format!("Error: {content}") } else { content };
+    Some(json!({"role": "tool", "tool_call_id": id, "content": content}))
+}
+
+fn tools_of(tools: Value) -> Result<Value, Problem> {
+    let Value::Array(tools) = tools else {
+        return Err(invalid("`tools` must be an array", "tools"));
+    };
+    let mut functions = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.get("input_schema")) else {
+            return Err(invalid(
+                format!("tool {index} needs `name` and `input_schema`"),
+                &format!("tools/{index}"),
+            ));
+        };
+        let mut function = json!({"name": name, "parameters": schema});
+        if let Some(description) = tool.get("description").filter(|d| d.is_string()) {
+            function["description"] = description.clone();
+        }
+        functions.push(json!({"type": "function", "function": function}));
+    }
+    Ok(functions.into())
+}
+
+/// `tool_choice` → chat's, and whether parallel tool calls stay allowed.
+fn tool_choice_of(choice: Value) -> Result<(Value, bool), Problem> {
+    let parallel = choice["disable_parallel_tool_use"] != true;
+    let chat = match (choice["type"].as_str(), choice["name"].as_str()) {
+        (Some("auto"), _) => json!("auto"),
+        (Some("any"), _) => json!("required"),
+        (Some("none"), _) => json!("none"),
+        (Some("tool"), Some(name)) => json!({"type": "function", "function": {"name": name}}),
+        _ => {
+            return Err(invalid(
+                "`tool_choice` must be {\"type\": \"auto\" | \"any\" | \"none\"} or {\"type\": \"tool\", \"name\"}",
+                "tool_choice",
+            ));
+        }
+    };
+    Ok((chat, parallel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(body: Value) -> Result<(Value, bool), Problem> {
+        let Value::Object(fields) = body else { unreachable!() };
+        to_job(fields)
+    }
+
+    #[test]
+    fn a_tool_round_trip_becomes_chat_messages_in_order() {
+        let (job, stream) = job(json!({"model": "chat", "max_tokens": 64, "system": "Be brief.",
+            "stream": true,
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true},
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Utrecht"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"},
+                                             {"type": "text", "text": "And tomorrow?"}]}]}))
+        .ok()
+        .unwrap_or_default();
+        assert!(stream);
+        let messages = job["input"]["messages"].as_array().cloned().unwrap_or_default();
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+        assert_eq!(messages[2]["tool_calls"][0]["function"]["arguments"], r#"{"city":"Utrecht"}"#);
+        assert_eq!(messages[3], json!({"role": "tool", "tool_call_id": "t1", "content": "sunny"}));
+        assert_eq!(job["params"]["tool_choice"]["function"]["name"], "get_weather");
+        assert_eq!(job["params"]["parallel_tool_calls"], false);
+        assert_eq!(job["params"]["stream"], true);
+        assert_eq!(job["door"], "anthropic-messages");
+    }
+
+    #[test]
+    fn what_the_door_cannot_carry_is_refused_by_name() {
+        for (body, path) in [
+            (
+                json!({"model": "chat", "max_tokens": 8, "messages": [], "thinking": {"type": "enabled"}}),
+                "/thinking",
+            ),
+            (json!({"model": "chat", "messages": []}), "/max_tokens"),
+            (
+                json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "document"}]}]}),
+                "/messages/0/content/0",
+            ),
+        ] {
+            let problem = job(body).err().map(|p| format!("{p:?}")).unwrap_or_default();
+            assert!(problem.contains(path), "{problem}");
+        }
+    }
+}
