@@ -1,5 +1,6 @@
-//! The official `openai` Python SDK pointed at intentgate with `base_url`
-//! (tests/sdk/openai_sdk.py). The SDK is installed from PyPI into a
+//! The official Python SDKs pointed at intentgate with `base_url`: `openai`
+//! on chat completions (tests/sdk/openai_sdk.py), `anthropic` on Messages
+//! (tests/sdk/anthropic_sdk.py). They are installed from PyPI into a
 //! throwaway virtualenv, cached between runs under the target directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,13 +12,22 @@ use std::process::Command;
 
 use common::{ALICE, TestGateway, TestStore, set_route};
 
-store_matrix!(official_openai_sdk);
+store_matrix!(official_openai_sdk, official_anthropic_sdk);
 
 async fn official_openai_sdk(store: TestStore) {
-    let python = virtualenv_with_openai();
     let gw =
         TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "attempt_timeout", "300ms")).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/openai_sdk.py");
+    run_script(&gw, "tests/sdk/openai_sdk.py").await;
+}
+
+async fn official_anthropic_sdk(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    run_script(&gw, "tests/sdk/anthropic_sdk.py").await;
+}
+
+async fn run_script(gw: &TestGateway, script: &str) {
+    let python = virtualenv_with_sdks();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let output = tokio::process::Command::new(&python)
         .arg(&script)
         .env("INTENTGATE_URL", gw.gateway.url())
@@ -32,27 +42,27 @@ async fn official_openai_sdk(store: TestStore) {
     assert!(stdout.contains("all passed"), "{stdout}");
 }
 
-/// `python3 -m venv` + `pip install openai`, once per target directory;
-/// concurrent tests take a lock file so only one installs.
-fn virtualenv_with_openai() -> PathBuf {
+/// The SDKs the scripts import.
+const SDKS: [&str; 2] = ["openai>=1.40", "anthropic>=0.40"];
+
+/// `python3 -m venv` + `pip install` the [`SDKS`], once per target
+/// directory (again when the list changes); concurrent tests take a lock
+/// file so only one installs.
+fn virtualenv_with_sdks() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("openai-sdk-venv");
     let python = dir.join("bin/python");
     let ready = dir.join(".ready");
     let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("openai-sdk-venv.lock");
     let lock = std::fs::File::create(&lock_path).unwrap();
     lock.lock().unwrap();
-    if !ready.exists() {
+    let wanted = SDKS.join(" ");
+    if std::fs::read_to_string(&ready).ok().as_deref() != Some(wanted.as_str()) {
         let _ = std::fs::remove_dir_all(&dir);
         run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
-        run(Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "openai>=1.40",
-        ]));
-        std::fs::write(&ready, b"").unwrap();
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(SDKS));
+        std::fs::write(&ready, wanted).unwrap();
     }
     lock.unlock().unwrap();
     python
