@@ -8,7 +8,9 @@
 //! | `intentgate_cas_races_lost_total` | counter | | answers that lost the compare-and-swap (superseded) |
 //! | `intentgate_attempts_unknown` | gauge | `provider` | attempts now `unknown` (read from the store at scrape) |
 //! | `intentgate_failovers_total` | counter | `from`, `to` | attempts started on another provider after a failure |
-//! | `intentgate_failovers_refused_total` | counter | `route`, `provider` | providers skipped for want of a passing, current contract |
+//! | `intentgate_failovers_refused_total` | counter | `route`, `provider` | providers passed over: no passing, current contract, a dialect that cannot express the request, a context window too small, or cooling down (unhealthy) |
+//! | `intentgate_provider_circuit_opened_total` | counter | `provider` | times a provider was found unhealthy and passed over for its cool-down |
+//! | `intentgate_provider_unhealthy` | gauge | `provider` | 1 while the provider's circuit is open (cooling down or probing), set at scrape |
 //! | `intentgate_provider_latency_seconds` | histogram | `provider` | provider call time, per attempt |
 //! | `intentgate_gateway_overhead_seconds` | histogram | `path` | request time minus the provider time spent in it |
 //! | `intentgate_http_requests_total` | counter | `path` (the matched route), `status` | HTTP requests answered |
@@ -38,6 +40,8 @@ pub const RACES_LOST: &str = "intentgate_cas_races_lost_total";
 pub const UNKNOWN_ATTEMPTS: &str = "intentgate_attempts_unknown";
 pub const FAILOVERS: &str = "intentgate_failovers_total";
 pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
+pub const PROVIDER_OPENED: &str = "intentgate_provider_circuit_opened_total";
+pub const PROVIDERS_UNHEALTHY: &str = "intentgate_provider_unhealthy";
 pub const PROVIDER_LATENCY: &str = "intentgate_provider_latency_seconds";
 pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
 pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
@@ -124,8 +128,10 @@ fn describe() {
     metrics::describe_counter!(FAILOVERS, "Attempts started on another provider after a failure.");
     metrics::describe_counter!(
         FAILOVERS_REFUSED,
-        "Providers skipped for want of a passing, current contract."
+        "Providers passed over: contract, dialect, context window or health."
     );
+    metrics::describe_counter!(PROVIDER_OPENED, "Times a provider was found unhealthy and passed over.");
+    metrics::describe_gauge!(PROVIDERS_UNHEALTHY, "1 while a provider's circuit is open in this process.");
     metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
     metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
     metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");

@@ -31,6 +31,7 @@ store_matrix!(
     a_passing_5xx_is_retried_on_the_same_provider,
     a_persistent_5xx_fails_over_after_its_retries,
     a_refused_connection_is_retried_then_fails_over,
+    a_failing_primary_is_passed_over_while_it_cools_down_then_probed_back,
     a_provider_whose_window_cannot_hold_the_prompt_is_passed_over,
     a_content_refusal_ends_the_job_unless_the_route_fails_over,
     too_many_requests_is_retried_after_retry_after,
@@ -327,6 +328,61 @@ async fn a_refused_connection_is_retried_then_fails_over(store: TestStore) {
     assert!(attempts[..3].iter().all(|a| a["outcome"] == "not_sent" && a["provider"] == "sim-primary"));
     assert_eq!(job["result"]["provider"], "sim-fallback");
     assert_eq!(gw.sim().calls().total, 1, "only the fallback was reached");
+}
+
+/// Provider health: after `failures` proven failures in a row the primary
+/// is passed over for its cool-down (no call reaches it, the fallback
+/// serves at once), then one request probes it, and its answer puts it back
+/// first. Twenty requests: three reach the dead primary, not twenty.
+async fn a_failing_primary_is_passed_over_while_it_cools_down_then_probed_back(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        // Its own model name, so a queued script reaches it and not the fallback.
+        set_provider(doc, "sim-primary", "model", "sim:delay=0");
+        let mut health = toml::Table::new();
+        health.insert("failures".into(), 3.into());
+        health.insert("cooldown".into(), "60s".into());
+        set_provider(doc, "sim-primary", "health", health);
+    })
+    .await;
+    gw.sim().queue(Some("sim:delay=0"), "status=503", 3).unwrap();
+    let served_by = |response: &reqwest::Response| {
+        response.headers()["x-intentgate-provider"].to_str().unwrap().to_owned()
+    };
+    for i in 0..20 {
+        let response = gw
+            .chat_completion(
+                &format!("down-{i}"),
+                &json!({"model": "chat", "messages": [{"role": "user", "content": "x"}]}),
+            )
+            .await;
+        assert_eq!(response.status(), 200, "request {i}");
+        assert_eq!(served_by(&response), "sim-fallback", "request {i}");
+    }
+    let calls = gw.sim().calls();
+    assert_eq!(
+        calls.by_path.get("/v1/chat/completions").copied(),
+        Some(3),
+        "the primary stopped being tried"
+    );
+    assert_eq!(calls.by_path.get("/v1/messages").copied(), Some(20));
+    let metrics = gw.get(ALICE, "/metrics").await.text().await.unwrap();
+    assert!(metrics.contains(r#"intentgate_provider_unhealthy{provider="sim-primary"} 1"#), "{metrics}");
+
+    // The cool-down passes (the engine's clock, not a sleep): one probe,
+    // which the primary, healthy again, answers; it serves first again.
+    gw.gateway.engine.clock().advance(std::time::Duration::from_secs(61));
+    for i in 0..3 {
+        let response = gw
+            .chat_completion(
+                &format!("back-{i}"),
+                &json!({"model": "chat", "messages": [{"role": "user", "content": "x"}]}),
+            )
+            .await;
+        assert_eq!(served_by(&response), "sim-primary", "request {i} after the cool-down");
+    }
+    assert_eq!(gw.sim().calls().by_path.get("/v1/messages").copied(), Some(20), "the fallback rests");
+    let metrics = gw.get(ALICE, "/metrics").await.text().await.unwrap();
+    assert!(metrics.contains(r#"intentgate_provider_unhealthy{provider="sim-primary"} 0"#), "{metrics}");
 }
 
 /// A provider whose `context_window` cannot hold the prompt (counted with

@@ -30,6 +30,16 @@ pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> 
         let count = counts.iter().find(|(name, _)| *name == provider.name).map_or(0, |(_, count)| *count);
         metrics::gauge!(telemetry::UNKNOWN_ATTEMPTS, "provider" => provider.name.clone()).set(count as f64);
     }
+    // Health is this process's own: each replica reports its circuits.
+    let unhealthy = state.engine.unhealthy_providers();
+    for provider in &state.config.providers {
+        let open = unhealthy.contains(&provider.name);
+        metrics::gauge!(telemetry::PROVIDERS_UNHEALTHY, "provider" => provider.name.clone()).set(if open {
+            1.0
+        } else {
+            0.0
+        });
+    }
     let body = telemetry::handle().map(|handle| handle.render()).unwrap_or_default();
     let mut response = body.into_response();
     response

@@ -95,6 +95,7 @@ use super::{
             openai::ModelList,
             openai::ChatCompletionRequest,
             openai::ChatCompletion,
+            anthropic::MessagesError,
             health::Health,
             health::Ready,
         ),

@@ -440,6 +440,35 @@ pub struct ProviderConfig {
     /// currency`: `price = { input_per_mtok = 0.15, output_per_mtok = 0.60,
     /// cached_input_per_mtok = 0.075 }`. Unset: its attempts cost nothing.
     pub price: Option<crate::budgets::Price>,
+    /// When the provider is passed over for failing (`engine::health`).
+    #[serde(default)]
+    pub health: HealthConfig,
+}
+
+/// `health = { failures = 5, cooldown = "30s" }` on a provider: after
+/// `failures` signs of trouble in a row (0: never) it is passed over for
+/// `cooldown`, then probed with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    #[serde(default = "default_health_failures")]
+    pub failures: u32,
+    #[serde(default = "default_health_cooldown")]
+    pub cooldown: HumanDuration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig { failures: default_health_failures(), cooldown: default_health_cooldown() }
+    }
+}
+
+fn default_health_failures() -> u32 {
+    5
+}
+
+fn default_health_cooldown() -> HumanDuration {
+    HumanDuration::secs(30)
 }
 
 /// Why a provider's settings cannot be built when it is about to be used
@@ -563,6 +592,33 @@ pub struct RouteConfig {
     /// off gives up R9 for the route: it fails over to whatever comes next.
     #[serde(default = "default_true")]
     pub require_contract_for_fallback: bool,
+    /// What a compatible door (chat completions, Messages) does with a
+    /// request on this route that carries no `Idempotency-Key`. Unset:
+    /// `mint` with `[openai] mint_idempotency_keys = true`, else `refuse`.
+    pub keyless: Option<Keyless>,
+    /// With `keyless = "derive"`: how long the same caller's same request
+    /// names the same job.
+    #[serde(default = "default_keyless_window")]
+    pub keyless_window: HumanDuration,
+}
+
+/// A route's answer to a request without an `Idempotency-Key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Keyless {
+    /// `400 idempotency-key-missing`.
+    Refuse,
+    /// A fresh key: every such request is a new job, never deduplicated.
+    Mint,
+    /// A key made of the caller and the canonical request: the same request
+    /// again within `keyless_window` (an SDK's retry after a timeout) is
+    /// the same job; a different one (an agent's next step) is a new job.
+    /// Two deliberate identical requests inside the window are one job.
+    Derive,
+}
+
+fn default_keyless_window() -> HumanDuration {
+    HumanDuration::secs(600)
 }
 
 fn default_contract_max_age() -> HumanDuration {

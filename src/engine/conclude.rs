@@ -80,6 +80,12 @@ impl Engine {
             }
             _ => None,
         };
+        let sign = match &seen {
+            Seen::Answer { .. } => super::health::Sign::Answered,
+            Seen::Failure(failure) => super::health::Sign::of_failure(failure),
+            Seen::Silence { .. } => super::health::Sign::Trouble,
+        };
+        self.observe_health(&attempt.provider, sign);
         let observed = match &seen {
             Seen::Answer { .. } => Observed::Answer { breaks_contract: violations.is_some() },
             Seen::Failure(failure) => Observed::Failure(failure),

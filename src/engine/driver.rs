@@ -370,6 +370,9 @@ impl Engine {
     ) -> Result<Pick, EngineError> {
         self.gate().refresh(self.store()).await?;
         let mut refused = Vec::new();
+        // Providers passed over only for their health: the first of them
+        // serves when no healthy one can (see `health`).
+        let mut cooling: Option<String> = None;
         for index in positions {
             let name = &route.chain[index];
             if let Some(verdict) = self.gate().check(route, name, index).filter(|v| !v.is_eligible()) {
@@ -384,7 +387,16 @@ impl Engine {
                 refused.push((name.clone(), reason));
                 continue;
             }
+            if let super::health::Verdict::CoolingDown(reason) = self.health_of(name) {
+                refused.push((name.clone(), reason));
+                cooling.get_or_insert_with(|| name.clone());
+                continue;
+            }
             return Ok(Pick { provider: Some(name.clone()), refused });
+        }
+        if let Some(name) = cooling {
+            refused.retain(|(refused, _)| *refused != name);
+            return Ok(Pick { provider: Some(name), refused });
         }
         Ok(Pick { provider: None, refused })
     }

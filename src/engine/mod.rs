@@ -19,6 +19,7 @@ pub use conclude::{CONTENT_REFUSED, OUTCOME_UNKNOWN};
 mod decide;
 mod driver;
 mod gate;
+mod health;
 mod late;
 mod leases;
 mod operator;
@@ -112,6 +113,7 @@ struct Inner {
     leases: leases::HeldLeases,
     streams: StreamHub,
     gate: Gate,
+    health: health::Health,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
     clock: Clock,
     tasks: Tasks,
@@ -188,6 +190,7 @@ impl Engine {
                 leases: leases::HeldLeases::default(),
                 streams: StreamHub::default(),
                 gate,
+                health: health::Health::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
                 tasks: Tasks::default(),
@@ -325,6 +328,30 @@ impl Engine {
     /// The failover gate: contract records and runtime shape checks.
     pub fn gate(&self) -> &Gate {
         &self.inner.gate
+    }
+
+    /// Providers whose circuit is open now (cooling down or probing).
+    pub fn unhealthy_providers(&self) -> Vec<String> {
+        self.inner.health.unhealthy()
+    }
+
+    /// Records what a call to `provider` said about its health.
+    pub(super) fn observe_health(&self, provider: &str, sign: health::Sign) {
+        let Some(entry) = self.provider(provider) else { return };
+        if self.inner.health.observe(provider, &entry.config.health, sign, self.now_ms()) {
+            tracing::warn!(provider, failures = entry.config.health.failures, cooldown = %entry.config.health.cooldown,
+                "provider unhealthy: passed over while it cools down");
+            metrics::counter!(crate::telemetry::PROVIDER_OPENED, "provider" => provider.to_owned())
+                .increment(1);
+        }
+    }
+
+    /// Whether `provider` may be sent the next attempt now.
+    pub(super) fn health_of(&self, provider: &str) -> health::Verdict {
+        match self.provider(provider) {
+            Some(entry) => self.inner.health.check(provider, &entry.config.health, self.now_ms()),
+            None => health::Verdict::Healthy,
+        }
     }
 
     /// The live stream of a streamed job (see [`StreamHub`]).

@@ -49,6 +49,16 @@ impl IdempotencyKey {
         IdempotencyKey(format!("{MINTED_PREFIX}{}", uuid::Uuid::now_v7()))
     }
 
+    /// The key a door derives for a client that sent none, from the
+    /// request's fingerprint and the number of the window it falls in (see
+    /// `config::Keyless::Derive`): the same request in the same window is
+    /// the same key.
+    pub fn derived(fingerprint: &super::Fingerprint, window: i64) -> Self {
+        let digest = fingerprint.as_str();
+        let digest = digest.get(..32).unwrap_or(digest);
+        IdempotencyKey(format!("{DERIVED_PREFIX}{digest}-{window}"))
+    }
+
     /// Whether a door minted `key` (see [`IdempotencyKey::minted`]).
     pub fn was_minted(key: &str) -> bool {
         key.starts_with(MINTED_PREFIX)
@@ -56,6 +66,7 @@ impl IdempotencyKey {
 }
 
 const MINTED_PREFIX: &str = "minted-";
+const DERIVED_PREFIX: &str = "derived-";
 
 /// RFC 8941 §3.3.3: inside the quotes only `\"` and `\\` are escapes.
 fn unquote_sf_string(inner: &str) -> Result<String, InvalidIdempotencyKey> {

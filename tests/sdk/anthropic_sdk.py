@@ -95,13 +95,32 @@ def reused_key_is_a_conflict():
         raise AssertionError("a reused key with another body must be refused")
 
 
+def sdk_retry_without_a_key_is_one_job():
+    """No Idempotency-Key, as the SDK sends by itself; the route derives one.
+    The provider takes longer than the client's timeout, so the SDK's own
+    retry machinery sends the request again: the retries find the same job."""
+    sent = []
+    retrying = anthropic.Anthropic(
+        base_url=BASE, api_key=os.environ["INTENTGATE_KEY"], timeout=0.6, max_retries=5,
+        http_client=anthropic.DefaultHttpxClient(event_hooks={"request": [lambda request: sent.append(request)]}),
+    )
+    script = json.dumps({"model": None, "script": "delay=1500", "times": 1}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{SIM}/sim/scripts", data=script,
+                                                  headers={"content-type": "application/json"}))
+    before = sim_calls()
+    message = retrying.messages.create(model="chat", max_tokens=64, messages=ask(f"slow {uuid.uuid4()}"))
+    assert message.type == "message", message
+    assert len(sent) >= 2, f"the SDK retried ({len(sent)} requests)"
+    assert sim_calls() - before == 1, "one upstream call for all of the SDK's requests"
+
+
 def models_listed():
     ids = [model.id for model in client.models.list()]
     assert "chat" in ids and "tools" in ids, ids
 
 
 for check in [plain_message, same_key_is_one_job, streamed_message, tool_round_trip, reused_key_is_a_conflict,
-              models_listed]:
+              sdk_retry_without_a_key_is_one_job, models_listed]:
     check()
     print(f"ok: {check.__name__}")
 print("all passed")

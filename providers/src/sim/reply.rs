@@ -16,8 +16,11 @@ pub(crate) struct Prompt {
     pub(crate) last_user: String,
     pub(crate) prompt_words: u64,
     pub(crate) wants_json: bool,
-    /// Keys of the asked JSON schema's properties, kept in the answer.
-    pub(crate) keys: Vec<String>,
+    /// The asked JSON schema (one with `properties`): the answer follows it.
+    pub(crate) schema: Option<Value>,
+    /// The conversation ends in tool results: answered in words, even by a
+    /// `tool_call` script.
+    pub(crate) after_tool_results: bool,
     pub(crate) stream: bool,
     pub(crate) include_usage: bool,
     /// Seed and request mixed, so ids are stable per request and seed.
@@ -108,7 +111,9 @@ impl Prompt {
             .map(text_of)
             .collect();
         system.push(top_system.clone());
-        let last_user = tool_results(messages).unwrap_or_else(|| {
+        let results = tool_results(messages);
+        let after_tool_results = results.is_some();
+        let last_user = results.unwrap_or_else(|| {
             messages
                 .iter()
                 .rev()
@@ -120,16 +125,13 @@ impl Prompt {
         let format = body.get("response_format");
         let format_type = format.and_then(|f| f.get("type")).and_then(Value::as_str);
         let schema = format.and_then(|f| f.pointer("/json_schema/schema").or_else(|| f.get("schema")));
-        let keys = schema
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-            .map(|props| props.keys().cloned().collect())
-            .unwrap_or_default();
+        let schema = schema.filter(|s| s.get("properties").is_some_and(Value::is_object)).cloned();
         Prompt {
             model: body.get("model").and_then(Value::as_str).unwrap_or("sim").to_owned(),
             wants_json: matches!(format_type, Some("json_object" | "json_schema"))
                 || system.iter().any(|s| s.to_ascii_lowercase().contains("json")),
-            keys,
+            schema,
+            after_tool_results,
             prompt_words,
             last_user,
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -148,7 +150,9 @@ impl Prompt {
     /// the Anthropic dialect.
     pub(crate) fn said(&self, dialect: Dialect, seed: u64, output: &Output) -> Vec<Said> {
         let n = if dialect == Dialect::OpenAi { self.n } else { 1 };
-        if output.tool_call {
+        // A conversation that ends in tool results is answered in words,
+        // so an agent's loop ends rather than calling the tool forever.
+        if output.tool_call && !self.after_tool_results {
             return (0..n)
                 .map(|i| {
                     let id = match (dialect, i) {
@@ -179,12 +183,16 @@ impl Prompt {
             return format!("echo: {}", self.last_user);
         }
         let snippet: Vec<&str> = self.last_user.split_whitespace().take(4).collect();
-        let mut object = Map::new();
-        for key in &self.keys {
-            let value = if snippet.is_empty() { key.clone() } else { snippet.join(" ") };
-            object.insert(key.clone(), value.into());
-        }
-        if self.keys.is_empty() {
+        // JSON that validates against the request's schema: every property
+        // of its type, strings from the prompt.
+        let mut object = match &self.schema {
+            Some(schema) => match super::tool::valid(schema, &snippet.join(" ")) {
+                Value::Object(object) => object,
+                _ => Map::new(),
+            },
+            None => Map::new(),
+        };
+        if self.schema.is_none() {
             object.insert("answer".into(), format!("echo: {}", self.last_user).into());
         }
         if output.invent_key {
@@ -439,7 +447,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn schema_keys_shape_the_answer() -> Result<(), serde_json::Error> {
+    fn the_schema_shapes_the_answer() -> Result<(), serde_json::Error> {
         let body = json!({"model": "m", "messages": [{"role": "user", "content": "name the capital of France"}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"properties": {"city": {}, "country": {}}}}}});
         let prompt = Prompt::read(&body, 7);
@@ -447,8 +455,33 @@ mod tests {
         assert_eq!(answer, json!({"city": "name the capital of", "country": "name the capital of"}));
         let plain = Prompt::read(&json!({"messages": [{"role": "user", "content": "hi there"}]}), 7);
         assert_eq!(plain.answer(7, &Output::default()), "echo: hi there");
+        let typed = json!({"messages": [{"role": "user", "content": "a city"}], "response_format": {"type": "json_schema",
+            "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"name": {"type": "string"},
+                "population": {"type": "integer"}, "capital": {"type": "boolean"}}}}}});
+        let answer: Value = serde_json::from_str(&Prompt::read(&typed, 7).answer(7, &Output::default()))?;
+        assert_eq!(
+            answer,
+            json!({"name": "a city", "population": 1, "capital": true}),
+            "numbers are numbers"
+        );
         assert_eq!(pieces("abcdefghij").concat(), "abcdefghij");
         assert!(serde_json::from_str::<Value>(truncated(r#"{"a":"é"}"#)).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn a_tool_result_is_answered_in_words_even_by_a_tool_call_script() {
+        let output = Output { tool_call: true, ..Output::default() };
+        let asked = json!({"messages": [{"role": "user", "content": "weather?"}],
+            "tools": [{"type": "function", "function": {"name": "w", "parameters": {}}}]});
+        assert!(matches!(Prompt::read(&asked, 7).said(Dialect::OpenAi, 7, &output)[0], Said::Tool(_)));
+        let answered = json!({"messages": [{"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "w", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "sunny"}]});
+        match &Prompt::read(&answered, 7).said(Dialect::OpenAi, 7, &output)[0] {
+            Said::Text(text) => assert_eq!(text, "echo: sunny"),
+            Said::Tool(_) => panic!("the loop would never end"),
+        }
     }
 }

@@ -75,7 +75,7 @@ fn kind(schema: &Value) -> Option<&str> {
 
 /// Every property filled: strings with `text` (or "x"), numbers 1,
 /// booleans true, enums their first value, objects recursively.
-fn valid(schema: &Value, text: &str) -> Value {
+pub(crate) fn valid(schema: &Value, text: &str) -> Value {
     let object: Map<String, Value> =
         properties(schema).map(|(key, property)| (key.clone(), value(property, text))).collect();
     Value::Object(object)

@@ -56,6 +56,27 @@ impl Door for Messages {
     }
 }
 
+/// An error on the Messages door (for the OpenAPI document): Anthropic's
+/// shape, the problem's members beside it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // a schema only; the body is built by `render::error_body`
+pub struct MessagesError {
+    /// Always `error`.
+    r#type: String,
+    /// `{"type": "invalid_request_error" | …, "message", "code": <problem slug>}`.
+    error: Object,
+    /// The problem's `type` URI (`https://intentgate.dev/problems/<slug>`).
+    problem_type: String,
+    title: String,
+    status: u16,
+    detail: String,
+}
+
+/// A JSON object, for [`MessagesError`]'s schema.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct Object {}
+
 /// `POST /v1/messages`.
 #[utoipa::path(
     post,
@@ -80,15 +101,22 @@ impl Door for Messages {
     responses(
         (status = 200, description = "The message (or its event stream)",
             content((Object = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`"),
-        (status = 401, description = "`unauthorized`"),
-        (status = 409, description = "`idempotency-key-reused`, `outcome-unknown`, `job-completed`, \
-            `job-in-progress`; with `job_id`"),
-        (status = 413, description = "`body-too-large`"),
-        (status = 422, description = "`invalid-body` (with `path`), `unknown-route`"),
-        (status = 429, description = "`rate-limited`, `budget-exhausted`"),
-        (status = 502, description = "`upstream-failed`"),
-        (status = 503, description = "`store-unavailable`"),
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 401, description = "`unauthorized`: no key, an unknown one, or both `x-api-key` and `Authorization`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 409, description = "`idempotency-key-reused`, `outcome-unknown`, `job-completed`, `job-in-progress`; with `job_id`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 413, description = "`body-too-large`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 422, description = "`invalid-body` (with `path`), `unknown-route`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 429, description = "`rate-limited`, `budget-exhausted`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 502, description = "`upstream-failed`",
+            body = MessagesError, content_type = "application/json"),
+        (status = 503, description = "`store-unavailable`",
+            body = MessagesError, content_type = "application/json"),
     )
 )]
 pub async fn messages(

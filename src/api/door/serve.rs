@@ -18,8 +18,9 @@ use crate::api::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
 use crate::api::submit::{new_job, submit};
 use crate::api::view::JOB_ID_HEADER;
 use crate::api::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType};
+use crate::config::Keyless;
 use crate::engine::{StreamEvent, Subscription};
-use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus};
+use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus, NewJob};
 
 /// The number of the attempt that answered.
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
@@ -35,16 +36,20 @@ pub async fn serve<D: Door>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
-    let key = match idempotency_key(headers) {
-        Ok(key) => key,
-        Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) && state.config.openai.mint_idempotency_keys => {
-            IdempotencyKey::minted()
-        }
+    // A malformed key is refused before the body is read; a missing one is
+    // the route's to settle (`keyless`), once the body says which route.
+    let sent = match idempotency_key(headers) {
+        Ok(key) => Some(key),
+        Err(_) if !headers.contains_key(IDEMPOTENCY_KEY) => None,
         Err(problem) => return Err(problem),
     };
     let body = crate::api::extract::read_body(body, state.max_body_bytes).await?;
     let translated = D::translate(&body)?;
-    let new = new_job(state, caller, key, translated.job)?;
+    let keyless = sent.is_none();
+    let mut new = new_job(state, caller, sent.unwrap_or_else(IdempotencyKey::minted), translated.job)?;
+    if keyless {
+        new.idempotency_key = keyless_key(state, headers, &new).await?;
+    }
     let wait: Duration = state.config.openai.wait.into();
     let submitted = submit(state, &new, wait, translated.stream).await?;
     let job_id = submitted.job.id;
@@ -58,6 +63,33 @@ pub async fn serve<D: Door>(
             .map_err(|problem| problem.with("job_id", job_id.to_string()))?;
     response.extensions_mut().insert(provider_time);
     Ok(response)
+}
+
+/// The key of a request that sent none, as its route says (`keyless`):
+/// refused, minted, or derived from the request — the key of the window
+/// it falls in, or of the window before when that one's job is younger
+/// than the window (so a retry just past a window's end still finds it).
+async fn keyless_key(state: &AppState, headers: &HeaderMap, new: &NewJob) -> Result<IdempotencyKey, Problem> {
+    let route = state.config.route(new.route());
+    let mint = state.config.openai.mint_idempotency_keys;
+    let policy =
+        route.and_then(|route| route.keyless).unwrap_or(if mint { Keyless::Mint } else { Keyless::Refuse });
+    match policy {
+        Keyless::Refuse => idempotency_key(headers),
+        Keyless::Mint => Ok(new.idempotency_key.clone()),
+        Keyless::Derive => {
+            let window = route.map_or(Duration::from_secs(600), |route| route.keyless_window.into());
+            let window = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
+            let now = state.engine.clock().now_ms();
+            let previous = IdempotencyKey::derived(&new.fingerprint, now / window - 1);
+            let found = state.store.job_by_key(&new.owner, previous.as_str()).await;
+            let found = found.map_err(|err| Problem::store(err, crate::api::StoreStage::Lookup))?;
+            match found {
+                Some(job) if now - job.created_at_ms < window => Ok(previous),
+                _ => Ok(IdempotencyKey::derived(&new.fingerprint, now / window)),
+            }
+        }
+    }
 }
 
 /// The answer for a job as it is now: its body (or stream replay), or the

@@ -1,0 +1,179 @@
+//! Provider health: a provider whose calls keep failing is passed over for
+//! a cool-down, then given one probe; the first answer puts it back.
+//!
+//! A circuit per provider, per process. Closed, every call goes ahead; after
+//! `[providers.health] failures` signs of trouble in a row (a refused
+//! connection, a 429 or 5xx, a garbled answer, silence) it opens for
+//! `cooldown`, and the chain's next provider serves instead. When the
+//! cool-down is over one request is let through as a probe (half-open); its
+//! answer closes the circuit, its failure opens it again. A rejection that
+//! is about the request (another 4xx: too long, refused by content policy)
+//! says nothing about the provider and counts neither way.
+//!
+//! Skipping a provider never sends anything twice — it only changes which
+//! provider the next attempt goes to — so health needs no safety argument,
+//! only a bound on harm: when every provider of a chain is cooling down, the
+//! first of them is tried anyway (a job is never failed for want of a
+//! healthy provider), and a probe whose answer never comes is given up
+//! after one more cool-down, so a lost probe cannot shut a provider out.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use intentgate_providers::Failure;
+
+use crate::config::HealthConfig;
+
+/// What a provider's call said about the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// It answered.
+    Answered,
+    /// It failed in a way that is about the provider.
+    Trouble,
+    /// It failed in a way that is about the request.
+    Neutral,
+}
+
+impl Sign {
+    pub fn of_failure(failure: &Failure) -> Sign {
+        match failure {
+            Failure::Rejected { status, .. } if *status == 429 || *status >= 500 => Sign::Trouble,
+            Failure::Rejected { .. } => Sign::Neutral,
+            Failure::NotSent { .. } | Failure::BadOutput { .. } | Failure::Unknown { .. } => Sign::Trouble,
+        }
+    }
+}
+
+/// Whether a provider may be sent the next attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Healthy,
+    /// Cooling down: skip it, with this reason.
+    CoolingDown(String),
+}
+
+#[derive(Debug, Default)]
+struct Circuit {
+    /// Signs of trouble since the last answer.
+    failures: u32,
+    /// Open (cooling down) until then.
+    open_until_ms: Option<i64>,
+    /// When the half-open probe was let through, if one is out.
+    probe_since_ms: Option<i64>,
+}
+
+/// Every provider's circuit.
+#[derive(Debug, Default)]
+pub struct Health {
+    circuits: Mutex<HashMap<String, Circuit>>,
+}
+
+impl Health {
+    /// Whether `provider` may be sent an attempt now; lets one probe
+    /// through once its cool-down is over.
+    pub fn check(&self, provider: &str, config: &HealthConfig, now_ms: i64) -> Verdict {
+        let mut circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(circuit) = circuits.get_mut(provider) else { return Verdict::Healthy };
+        let Some(open_until_ms) = circuit.open_until_ms else { return Verdict::Healthy };
+        let cooldown = crate::engine::clock::millis(config.cooldown.into());
+        if now_ms < open_until_ms {
+            return Verdict::CoolingDown(format!(
+                "unhealthy: {} failures in a row; cooling down for {} ms more",
+                circuit.failures,
+                open_until_ms - now_ms
+            ));
+        }
+        match circuit.probe_since_ms {
+            Some(since) if now_ms < since + cooldown => {
+                Verdict::CoolingDown(format!("unhealthy: a probe is out since {} ms", now_ms - since))
+            }
+            _ => {
+                circuit.probe_since_ms = Some(now_ms);
+                Verdict::Healthy
+            }
+        }
+    }
+
+    /// Records what a call to `provider` said; returns true when this
+    /// opened its circuit.
+    pub fn observe(&self, provider: &str, config: &HealthConfig, sign: Sign, now_ms: i64) -> bool {
+        if config.failures == 0 || sign == Sign::Neutral {
+            return false;
+        }
+        let mut circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let circuit = circuits.entry(provider.to_owned()).or_default();
+        if sign == Sign::Answered {
+            *circuit = Circuit::default();
+            return false;
+        }
+        circuit.failures = circuit.failures.saturating_add(1);
+        let probing = circuit.probe_since_ms.take().is_some();
+        if circuit.failures >= config.failures && (circuit.open_until_ms.is_none() || probing) {
+            circuit.open_until_ms = Some(now_ms + crate::engine::clock::millis(config.cooldown.into()));
+            return true;
+        }
+        false
+    }
+
+    /// The providers whose circuit is open or half-open now.
+    pub fn unhealthy(&self) -> Vec<String> {
+        let circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        circuits.iter().filter(|(_, c)| c.open_until_ms.is_some()).map(|(name, _)| name.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HumanDuration;
+
+    fn config() -> HealthConfig {
+        HealthConfig { failures: 2, cooldown: HumanDuration::millis(1000) }
+    }
+
+    #[test]
+    fn opens_after_failures_in_a_row_then_lets_one_probe_through() {
+        let (health, config) = (Health::default(), config());
+        assert!(!health.observe("p", &config, Sign::Trouble, 0));
+        assert_eq!(health.check("p", &config, 1), Verdict::Healthy, "one failure is not a pattern");
+        assert!(health.observe("p", &config, Sign::Trouble, 10), "the second opens it");
+        assert!(matches!(health.check("p", &config, 500), Verdict::CoolingDown(_)));
+        assert_eq!(health.check("p", &config, 1010), Verdict::Healthy, "the probe");
+        assert!(matches!(health.check("p", &config, 1011), Verdict::CoolingDown(_)), "only one probe");
+        assert!(health.observe("p", &config, Sign::Trouble, 1020), "a failed probe opens it again");
+        assert!(matches!(health.check("p", &config, 1500), Verdict::CoolingDown(_)));
+        assert_eq!(health.check("p", &config, 2100), Verdict::Healthy, "the next probe");
+        assert!(!health.observe("p", &config, Sign::Answered, 2110));
+        assert_eq!(health.check("p", &config, 2111), Verdict::Healthy, "an answer closes it");
+        assert!(health.unhealthy().is_empty());
+    }
+
+    #[test]
+    fn a_lost_probe_is_given_up_after_a_cool_down() {
+        let (health, config) = (Health::default(), config());
+        health.observe("p", &config, Sign::Trouble, 0);
+        health.observe("p", &config, Sign::Trouble, 0);
+        assert_eq!(health.check("p", &config, 1000), Verdict::Healthy, "the probe, never heard of again");
+        assert!(matches!(health.check("p", &config, 1999), Verdict::CoolingDown(_)));
+        assert_eq!(health.check("p", &config, 2000), Verdict::Healthy, "another probe");
+    }
+
+    #[test]
+    fn request_faults_count_neither_way_and_zero_turns_it_off() {
+        let (health, config) = (Health::default(), config());
+        for _ in 0..5 {
+            health.observe("p", &config, Sign::Neutral, 0);
+        }
+        assert_eq!(health.check("p", &config, 1), Verdict::Healthy);
+        let off = HealthConfig { failures: 0, ..config };
+        for _ in 0..5 {
+            health.observe("q", &off, Sign::Trouble, 0);
+        }
+        assert_eq!(health.check("q", &off, 1), Verdict::Healthy);
+        let refused = Failure::Rejected { status: 400, retry_after: None, body: String::new() };
+        assert_eq!(Sign::of_failure(&refused), Sign::Neutral);
+        let overloaded = Failure::Rejected { status: 529, retry_after: None, body: String::new() };
+        assert_eq!(Sign::of_failure(&overloaded), Sign::Trouble);
+    }
+}
