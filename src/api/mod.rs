@@ -29,6 +29,7 @@ mod openapi;
 mod prefer;
 mod problem;
 mod queue;
+mod responses;
 mod routes;
 mod submit;
 mod text;
@@ -110,6 +111,7 @@ pub fn router(state: AppState) -> Router {
 fn openai_routes() -> Router<AppState> {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
         .route_layer(middleware::from_fn(door::errors::door_errors::<openai::ChatCompletions>))

@@ -21,7 +21,8 @@ use super::problem::{Forbidden, Internal, StoreUnavailable, Unauthorized};
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
 use super::{
-    anthropic, attempts, browse, console, contracts, health, jobs, metrics, openai, queue, routes, usage,
+    anthropic, attempts, browse, console, contracts, health, jobs, metrics, openai, queue, responses, routes,
+    usage,
 };
 
 #[derive(OpenApi)]
@@ -58,6 +59,7 @@ use super::{
         openai::models,
         openai::model,
         anthropic::messages,
+        responses::responses,
         health::healthz,
         health::readyz,
         document,

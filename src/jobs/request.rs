@@ -31,6 +31,9 @@ pub enum DoorName {
     /// `POST /v1/messages`, Anthropic's Messages API.
     #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
+    /// `POST /v1/responses`, OpenAI's Responses API.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -283,12 +283,53 @@ def model_by_id():
         raise AssertionError("an unknown model is 404")
 
 
+FUNCTION_TOOL = {"type": "function", "name": "get_weather", "description": "The weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+def responses_plain_and_streamed():
+    response = client.responses.create(model="chat", instructions="Be brief.", input="hello responses",
+                                       extra_headers={"Idempotency-Key": key()})
+    assert response.status == "completed", response
+    assert response.output_text == "echo: hello responses", response.output_text
+    with client.responses.stream(model="chat", input="stream responses",
+                                 extra_headers={"Idempotency-Key": key()}) as stream:
+        deltas = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    assert deltas == "echo: stream responses" == final.output_text, (deltas, final)
+
+
+def responses_function_tool_round_trip():
+    question = [{"role": "user", "content": "Weather in Utrecht?"}]
+    first = client.responses.create(model="tools", input=question, tools=[FUNCTION_TOOL],
+                                    tool_choice={"type": "function", "name": "get_weather"},
+                                    extra_headers={"Idempotency-Key": key()})
+    call = next(item for item in first.output if item.type == "function_call")
+    assert call.name == "get_weather" and json.loads(call.arguments)["city"], call
+    second = client.responses.create(
+        model="tools", tools=[FUNCTION_TOOL], extra_headers={"Idempotency-Key": key()},
+        input=[*question, call.model_dump(), {"type": "function_call_output", "call_id": call.call_id,
+                                              "output": "Sunny"}])
+    assert second.output_text == "echo: Sunny", second.output_text
+
+
+def responses_previous_response_id():
+    first = client.responses.create(model="chat", input="My name is Ada.", extra_headers={"Idempotency-Key": key()})
+    second = client.responses.with_raw_response.create(model="chat", input="What is my name?",
+                                                       previous_response_id=first.id,
+                                                       extra_headers={"Idempotency-Key": key()})
+    sent = seen_by_provider(second.headers["x-intentgate-job-id"])
+    assert [m["content"] for m in sent["messages"]][0] == "My name is Ada.", sent
+    assert second.parse().status == "completed"
+
+
 for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstream_call,
              conflicting_reuse_is_one_request_and_an_error, unknown_job_is_an_error_not_a_hang,
              tool_call_plain, tool_call_streamed, tool_round_trip_reaches_the_provider_intact,
              multi_part_content_reaches_the_provider_intact, two_choices_plain_and_streamed,
              usage_details_and_fingerprint_are_kept, invalid_shape_is_refused_and_nothing_stored,
-             conflict_exception_carries_the_detail, model_by_id]:
+             conflict_exception_carries_the_detail, model_by_id, responses_plain_and_streamed,
+             responses_function_tool_round_trip, responses_previous_response_id]:
     test()
     print(f"ok   {test.__name__}")
 print(f"openai {openai.__version__}: all passed")

@@ -40,7 +40,7 @@ impl Door for Messages {
                 .titled("Invalid Messages request"));
         };
         let (job, stream) = translate::to_job(fields)?;
-        Ok(Translated { job, stream })
+        Ok(Translated { job, stream, continues: None })
     }
 
     fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {

@@ -37,6 +37,9 @@ pub struct Translated {
     pub job: Value,
     /// Whether the client asked for a stream.
     pub stream: bool,
+    /// The job whose conversation this request continues (the Responses
+    /// API's `previous_response_id`): its messages and answer come first.
+    pub continues: Option<uuid::Uuid>,
 }
 
 /// One client protocol onto the job machinery (see the module doc).

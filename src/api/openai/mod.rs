@@ -26,6 +26,7 @@ use super::door::{Door, Translated};
 use super::submit::{invalid_messages, invalid_params};
 use super::{AppState, Caller, Problem, ProblemType};
 use crate::jobs::{Job, JobResult, validate_messages, validate_params};
+pub use render::error_body;
 pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
 
 /// The chat completions door.
@@ -209,7 +210,7 @@ fn translate(body: &Bytes) -> Result<Translated, Problem> {
     if !fields.is_empty() {
         job.insert("params".into(), Value::Object(fields));
     }
-    Ok(Translated { job: Value::Object(job), stream })
+    Ok(Translated { job: Value::Object(job), stream, continues: None })
 }
 
 fn invalid(detail: &str) -> Problem {

@@ -1,0 +1,105 @@
+//! The OpenAI Responses door: `POST /v1/responses`, what the OpenAI Agents
+//! SDK speaks by default, on the same job machinery as every door.
+//!
+//! `model` names a route. The request becomes a job request in chat terms
+//! (see [`translate`]), marked as this door's (`"door": "openai-responses"`).
+//! `previous_response_id` names an earlier response of the same owner: its
+//! conversation (without its instructions, as OpenAI has it) and its answer
+//! come before this request's input, so the job's request — and the intent
+//! its key binds — is the whole conversation. The response's id is
+//! `resp_<job id>`. Errors carry OpenAI's `error` member, as on chat
+//! completions.
+
+mod render;
+mod translate;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use super::door::{Door, Translated};
+use super::{AppState, Caller, Problem, ProblemType};
+use crate::jobs::{Job, JobResult};
+
+/// The Responses door.
+pub struct Responses;
+
+impl Door for Responses {
+    type Stream = render::EventStream;
+
+    fn translate(body: &Bytes) -> Result<Translated, Problem> {
+        let value = super::ijson::parse(body)?;
+        super::text::refuse_nul_in_json(&value)?;
+        let Value::Object(fields) = value else {
+            return Err(Problem::new(ProblemType::InvalidBody, "the body must be a JSON object")
+                .titled("Invalid Responses request"));
+        };
+        let translation = translate::to_job(fields)?;
+        Ok(Translated { job: translation.job, stream: translation.stream, continues: translation.continues })
+    }
+
+    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
+        render::response_body(&render::Identity::of(job), result)
+    }
+
+    fn stream(job: &Job) -> render::EventStream {
+        render::EventStream::new(render::Identity::of(job))
+    }
+
+    fn error(problem: Map<String, Value>) -> Map<String, Value> {
+        super::openai::error_body(problem)
+    }
+}
+
+/// `POST /v1/responses`.
+#[utoipa::path(
+    post,
+    path = "/v1/responses",
+    tag = "openai",
+    operation_id = "create_response",
+    summary = "Create a response (OpenAI Responses API), as one idempotent job",
+    description = "Creates or attaches to a job exactly as `POST /v1/chat/completions` does, from a \
+        Responses request: `input` (a string, or message, `function_call` and `function_call_output` \
+        items), `instructions`, function `tools`, `tool_choice`, `parallel_tool_calls`, `text.format`, \
+        `max_output_tokens`, `temperature`, `top_p`, `metadata`, `user`, `previous_response_id` (an \
+        earlier response of the same owner, whose conversation this one continues), `stream`. Another \
+        field is refused by name. With `stream: true` the answer is the Responses event stream \
+        (`response.created` … `response.completed`, each event with `sequence_number`).",
+    security(("bearer" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, min_length = 1,
+            description = "Names the intent, as on `POST /v1/chat/completions`."),
+    ),
+    request_body(content = Object, description = "A Responses request; `model` names a route."),
+    responses(
+        (status = 200, description = "The response (or its event stream)",
+            content((Object = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "`idempotency-key-missing`, `idempotency-key-invalid`, `malformed-json`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 404, description = "`not-found`: `previous_response_id` names no response of this owner",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency-key-reused`, `outcome-unknown`, `job-completed`, \
+            `job-in-progress`; with `job_id`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`body-too-large`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid-body` (with `path`), `unknown-route`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate-limited`, `budget-exhausted`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`upstream-failed`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = super::problem::StoreUnavailable),
+    )
+)]
+pub async fn responses(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    super::door::serve::<Responses>(&state, &caller, &headers, body).await
+}

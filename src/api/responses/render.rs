@@ -1,0 +1,343 @@
+//! The Responses API's shapes, rendered from a job: a `response` object
+//! from its stored completion, and the semantic stream events from its
+//! chunks (each numbered with `sequence_number`). Pure functions of the
+//! stored job, so a replay is the original byte for byte.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::api::door::StreamRender;
+use crate::jobs::{Job, JobResult};
+
+/// The parts of a job a response is made of.
+#[derive(Clone)]
+pub struct Identity {
+    id: String,
+    message_id: String,
+    created_at: i64,
+    model: String,
+}
+
+impl Identity {
+    pub fn of(job: &Job) -> Identity {
+        Identity {
+            id: format!("resp_{}", job.id.simple()),
+            message_id: format!("msg_{}", job.id.simple()),
+            created_at: job.created_at_ms / 1000,
+            model: job.route.clone(),
+        }
+    }
+}
+
+/// The job a response id names (`resp_<job id>`).
+pub fn job_of_response(id: &str) -> Option<Uuid> {
+    Uuid::try_parse(id.strip_prefix("resp_")?).ok()
+}
+
+/// What a response says: its text and its function calls, how it ended.
+#[derive(Default)]
+struct Said {
+    text: String,
+    /// `(call_id, name, arguments)`.
+    calls: Vec<(String, String, String)>,
+    finish: Option<String>,
+    usage: Option<Value>,
+}
+
+impl Said {
+    fn of_completion(completion: &Value) -> Said {
+        let choice = &completion["choices"][0];
+        let message = &choice["message"];
+        let calls = message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|call| {
+                let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+                (text(&call["id"]), text(&call["function"]["name"]), text(&call["function"]["arguments"]))
+            })
+            .collect();
+        Said {
+            text: message["content"].as_str().unwrap_or_default().to_owned(),
+            calls,
+            finish: choice["finish_reason"].as_str().map(str::to_owned),
+            usage: completion.get("usage").filter(|u| u.is_object()).cloned(),
+        }
+    }
+}
+
+fn message_item(identity: &Identity, text: &str, status: &str) -> Value {
+    let content = if status == "completed" {
+        json!([{"type": "output_text", "text": text, "annotations": []}])
+    } else {
+        json!([])
+    };
+    json!({"type": "message", "id": identity.message_id, "status": status, "role": "assistant", "content": content})
+}
+
+fn call_item(call_id: &str, name: &str, arguments: &str, status: &str) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id, "name": name,
+        "arguments": arguments, "status": status})
+}
+
+/// The `response` object: in progress (no output yet) or as it ended.
+fn response(identity: &Identity, said: Option<&Said>) -> Value {
+    let (status, output, usage, incomplete) = match said {
+        None => ("in_progress", Vec::new(), Value::Null, Value::Null),
+        Some(said) => {
+            let mut output = Vec::new();
+            if !said.text.is_empty() || said.calls.is_empty() {
+                output.push(message_item(identity, &said.text, "completed"));
+            }
+            output.extend(said.calls.iter().map(|(id, name, args)| call_item(id, name, args, "completed")));
+            let tokens = |name: &str| said.usage.as_ref().and_then(|u| u[name].as_u64()).unwrap_or(0);
+            let usage = json!({"input_tokens": tokens("prompt_tokens"), "output_tokens": tokens("completion_tokens"),
+                "total_tokens": tokens("prompt_tokens") + tokens("completion_tokens"),
+                "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}});
+            match said.finish.as_deref() {
+                Some("length") => ("incomplete", output, usage, json!({"reason": "max_output_tokens"})),
+                Some("content_filter") => ("incomplete", output, usage, json!({"reason": "content_filter"})),
+                _ => ("completed", output, usage, Value::Null),
+            }
+        }
+    };
+    json!({"id": identity.id, "object": "response", "created_at": identity.created_at, "status": status,
+        "model": identity.model, "output": output, "usage": usage, "error": null, "incomplete_details": incomplete,
+        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "metadata": {}})
+}
+
+/// A succeeded job's `response` object.
+pub fn response_body(identity: &Identity, result: &JobResult) -> Option<Vec<u8>> {
+    let said = Said::of_completion(result.completion.as_ref()?);
+    serde_json::to_vec(&response(identity, Some(&said))).ok()
+}
+
+/// Which output item is open in the stream.
+#[derive(PartialEq)]
+enum Open {
+    None,
+    Text,
+    /// The tool call of this chunk index.
+    Call(u64),
+}
+
+/// The Responses stream: `response.created`, `response.in_progress`, per
+/// output item `response.output_item.added`, its deltas and `.done`
+/// events, then `response.completed` with the whole response.
+pub struct EventStream {
+    identity: Identity,
+    sequence: u64,
+    started: bool,
+    open: Open,
+    items: u64,
+    said: Said,
+}
+
+impl EventStream {
+    pub fn new(identity: Identity) -> EventStream {
+        EventStream {
+            identity,
+            sequence: 0,
+            started: false,
+            open: Open::None,
+            items: 0,
+            said: Said::default(),
+        }
+    }
+
+    fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut data: Value) {
+        if let Some(fields) = data.as_object_mut() {
+            fields.insert("type".into(), kind.into());
+            fields.insert("sequence_number".into(), self.sequence.into());
+        }
+        self.sequence += 1;
+        out.extend(format!("event: {kind}\ndata: ").as_bytes());
+        out.extend(serde_json::to_vec(&data).unwrap_or_default());
+        out.extend(b"\n\n");
+    }
+
+    fn start(&mut self, out: &mut Vec<u8>) {
+        if !self.started {
+            self.started = true;
+            let response = response(&self.identity, None);
+            self.emit(out, "response.created", json!({"response": response}));
+            self.emit(out, "response.in_progress", json!({"response": response}));
+        }
+    }
+
+    fn open(&mut self, out: &mut Vec<u8>, block: Open) {
+        if self.open == block {
+            return;
+        }
+        self.close(out);
+        let index = self.items;
+        match &block {
+            Open::Text => {
+                let item = message_item(&self.identity, "", "in_progress");
+                self.emit(out, "response.output_item.added", json!({"output_index": index, "item": item}));
+                let part = json!({"type": "output_text", "text": "", "annotations": []});
+                let id = self.identity.message_id.clone();
+                self.emit(
+                    out,
+                    "response.content_part.added",
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
+                );
+            }
+            Open::Call(_) => {
+                let Some((id, name, _)) = self.said.calls.last().cloned() else { return };
+                let item = call_item(&id, &name, "", "in_progress");
+                self.emit(out, "response.output_item.added", json!({"output_index": index, "item": item}));
+            }
+            Open::None => {}
+        }
+        self.open = block;
+    }
+
+    fn close(&mut self, out: &mut Vec<u8>) {
+        let index = self.items;
+        match std::mem::replace(&mut self.open, Open::None) {
+            Open::None => return,
+            Open::Text => {
+                let (id, text) = (self.identity.message_id.clone(), self.said.text.clone());
+                self.emit(
+                    out,
+                    "response.output_text.done",
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text}),
+                );
+                let part = json!({"type": "output_text", "text": text, "annotations": []});
+                self.emit(
+                    out,
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
+                );
+                let item = message_item(&self.identity, &text, "completed");
+                self.emit(out, "response.output_item.done", json!({"output_index": index, "item": item}));
+            }
+            Open::Call(_) => {
+                let Some((id, name, arguments)) = self.said.calls.last().cloned() else { return };
+                self.emit(
+                    out,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": format!("fc_{id}"), "output_index": index, "arguments": arguments}),
+                );
+                let item = call_item(&id, &name, &arguments, "completed");
+                self.emit(out, "response.output_item.done", json!({"output_index": index, "item": item}));
+            }
+        }
+        self.items += 1;
+    }
+}
+
+impl StreamRender for EventStream {
+    fn chunk(&mut self, chunk: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.start(&mut out);
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.said.usage = Some(usage.clone());
+        }
+        let choice = &chunk["choices"][0];
+        if let Some(finish) = choice["finish_reason"].as_str() {
+            self.said.finish = Some(finish.to_owned());
+        }
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            self.open(&mut out, Open::Text);
+            self.said.text.push_str(text);
+            let id = self.identity.message_id.clone();
+            let index = self.items;
+            self.emit(
+                &mut out,
+                "response.output_text.delta",
+                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text}),
+            );
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = call["index"].as_u64().unwrap_or(0);
+            if self.open != Open::Call(index) {
+                let id = call["id"].as_str().unwrap_or_default().to_owned();
+                let name = call["function"]["name"].as_str().unwrap_or_default().to_owned();
+                self.close(&mut out);
+                self.said.calls.push((id, name, String::new()));
+                self.open(&mut out, Open::Call(index));
+            }
+            if let Some(fragment) = call["function"]["arguments"].as_str().filter(|f| !f.is_empty()) {
+                let item_id = self.said.calls.last().map(|(id, ..)| format!("fc_{id}")).unwrap_or_default();
+                if let Some(last) = self.said.calls.last_mut() {
+                    last.2.push_str(fragment);
+                }
+                let output_index = self.items;
+                self.emit(
+                    &mut out,
+                    "response.function_call_arguments.delta",
+                    json!({"item_id": item_id, "output_index": output_index, "delta": fragment}),
+                );
+            }
+        }
+        out
+    }
+
+    fn done(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.start(&mut out);
+        self.close(&mut out);
+        let response = response(&self.identity, Some(&self.said));
+        let kind =
+            if response["status"] == "incomplete" { "response.incomplete" } else { "response.completed" };
+        self.emit(&mut out, kind, json!({"response": response}));
+        out
+    }
+
+    fn failed(&mut self, code: &str, message: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.emit(&mut out, "error", json!({"code": code, "message": message, "param": null}));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streamed_call_numbers_every_event_and_completes_with_the_whole_response() {
+        let identity =
+            Identity { id: "resp_1".into(), message_id: "msg_1".into(), created_at: 0, model: "m".into() };
+        let mut stream = EventStream::new(identity);
+        let mut out = Vec::new();
+        for chunk in [
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1",
+                "function": {"name": "w", "arguments": "{\"a\":"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2}}),
+        ] {
+            out.extend(stream.chunk(&chunk));
+        }
+        out.extend(stream.done());
+        let events: Vec<Value> = String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.completed"
+            ]
+        );
+        for (n, event) in events.iter().enumerate() {
+            assert_eq!(event["sequence_number"], n as u64);
+        }
+        let done = &events[7]["response"];
+        assert_eq!(done["output"][0]["arguments"], "{\"a\":1}");
+        assert_eq!(done["usage"]["total_tokens"], 5);
+    }
+}

@@ -1,0 +1,276 @@
+//! An OpenAI Responses request → a job request in chat terms:
+//! `instructions` becomes the first message, `input` (a string or items)
+//! the messages — `function_call` items the assistant's `tool_calls`,
+//! `function_call_output` items `tool` messages — function `tools`,
+//! `text.format` the `response_format`. A field this door does not carry
+//! is refused by name, never dropped.
+
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::api::{Problem, ProblemType};
+
+const KNOWN: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "text",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "metadata",
+    "previous_response_id",
+    "stream",
+    "store",
+    "user",
+];
+
+/// What a Responses request becomes.
+pub struct Translation {
+    pub job: Value,
+    pub stream: bool,
+    /// The job whose conversation this request continues.
+    pub continues: Option<Uuid>,
+}
+
+pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
+    if let Some(unknown) = fields.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+        return Err(invalid(
+            format!("`{unknown}` is not supported by this gateway's Responses API"),
+            unknown,
+        ));
+    }
+    let Some(Value::String(model)) = fields.remove("model") else {
+        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required", "model"));
+    };
+    let stream = match fields.remove("stream") {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
+    };
+    let continues = match fields.remove("previous_response_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(super::render::job_of_response(&id).ok_or_else(|| {
+            invalid(format!("`{id}` is not a response id of this gateway"), "previous_response_id")
+        })?),
+        Some(_) => return Err(invalid("`previous_response_id` must be a string", "previous_response_id")),
+    };
+    let mut messages = Vec::new();
+    match fields.remove("instructions") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+        Some(_) => return Err(invalid("`instructions` must be a string", "instructions")),
+    }
+    match fields.remove("input") {
+        Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
+        Some(Value::Array(items)) => {
+            for (index, item) in items.into_iter().enumerate() {
+                push_item(&mut messages, item).map_err(|detail| {
+                    invalid(format!("/input/{index}: {detail}"), &format!("input/{index}"))
+                })?;
+            }
+        }
+        _ => return Err(invalid("`input` is required: a string or an array of items", "input")),
+    }
+    let mut params = Map::new();
+    if stream {
+        params.insert("stream".into(), true.into());
+    }
+    for (from, to) in [
+        ("max_output_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("parallel_tool_calls", "parallel_tool_calls"),
+        ("metadata", "metadata"),
+        ("user", "user"),
+    ] {
+        if let Some(value) = fields.remove(from).filter(|v| !v.is_null()) {
+            params.insert(to.into(), value);
+        }
+    }
+    if let Some(tools) = fields.remove("tools").filter(|t| !t.is_null()) {
+        params.insert("tools".into(), tools_of(tools)?);
+    }
+    if let Some(choice) = fields.remove("tool_choice").filter(|c| !c.is_null()) {
+        params.insert("tool_choice".into(), tool_choice_of(choice)?);
+    }
+    if let Some(format) = fields.remove("text").and_then(|text| text.get("format").cloned()) {
+        if let Some(format) = response_format_of(format)? {
+            params.insert("response_format".into(), format);
+        }
+    }
+    // `store` is the gateway's to decide (every job is stored): accepted.
+    fields.remove("store");
+    let job = json!({"route": model, "input": {"messages": messages}, "params": params, "door": "openai-responses"});
+    Ok(Translation { job, stream, continues })
+}
+
+fn invalid(detail: impl Into<String>, field: &str) -> Problem {
+    Problem::new(ProblemType::InvalidBody, detail)
+        .titled("Invalid Responses request")
+        .with("path", format!("/{field}"))
+}
+
+/// One input item onto the chat messages.
+fn push_item(messages: &mut Vec<Value>, item: Value) -> Result<(), String> {
+    match item["type"].as_str() {
+        None | Some("message") => messages.push(message_of(&item)?),
+        Some("function_call") => {
+            let (Some(call_id), Some(name)) = (item["call_id"].as_str(), item["name"].as_str()) else {
+                return Err("a function_call needs `call_id` and `name`".into());
+            };
+            let arguments = item["arguments"].as_str().unwrap_or("{}");
+            let call = json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}});
+            // Consecutive calls are one assistant turn, as chat has them.
+            match messages.last_mut() {
+                Some(last) if last["role"] == "assistant" && last["tool_calls"].is_array() => {
+                    if let Some(calls) = last["tool_calls"].as_array_mut() {
+                        calls.push(call);
+                    }
+                }
+                _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+            }
+        }
+        Some("function_call_output") => {
+            let Some(call_id) = item["call_id"].as_str() else {
+                return Err("a function_call_output needs `call_id`".into());
+            };
+            let output = match &item["output"] {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+        }
+        Some(kind) => return Err(format!("an item of type `{kind}` is not supported")),
+    }
+    Ok(())
+}
+
+fn message_of(item: &Value) -> Result<Value, String> {
+    let role = item["role"].as_str().ok_or("a message needs a `role`")?;
+    if !matches!(role, "user" | "assistant" | "system" | "developer") {
+        return Err(format!("role `{role}` is not one of user, assistant, system, developer"));
+    }
+    let content = match &item["content"] {
+        Value::String(text) => Value::String(text.clone()),
+        Value::Array(parts) => {
+            let mut out = Vec::with_capacity(parts.len());
+            for part in parts {
+                out.push(match (part["type"].as_str(), part["text"].as_str()) {
+                    (Some("input_text" | "output_text"), Some(text)) => json!({"type": "text", "text": text}),
+                    (Some("input_image"), _) => match part["image_url"].as_str() {
+                        Some(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+                        None => return Err("an input_image needs an `image_url`".into()),
+                    },
+                    (kind, _) => {
+                        return Err(format!("a content part `{}` is not supported", kind.unwrap_or("?")));
+                    }
+                });
+            }
+            if role == "assistant" {
+                // Chat's assistant content is text.
+                Value::String(out.iter().filter_map(|p| p["text"].as_str()).collect())
+            } else {
+                Value::Array(out)
+            }
+        }
+        _ => return Err("`content` must be a string or an array of parts".into()),
+    };
+    Ok(json!({"role": role, "content": content}))
+}
+
+fn tools_of(tools: Value) -> Result<Value, Problem> {
+    let Value::Array(tools) = tools else {
+        return Err(invalid("`tools` must be an array", "tools"));
+    };
+    let mut functions = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        let at = format!("tools/{index}");
+        if tool["type"] != "function" {
+            return Err(invalid(format!("tool {index}: only `function` tools are supported"), &at));
+        }
+        let Some(name) = tool["name"].as_str() else {
+            return Err(invalid(format!("tool {index} needs a `name`"), &at));
+        };
+        let mut function =
+            json!({"name": name, "parameters": tool.get("parameters").cloned().unwrap_or(json!({}))});
+        for field in ["description", "strict"] {
+            if let Some(value) = tool.get(field).filter(|v| !v.is_null()) {
+                function[field] = value.clone();
+            }
+        }
+        functions.push(json!({"type": "function", "function": function}));
+    }
+    Ok(functions.into())
+}
+
+fn tool_choice_of(choice: Value) -> Result<Value, Problem> {
+    match (&choice, choice["type"].as_str(), choice["name"].as_str()) {
+        (Value::String(mode), _, _) if matches!(mode.as_str(), "auto" | "none" | "required") => Ok(choice),
+        (_, Some("function"), Some(name)) => Ok(json!({"type": "function", "function": {"name": name}})),
+        _ => Err(invalid(
+            "`tool_choice` must be auto, none, required or {\"type\": \"function\", \"name\"}",
+            "tool_choice",
+        )),
+    }
+}
+
+fn response_format_of(format: Value) -> Result<Option<Value>, Problem> {
+    match format["type"].as_str() {
+        Some("text") | None => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
+        Some("json_schema") => {
+            let mut schema =
+                json!({"name": format["name"].as_str().unwrap_or("response"), "schema": format["schema"]});
+            if let Some(strict) = format.get("strict").filter(|s| s.is_boolean()) {
+                schema["strict"] = strict.clone();
+            }
+            Ok(Some(json!({"type": "json_schema", "json_schema": schema})))
+        }
+        Some(other) => {
+            Err(invalid(format!("`text.format` of type `{other}` is not supported"), "text/format"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_call_round_trip_becomes_chat_messages() {
+        let Value::Object(fields) = json!({"model": "tools", "instructions": "Be brief.", "input": [
+            {"role": "user", "content": "Weather?"},
+            {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\":\"x\"}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+            "text": {"format": {"type": "json_schema", "name": "w", "schema": {"type": "object"}}},
+            "max_output_tokens": 50})
+        else {
+            unreachable!()
+        };
+        let Ok(translation) = to_job(fields) else { panic!("translates") };
+        let messages = translation.job["input"]["messages"].as_array().cloned().unwrap_or_default();
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(messages[2]["tool_calls"][0]["id"], "c1");
+        let params = &translation.job["params"];
+        assert_eq!(params["max_tokens"], 50);
+        assert_eq!(params["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(params["response_format"]["json_schema"]["name"], "w");
+        assert_eq!(translation.job["door"], "openai-responses");
+    }
+
+    #[test]
+    fn what_the_door_cannot_carry_is_refused_by_name() {
+        let Value::Object(fields) = json!({"model": "chat", "input": "x", "reasoning": {"effort": "high"}})
+        else {
+            unreachable!()
+        };
+        let problem = to_job(fields).err().map(|p| format!("{p:?}")).unwrap_or_default();
+        assert!(problem.contains("/reasoning"), "{problem}");
+    }
+}
