@@ -97,10 +97,10 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
     if let Some(choice) = fields.remove("tool_choice").filter(|c| !c.is_null()) {
         params.insert("tool_choice".into(), tool_choice_of(choice)?);
     }
-    if let Some(format) = fields.remove("text").and_then(|text| text.get("format").cloned()) {
-        if let Some(format) = response_format_of(format)? {
-            params.insert("response_format".into(), format);
-        }
+    if let Some(format) = fields.remove("text").and_then(|text| text.get("format").cloned())
+        && let Some(format) = response_format_of(format)?
+    {
+        params.insert("response_format".into(), format);
     }
     // `store` is the gateway's to decide (every job is stored): accepted.
     fields.remove("store");
