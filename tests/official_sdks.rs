@@ -1,6 +1,7 @@
 //! The official Python SDKs pointed at intentgate with `base_url`: `openai`
 //! on chat completions (tests/sdk/openai_sdk.py), `anthropic` on Messages
-//! (tests/sdk/anthropic_sdk.py). They are installed from PyPI into a
+//! (tests/sdk/anthropic_sdk.py), and `openai-agents` running a tool agent
+//! on Responses (tests/sdk/agents_sdk.py). They are installed from PyPI into a
 //! throwaway virtualenv, cached between runs under the target directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +13,7 @@ use std::process::Command;
 
 use common::{ALICE, TestGateway, TestStore, set_route};
 
-store_matrix!(official_openai_sdk, official_anthropic_sdk);
+store_matrix!(official_openai_sdk, official_anthropic_sdk, openai_agents_sdk_runs_a_tool_agent);
 
 async fn official_openai_sdk(store: TestStore) {
     let gw =
@@ -25,6 +26,11 @@ async fn official_anthropic_sdk(store: TestStore) {
     // the SDK's retries of one request are one job.
     let gw = TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "keyless", "derive")).await;
     run_script(&gw, "tests/sdk/anthropic_sdk.py").await;
+}
+
+async fn openai_agents_sdk_runs_a_tool_agent(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| set_route(doc, "tools", "keyless", "derive")).await;
+    run_script(&gw, "tests/sdk/agents_sdk.py").await;
 }
 
 async fn run_script(gw: &TestGateway, script: &str) {
@@ -45,7 +51,7 @@ async fn run_script(gw: &TestGateway, script: &str) {
 }
 
 /// The SDKs the scripts import.
-const SDKS: [&str; 2] = ["openai>=1.40", "anthropic>=0.40"];
+const SDKS: [&str; 3] = ["openai>=1.40", "anthropic>=0.40", "openai-agents>=0.2"];
 
 /// `python3 -m venv` + `pip install` the [`SDKS`], once per target
 /// directory (again when the list changes); concurrent tests take a lock

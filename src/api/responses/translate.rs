@@ -36,7 +36,23 @@ pub struct Translation {
     pub continues: Option<Uuid>,
 }
 
+/// Fields clients send with nothing in them (the Agents SDK sends
+/// `include: []`): accepted when empty or null, refused by name otherwise.
+const EMPTY_OK: &[&str] = &["include", "truncation", "top_logprobs", "reasoning", "prompt_cache_key"];
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(fields) => fields.values().all(Value::is_null),
+        Value::String(text) => text == "disabled",
+        Value::Number(n) => n.as_u64() == Some(0),
+        Value::Bool(_) => false,
+    }
+}
+
 pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
+    fields.retain(|key, value| !(EMPTY_OK.contains(&key.as_str()) && is_empty(value)));
     if let Some(unknown) = fields.keys().find(|key| !KNOWN.contains(&key.as_str())) {
         return Err(invalid(
             format!("`{unknown}` is not supported by this gateway's Responses API"),
@@ -272,5 +288,16 @@ mod tests {
         };
         let problem = to_job(fields).err().map(|p| format!("{p:?}")).unwrap_or_default();
         assert!(problem.contains("/reasoning"), "{problem}");
+        let Value::Object(empty) = json!({"model": "chat", "input": "x", "include": [], "reasoning": null})
+        else {
+            unreachable!()
+        };
+        assert!(to_job(empty).is_ok(), "nothing asked for is nothing refused");
+        let Value::Object(asked) =
+            json!({"model": "chat", "input": "x", "include": ["message.output_text.logprobs"]})
+        else {
+            unreachable!()
+        };
+        assert!(to_job(asked).is_err(), "something asked for that is not carried is refused");
     }
 }
