@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::Barrier;
 
 store_matrix!(
+    a_route_alias_is_the_route_under_another_name,
     completion_and_byte_identical_replay,
     errors_are_problems_the_sdks_do_not_retry,
     unknown_outcome_is_an_error_not_a_hang,
@@ -33,6 +34,28 @@ store_matrix!(
 /// fallback (that would pay for a second execution nobody can read). The
 /// job ends failed with code `outcome-unknown`; a late answer could still
 /// have been recorded.
+/// A route's alias (`gpt-4o-mini` for `chat`) is listed as a model and
+/// names the same route: a request under the alias and one under the name
+/// are the same intent, one job and one upstream call.
+async fn a_route_alias_is_the_route_under_another_name(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_route(doc, "chat", "aliases", toml::Value::Array(vec!["gpt-4o-mini".into()]));
+    })
+    .await;
+    let models: Value = gw.get(ALICE, "/v1/models").await.json().await.unwrap();
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
+    assert!(ids.contains(&"gpt-4o-mini") && ids.contains(&"chat"), "{ids:?}");
+    assert_eq!(gw.get(ALICE, "/v1/models/gpt-4o-mini").await.status(), 200);
+    let messages = json!([{"role": "user", "content": "alias"}]);
+    let aliased = gw.chat_completion("alias-1", &json!({"model": "gpt-4o-mini", "messages": messages})).await;
+    assert_eq!(aliased.status(), 200);
+    let job = aliased.headers()["x-intentgate-job-id"].clone();
+    let named = gw.chat_completion("alias-1", &json!({"model": "chat", "messages": messages})).await;
+    assert_eq!(named.headers()["x-intentgate-job-id"], job, "the same intent");
+    assert_eq!(named.headers()["idempotent-replayed"], "true");
+    assert_eq!(gw.sim().calls().total, 1);
+}
+
 async fn a_minted_key_job_with_an_unknown_outcome_is_never_run_again(store: TestStore) {
     let gw = TestGateway::start_tweaked(&store, |doc| {
         set_provider(doc, "sim-primary", "model", "sim:hang");

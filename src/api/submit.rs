@@ -54,17 +54,23 @@ pub fn new_job(
         validate_messages(messages)
             .map_err(|err| invalid_messages(err.under("/input/messages"), "Invalid job request"))?;
     }
-    let request: JobRequest = serde_json::from_value(body.clone()).map_err(|err| {
+    let mut request: JobRequest = serde_json::from_value(body.clone()).map_err(|err| {
         Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
             .titled("Invalid job request")
     })?;
     validate_params(&request.params)
         .map_err(|err| invalid_params(err.under("/params"), "Invalid job request"))?;
-    if state.config.route(&request.route).is_none() {
+    let Some(route) = state.config.route_named(&request.route) else {
         return Err(Problem::new(
             ProblemType::UnknownRoute,
             format!("route `{}` is not configured; GET /v1/routes lists the routes", request.route),
         ));
+    };
+    // An alias is stored as the route's name: the same intent either way.
+    let mut body = body;
+    if route.name != request.route {
+        request.route = route.name.clone();
+        body["route"] = route.name.clone().into();
     }
     let canonical = canonical_json(&body).map_err(|err| {
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))

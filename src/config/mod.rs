@@ -596,6 +596,12 @@ pub struct RouteConfig {
     /// request on this route that carries no `Idempotency-Key`. Unset:
     /// `mint` with `[openai] mint_idempotency_keys = true`, else `refuse`.
     pub keyless: Option<Keyless>,
+    /// Other names a client may use for this route as `model` (some only
+    /// accept names they know, such as `gpt-4o-mini`); `GET /v1/models`
+    /// lists them. A job asked under an alias is stored under the route's
+    /// name, so the alias and the name are the same intent.
+    #[serde(default)]
+    pub aliases: Vec<String>,
     /// With `keyless = "derive"`: how long the same caller's same request
     /// names the same job.
     #[serde(default = "default_keyless_window")]
@@ -741,6 +747,11 @@ impl Config {
 
     pub fn route(&self, name: &str) -> Option<&RouteConfig> {
         self.routes.iter().find(|route| route.name == name)
+    }
+
+    /// The route `name` names: its own name or one of its aliases.
+    pub fn route_named(&self, name: &str) -> Option<&RouteConfig> {
+        self.route(name).or_else(|| self.routes.iter().find(|route| route.aliases.iter().any(|a| a == name)))
     }
 }
 

@@ -218,6 +218,7 @@ fn validate_request_options(provider: &ProviderConfig, key: &dyn Fn(&str) -> Str
 
 fn validate_routes(config: &Config) -> Result<(), Invalid> {
     let mut names = HashSet::new();
+    let mut aliases = HashSet::new();
     for (i, route) in config.routes.iter().enumerate() {
         let key = |field: &str| format!("routes[{i}].{field}");
         if route.name.is_empty() {
@@ -225,6 +226,13 @@ fn validate_routes(config: &Config) -> Result<(), Invalid> {
         }
         if !names.insert(route.name.as_str()) {
             return Err((key("name"), format!("`{}` is declared twice", route.name)));
+        }
+        for (j, alias) in route.aliases.iter().enumerate() {
+            let a_route_name = config.routes.iter().any(|other| other.name == *alias);
+            if alias.is_empty() || a_route_name || !aliases.insert(alias.as_str()) {
+                let why = format!("`{alias}` is empty, a route's name, or another alias already");
+                return Err((format!("routes[{i}].aliases[{j}]"), why));
+            }
         }
         if route.chain.is_empty() {
             return Err((key("chain"), "needs at least one provider".into()));

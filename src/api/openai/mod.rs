@@ -66,7 +66,9 @@ impl Door for ChatCompletions {
     )
 )]
 pub async fn models(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Json<Value> {
-    let names = state.config.routes.iter().map(|route| route.name.as_str());
+    let names =
+        state.config.routes.iter().flat_map(|route| std::iter::once(&route.name).chain(&route.aliases));
+    let names = names.map(String::as_str);
     if headers.contains_key("anthropic-version") {
         // An Anthropic SDK listing models: its list shape.
         let data: Vec<Value> = names
@@ -100,8 +102,8 @@ pub async fn model(
     _caller: Caller,
     super::extract::PathParams(id): super::extract::PathParams<String>,
 ) -> Result<Json<Value>, Problem> {
-    match state.config.route(&id) {
-        Some(route) => Ok(Json(model_object(&route.name))),
+    match state.config.route_named(&id) {
+        Some(_) => Ok(Json(model_object(&id))),
         None => Err(Problem::new(
             ProblemType::NotFound,
             format!("no model (route) `{id}`; GET /v1/models lists them"),
