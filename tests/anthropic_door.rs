@@ -20,7 +20,32 @@ store_matrix!(
     a_key_reused_with_another_body_or_door_is_refused_in_anthropics_shape,
     a_failover_from_anthropic_to_openai_is_invisible,
     bad_requests_and_keys_get_anthropics_errors,
+    count_tokens_is_an_upper_bound_and_stores_nothing,
 );
+
+/// `count_tokens` counts what the route's first provider would be sent
+/// (its tokenizer over the body): more than the words, more for a longer
+/// prompt, and nothing is stored or sent.
+async fn count_tokens_is_an_upper_bound_and_stores_nothing(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let count = |text: &str| {
+        let body =
+            json!({"model": "chat", "system": "Be brief.", "messages": [{"role": "user", "content": text}]});
+        let request =
+            gw.client.post(gw.url("/v1/messages/count_tokens")).header("x-api-key", ALICE).json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.unwrap()["input_tokens"].as_u64().unwrap()
+        }
+    };
+    let short = count("Say hello.").await;
+    let long = count(&"Say hello again and again. ".repeat(20)).await;
+    assert!(short >= 5, "at least the words: {short}");
+    assert!(long > short + 80, "{short} → {long}");
+    assert_eq!(gw.job_count().await, 0);
+    assert_eq!(gw.sim().calls().total, 0);
+}
 
 async fn post(gw: &TestGateway, key: &str, body: &Value) -> Response {
     gw.client

@@ -499,9 +499,50 @@ async fn smollm2_calls_tools_when_forced() {
     eprintln!("the model, after the tool's result: {text}");
     assert!(!text.trim().is_empty(), "the model answers the tool's result in prose: {}", answered.0);
     assert_eq!(answered.0["choices"][0]["finish_reason"], "stop", "{}", answered.0);
+    the_other_doors_reach_the_model(&gw).await;
 
     let _ = std::fs::remove_dir_all(&suites);
     eprintln!("local-model tools scenario: {:.1}s with the server up", started.elapsed().as_secs_f64());
+}
+
+/// An Anthropic Messages and an OpenAI Responses request, translated onto
+/// the model server's OpenAI-compatible API: each answers in its own shape,
+/// from the real model.
+async fn the_other_doors_reach_the_model(gw: &TestGateway) {
+    let question = "Name one colour.";
+    let messages = json!({"model": "tools-reply", "max_tokens": 20, "temperature": 0,
+        "messages": [{"role": "user", "content": question}]});
+    let response = gw
+        .client
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", ALICE)
+        .header("idempotency-key", "local-messages")
+        .json(&messages)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-intentgate-provider"], "smollm2-tools-none");
+    let message: Value = response.json().await.unwrap();
+    assert_eq!(message["type"], "message", "{message}");
+    let text = message["content"][0]["text"].as_str().unwrap_or_default();
+    eprintln!("the model, through Messages: {text}");
+    assert!(!text.trim().is_empty(), "{message}");
+
+    let responses =
+        json!({"model": "tools-reply", "max_output_tokens": 20, "temperature": 0, "input": question});
+    let response = gw
+        .request(Method::POST, "/v1/responses", ALICE)
+        .header("idempotency-key", "local-responses")
+        .json(&responses)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-intentgate-provider"], "smollm2-tools-none");
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["object"], "response", "{answer}");
+    let text = answer["output"][0]["content"][0]["text"].as_str().unwrap_or_default();
+    eprintln!("the model, through Responses: {text}");
+    assert!(!text.trim().is_empty(), "{answer}");
 }
 
 /// `contract run --route ROUTE`, as the CLI does it, timed; the gate reloads.

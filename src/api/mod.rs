@@ -122,6 +122,7 @@ fn openai_routes() -> Router<AppState> {
 fn anthropic_routes() -> Router<AppState> {
     Router::new()
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route_layer(middleware::from_fn(door::errors::door_errors::<anthropic::Messages>))
 }
 
@@ -141,8 +142,15 @@ async fn protective_headers(request: Request, next: Next) -> Response {
     response
 }
 
+/// With OpenAI's `error` member too: an SDK pointed at a path this gateway
+/// does not serve (an endpoint it lacks) says so, rather than "no body".
 async fn not_found() -> Problem {
-    Problem::new(ProblemType::NotFound, "no such endpoint")
+    let detail = "no such endpoint";
+    Problem::new(ProblemType::NotFound, detail).with(
+        "error",
+        serde_json::json!({"message": detail, "type": "invalid_request_error", "param": null,
+            "code": "not-found"}),
+    )
 }
 
 async fn method_not_allowed() -> Problem {

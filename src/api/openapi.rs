@@ -59,6 +59,7 @@ use super::{
         openai::models,
         openai::model,
         anthropic::messages,
+        anthropic::count_tokens,
         responses::responses,
         health::healthz,
         health::readyz,

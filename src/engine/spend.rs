@@ -120,6 +120,17 @@ impl Engine {
         Reservation { amounts, holds }
     }
 
+    /// The prompt tokens `request` would be sent as to the first provider of
+    /// `route`, as that provider counts them (its tokenizer over the whole
+    /// rendered body, or its bytes): an upper bound, for clients that ask
+    /// before they send (`POST /v1/messages/count_tokens`).
+    pub fn count_prompt_tokens(&self, route: &str, request: &PreparedRequest) -> Option<u64> {
+        let first = self.route(route)?.chain.first()?;
+        let entry = self.provider(first)?;
+        let body = entry.provider.render(&request.chat, false).ok()?;
+        Some(Self::prompt_tokens(entry, &body))
+    }
+
     /// The prompt tokens of `body` (a rendered provider body) as `entry`
     /// counts them: an upper bound (the whole body, JSON included).
     fn prompt_tokens(entry: &super::ProviderEntry, body: &Value) -> u64 {

@@ -77,6 +77,54 @@ pub struct MessagesError {
 #[allow(dead_code)]
 struct Object {}
 
+/// `POST /v1/messages/count_tokens`: what a Messages request's prompt
+/// comes to, before it is sent. Counted as reservations count it: the body
+/// the route's first provider would be sent, with that provider's
+/// tokenizer (or in bytes) — an upper bound, never less than the real
+/// count. Creates no job and needs no `Idempotency-Key`.
+#[utoipa::path(
+    post,
+    path = "/v1/messages/count_tokens",
+    tag = "anthropic",
+    operation_id = "count_message_tokens",
+    summary = "Count a Messages request's input tokens (an upper bound)",
+    security(("bearer" = []), ("x-api-key" = [])),
+    request_body(content = Object, description = "A Messages request; `max_tokens` may be left out."),
+    responses(
+        (status = 200, description = "`{\"input_tokens\": N}`", body = Object),
+        (status = 401, description = "`unauthorized`", body = MessagesError, content_type = "application/json"),
+        (status = 422, description = "`invalid-body` (with `path`), `unknown-route`",
+            body = MessagesError, content_type = "application/json"),
+    )
+)]
+pub async fn count_tokens(
+    State(state): State<AppState>,
+    _caller: Caller,
+    body: Body,
+) -> Result<axum::Json<Value>, Problem> {
+    let body = super::extract::read_body(body, state.max_body_bytes).await?;
+    let value = super::ijson::parse(&body)?;
+    super::text::refuse_nul_in_json(&value)?;
+    let Value::Object(mut fields) = value else {
+        return Err(Problem::new(ProblemType::InvalidBody, "the body must be a JSON object"));
+    };
+    fields.entry("max_tokens").or_insert(1.into());
+    fields.remove("stream");
+    let (job, _) = translate::to_job(fields)?;
+    let request: crate::jobs::JobRequest = serde_json::from_value(job)
+        .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
+    let Some(route) = state.config.route_named(&request.route) else {
+        return Err(Problem::new(
+            ProblemType::UnknownRoute,
+            format!("route `{}` is not configured", request.route),
+        ));
+    };
+    let prepared = crate::engine::PreparedRequest::new(&request, 0)
+        .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;
+    let tokens = state.engine.count_prompt_tokens(&route.name, &prepared).unwrap_or(0);
+    Ok(axum::Json(serde_json::json!({"input_tokens": tokens})))
+}
+
 /// `POST /v1/messages`.
 #[utoipa::path(
     post,

@@ -31,8 +31,23 @@ impl Completion {
 /// not know), with the gateway's `id`, `created` and `model` (the route the
 /// caller asked for; the provider's own model is in `x-intentgate-model`).
 pub fn completion_body(completion: &Completion, result: &JobResult) -> Option<Vec<u8>> {
-    let body = stamped(completion, result.completion.as_ref()?, "chat.completion");
+    let mut body = stamped(completion, result.completion.as_ref()?, "chat.completion");
+    with_required_nulls(&mut body);
     serde_json::to_vec(&body).ok()
+}
+
+/// The members OpenAI's schema requires (nullable) that a provider, or a
+/// translation from another dialect, may leave out: `choices[].logprobs`
+/// and `choices[].message.refusal`.
+fn with_required_nulls(body: &mut Value) {
+    for choice in body.get_mut("choices").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(choice) = choice.as_object_mut() {
+            choice.entry("logprobs").or_insert(Value::Null);
+            if let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) {
+                message.entry("refusal").or_insert(Value::Null);
+            }
+        }
+    }
 }
 
 /// `value` (a provider's completion or chunk) with this job's identity.
@@ -130,6 +145,29 @@ fn param_of_pointer(pointer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completion_carries_the_members_openai_requires() {
+        let result = JobResult {
+            provider: "p".into(),
+            model: None,
+            text: "hi".into(),
+            json: None,
+            usage: None,
+            finish_reason: Some("stop".into()),
+            completion: Some(
+                json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                "finish_reason": "stop"}]}),
+            ),
+            chunks: None,
+        };
+        let completion = Completion { id: "chatcmpl-1".into(), created: 0, model: "chat".into() };
+        let body: Value = serde_json::from_slice(&completion_body(&completion, &result).unwrap_or_default())
+            .unwrap_or_default();
+        assert_eq!(body["choices"][0]["logprobs"], Value::Null);
+        assert!(body["choices"][0]["logprobs"].is_null() && body["choices"][0].get("logprobs").is_some());
+        assert!(body["choices"][0]["message"].get("refusal").is_some(), "{body}");
+    }
 
     #[test]
     fn a_pointer_becomes_openais_param_name() {
