@@ -18,7 +18,36 @@ store_matrix!(
     a_streamed_response_numbers_its_events_and_completes,
     a_function_call_and_its_output_round_trip,
     previous_response_id_continues_the_owners_conversation,
+    a_background_response_is_answered_at_once_and_retrieved_when_done,
 );
+
+/// `background: true` answers `in_progress` at once while the job runs
+/// (the provider is held); `GET /v1/responses/{id}` shows it in progress,
+/// then — once the provider answered — the completed response, the same
+/// bytes as a replay; another owner is told it does not exist.
+async fn a_background_response_is_answered_at_once_and_retrieved_when_done(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    gw.sim().queue(Some("sim:ok"), "hold=background", 1).unwrap();
+    let body = json!({"model": "chat", "input": "In the background.", "background": true});
+    let response = post(&gw, "r-bg", &body).await;
+    assert_eq!(response.status(), 200);
+    let job = job_of(&response);
+    let started: Value = response.json().await.unwrap();
+    assert_eq!(started["status"], "in_progress", "{started}");
+    let id = started["id"].as_str().unwrap().to_owned();
+    let running: Value = gw.get(ALICE, &format!("/v1/responses/{id}")).await.json().await.unwrap();
+    assert_eq!(running["status"], "in_progress");
+
+    gw.sim().release("background");
+    common::settled_job(&gw, ALICE, &job).await;
+    let done = gw.get(ALICE, &format!("/v1/responses/{id}")).await;
+    assert_eq!(done.status(), 200);
+    let done: Value = done.json().await.unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["output"][0]["content"][0]["text"], "echo: In the background.");
+    assert_eq!(gw.get(BOB, &format!("/v1/responses/{id}")).await.status(), 404);
+    assert_eq!(gw.sim().calls().total, 1);
+}
 
 async fn post_as(gw: &TestGateway, api_key: &str, key: &str, body: &Value) -> Response {
     gw.client

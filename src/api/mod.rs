@@ -112,6 +112,7 @@ fn openai_routes() -> Router<AppState> {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/responses", post(responses::responses))
+        .route("/v1/responses/{id}", get(responses::retrieve))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
         .route_layer(middleware::from_fn(door::errors::door_errors::<openai::ChatCompletions>))

@@ -61,6 +61,7 @@ use super::{
         anthropic::messages,
         anthropic::count_tokens,
         responses::responses,
+        responses::retrieve,
         health::healthz,
         health::readyz,
         document,

@@ -8,6 +8,7 @@ set. Exits non-zero (with the failed assertion) on any deviation.
 import json
 import os
 import sys
+import time
 import urllib.request
 import uuid
 
@@ -323,13 +324,26 @@ def responses_previous_response_id():
     assert second.parse().status == "completed"
 
 
+def responses_background_then_retrieve():
+    started = client.responses.create(model="chat", input="in the background", background=True,
+                                      extra_headers={"Idempotency-Key": key()})
+    assert started.status in ("in_progress", "completed"), started
+    for _ in range(100):
+        response = client.responses.retrieve(started.id)
+        if response.status == "completed":
+            break
+        time.sleep(0.05)
+    assert response.status == "completed" and response.output_text == "echo: in the background", response
+
+
 for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstream_call,
              conflicting_reuse_is_one_request_and_an_error, unknown_job_is_an_error_not_a_hang,
              tool_call_plain, tool_call_streamed, tool_round_trip_reaches_the_provider_intact,
              multi_part_content_reaches_the_provider_intact, two_choices_plain_and_streamed,
              usage_details_and_fingerprint_are_kept, invalid_shape_is_refused_and_nothing_stored,
              conflict_exception_carries_the_detail, model_by_id, responses_plain_and_streamed,
-             responses_function_tool_round_trip, responses_previous_response_id]:
+             responses_function_tool_round_trip, responses_previous_response_id,
+             responses_background_then_retrieve]:
     test()
     print(f"ok   {test.__name__}")
 print(f"openai {openai.__version__}: all passed")

@@ -40,7 +40,7 @@ impl Door for Messages {
                 .titled("Invalid Messages request"));
         };
         let (job, stream) = translate::to_job(fields)?;
-        Ok(Translated { job, stream, continues: None })
+        Ok(Translated { job, stream, continues: None, background: false })
     }
 
     fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {

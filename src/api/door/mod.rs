@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use super::Problem;
 use crate::jobs::{Job, JobResult};
-pub use serve::serve;
+pub use serve::{AnswerAs, answer, serve};
 
 /// A door's request, translated.
 pub struct Translated {
@@ -40,6 +40,9 @@ pub struct Translated {
     /// The job whose conversation this request continues (the Responses
     /// API's `previous_response_id`): its messages and answer come first.
     pub continues: Option<uuid::Uuid>,
+    /// Answer at once, before the job is done (the Responses API's
+    /// `background`): how the answer is delivered, not part of the intent.
+    pub background: bool,
 }
 
 /// One client protocol onto the job machinery (see the module doc).
@@ -57,6 +60,13 @@ pub trait Door: Send + Sync + 'static {
 
     /// The renderer of `job`'s stream, for its live events or its replay.
     fn stream(job: &Job) -> Self::Stream;
+
+    /// The body for a job not done yet, for a door that answers before
+    /// it is ([`Translated::background`]); `None`: the door has no such
+    /// answer, and the job's problem (`job-in-progress`) is given.
+    fn in_progress(_job: &Job) -> Option<Vec<u8>> {
+        None
+    }
 
     /// A problem's members (RFC 9457, with its extensions) → this door's
     /// error body. The problem's own members stay in it, so a client that

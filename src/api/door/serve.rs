@@ -53,17 +53,22 @@ pub async fn serve<D: Door>(
     if keyless {
         new.idempotency_key = keyless_key(state, headers, &new).await?;
     }
-    let wait: Duration = state.config.openai.wait.into();
+    let wait: Duration = if translated.background { Duration::ZERO } else { state.config.openai.wait.into() };
     let submitted = submit(state, &new, wait, translated.stream).await?;
     let job_id = submitted.job.id;
     if let Some(live) = submitted.live {
         return stream_live::<D>(state, submitted.job, live, submitted.replayed, wait).await;
     }
     let provider_time = crate::api::jobs::provider_time(&submitted, true);
-    let mut response =
-        answer::<D>(state, &submitted.job, submitted.winner, submitted.replayed, translated.stream)
-            .await
-            .map_err(|problem| problem.with("job_id", job_id.to_string()))?;
+    let how = AnswerAs {
+        winner: submitted.winner,
+        replayed: submitted.replayed,
+        stream: translated.stream,
+        early: translated.background,
+    };
+    let mut response = answer::<D>(state, &submitted.job, how)
+        .await
+        .map_err(|problem| problem.with("job_id", job_id.to_string()))?;
     response.extensions_mut().insert(provider_time);
     Ok(response)
 }
@@ -132,16 +137,24 @@ async fn continue_conversation(
     Ok(())
 }
 
+/// How [`answer`] answers a job.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnswerAs {
+    /// The attempt that completed the job, when the caller knows it.
+    pub winner: Option<i32>,
+    /// An earlier request's job (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+    /// As the door's stream (a replay of it).
+    pub stream: bool,
+    /// A job not done yet gets the door's in-progress body, not a problem.
+    pub early: bool,
+}
+
 /// The answer for a job as it is now: its body (or stream replay), or the
 /// problem that says why there is none. `winner` is the number of the
 /// attempt that completed the job, when the caller knows it (else it is read).
-async fn answer<D: Door>(
-    state: &AppState,
-    job: &Job,
-    winner: Option<i32>,
-    replayed: bool,
-    stream: bool,
-) -> Result<Response, Problem> {
+pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Result<Response, Problem> {
+    let AnswerAs { winner, replayed, stream, early } = how;
     let winner = match (winner, job.completed_by) {
         (Some(number), _) => Some(number),
         (None, Some(id)) => {
@@ -149,6 +162,19 @@ async fn answer<D: Door>(
         }
         (None, None) => None,
     };
+    if early
+        && matches!(job.status, JobStatus::Pending | JobStatus::Running)
+        && let Some(body) = D::in_progress(job)
+    {
+        let mut response = (StatusCode::OK, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if replayed {
+            headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        }
+        identify(headers, job, None);
+        return Ok(response);
+    }
     if job.status != JobStatus::Succeeded {
         return Err(not_succeeded(state, job).await?);
     }
@@ -231,7 +257,8 @@ async fn stream_live<D: Door>(
         // Nothing was sent yet: answer as a plain request would.
         Some(StreamEvent::Failed { .. }) | None => {
             let read = state.store.job(job.id).await.map_err(|err| Problem::after_commit(err, job.id))?;
-            return answer::<D>(state, &read.unwrap_or(job), None, replayed, true).await;
+            let how = AnswerAs { replayed, stream: true, ..AnswerAs::default() };
+            return answer::<D>(state, &read.unwrap_or(job), how).await;
         }
     };
     let render = D::stream(&job);

@@ -212,7 +212,7 @@ fn translate(body: &Bytes) -> Result<Translated, Problem> {
     if !fields.is_empty() {
         job.insert("params".into(), Value::Object(fields));
     }
-    Ok(Translated { job: Value::Object(job), stream, continues: None })
+    Ok(Translated { job: Value::Object(job), stream, continues: None, background: false })
 }
 
 fn invalid(detail: &str) -> Problem {

@@ -37,7 +37,12 @@ impl Door for Responses {
                 .titled("Invalid Responses request"));
         };
         let translation = translate::to_job(fields)?;
-        Ok(Translated { job: translation.job, stream: translation.stream, continues: translation.continues })
+        Ok(Translated {
+            job: translation.job,
+            stream: translation.stream,
+            continues: translation.continues,
+            background: translation.background,
+        })
     }
 
     fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
@@ -46,6 +51,10 @@ impl Door for Responses {
 
     fn stream(job: &Job) -> render::EventStream {
         render::EventStream::new(render::Identity::of(job))
+    }
+
+    fn in_progress(job: &Job) -> Option<Vec<u8>> {
+        serde_json::to_vec(&render::in_progress(&render::Identity::of(job))).ok()
     }
 
     fn error(problem: Map<String, Value>) -> Map<String, Value> {
@@ -102,4 +111,46 @@ pub async fn responses(
     body: Body,
 ) -> Result<Response, Problem> {
     super::door::serve::<Responses>(&state, &caller, &headers, body).await
+}
+
+/// `GET /v1/responses/{id}`: a response as it stands, for a client that
+/// asked in the `background` (or lost its answer): the response once its
+/// job succeeded, `in_progress` while it runs, or the problem that says why
+/// it has no answer. The caller's own responses only.
+#[utoipa::path(
+    get,
+    path = "/v1/responses/{id}",
+    tag = "openai",
+    operation_id = "retrieve_response",
+    summary = "A response as it stands",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "A response id, `resp_<job id>`")),
+    responses(
+        (status = 200, description = "The response: completed, or `in_progress`", body = Object),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 404, description = "`not-found`: no response of yours has this id",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`outcome-unknown`, `job-completed` (cancelled); with `job_id`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`upstream-failed`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = super::problem::StoreUnavailable),
+    )
+)]
+pub async fn retrieve(
+    State(state): State<AppState>,
+    caller: Caller,
+    super::extract::PathParams(id): super::extract::PathParams<String>,
+) -> Result<Response, Problem> {
+    let not_found = || Problem::new(ProblemType::NotFound, format!("no response `{id}` of yours"));
+    let job_id = render::job_of_response(&id).ok_or_else(not_found)?;
+    let found =
+        state.store.job(job_id).await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
+    let job = found.filter(|job| job.owner == caller.0.owner).ok_or_else(not_found)?;
+    super::door::answer::<Responses>(
+        &state,
+        &job,
+        super::door::AnswerAs { early: true, ..Default::default() },
+    )
+    .await
 }

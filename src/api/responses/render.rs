@@ -106,6 +106,11 @@ fn response(identity: &Identity, said: Option<&Said>) -> Value {
         "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "metadata": {}})
 }
 
+/// The `response` object of a job still running.
+pub fn in_progress(identity: &Identity) -> Value {
+    response(identity, None)
+}
+
 /// A succeeded job's `response` object.
 pub fn response_body(identity: &Identity, result: &JobResult) -> Option<Vec<u8>> {
     let said = Said::of_completion(result.completion.as_ref()?);

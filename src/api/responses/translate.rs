@@ -26,6 +26,7 @@ const KNOWN: &[&str] = &[
     "stream",
     "store",
     "user",
+    "background",
 ];
 
 /// What a Responses request becomes.
@@ -34,6 +35,8 @@ pub struct Translation {
     pub stream: bool,
     /// The job whose conversation this request continues.
     pub continues: Option<Uuid>,
+    /// `background: true`: answer at once, the job runs on.
+    pub background: bool,
 }
 
 /// Fields clients send with nothing in them (the Agents SDK sends
@@ -120,8 +123,16 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
     }
     // `store` is the gateway's to decide (every job is stored): accepted.
     fields.remove("store");
+    let background = match fields.remove("background") {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::Bool(true)) if !stream => true,
+        Some(Value::Bool(true)) => {
+            return Err(invalid("`background` with `stream` is not supported", "background"));
+        }
+        Some(_) => return Err(invalid("`background` must be a boolean", "background")),
+    };
     let job = json!({"route": model, "input": {"messages": messages}, "params": params, "door": "openai-responses"});
-    Ok(Translation { job, stream, continues })
+    Ok(Translation { job, stream, continues, background })
 }
 
 fn invalid(detail: impl Into<String>, field: &str) -> Problem {
