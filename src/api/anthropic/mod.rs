@@ -33,12 +33,7 @@ impl Door for Messages {
     const ERROR_CONTENT_TYPE: &'static str = "application/json";
 
     fn translate(body: &Bytes) -> Result<Translated, Problem> {
-        let value = super::ijson::parse(body)?;
-        super::text::refuse_nul_in_json(&value)?;
-        let Value::Object(fields) = value else {
-            return Err(Problem::new(ProblemType::InvalidBody, "the body must be a JSON object")
-                .titled("Invalid Messages request"));
-        };
+        let fields = super::door::json_object(body, "Invalid Messages request")?;
         let (job, stream) = translate::to_job(fields)?;
         Ok(Translated { job, stream, continues: None, background: false })
     }
@@ -103,11 +98,7 @@ pub async fn count_tokens(
     body: Body,
 ) -> Result<axum::Json<Value>, Problem> {
     let body = super::extract::read_body(body, state.max_body_bytes).await?;
-    let value = super::ijson::parse(&body)?;
-    super::text::refuse_nul_in_json(&value)?;
-    let Value::Object(mut fields) = value else {
-        return Err(Problem::new(ProblemType::InvalidBody, "the body must be a JSON object"));
-    };
+    let mut fields = super::door::json_object(&body, "Invalid Messages request")?;
     fields.entry("max_tokens").or_insert(1.into());
     fields.remove("stream");
     let (job, _) = translate::to_job(fields)?;

@@ -89,6 +89,17 @@ pub trait StreamRender: Send + 'static {
     fn failed(&mut self, code: &str, message: &str) -> Vec<u8>;
 }
 
+/// A door's body as a JSON object: I-JSON, no NUL anywhere, an object —
+/// else the problem that says which (titled for the door's request).
+pub fn json_object(body: &Bytes, title: &'static str) -> Result<Map<String, Value>, Problem> {
+    let value = super::ijson::parse(body)?;
+    super::text::refuse_nul_in_json(&value)?;
+    match value {
+        Value::Object(fields) => Ok(fields),
+        _ => Err(Problem::new(super::ProblemType::InvalidBody, "the body must be a JSON object").titled(title)),
+    }
+}
+
 /// The whole stream of a succeeded job, through the door's renderer: its
 /// stored chunks, or (for a job answered in one piece) one chunk made of
 /// its completion.

@@ -182,11 +182,7 @@ pub async fn chat_completions(
 
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<Translated, Problem> {
-    let value = super::ijson::parse(body)?;
-    super::text::refuse_nul_in_json(&value)?;
-    let Value::Object(mut fields) = value else {
-        return Err(invalid("the body must be a JSON object"));
-    };
+    let mut fields = super::door::json_object(body, "Invalid chat completion request")?;
     let Some(Value::String(model)) = fields.remove("model") else {
         return Err(invalid("`model` (a route name; GET /v1/models lists them) is required"));
     };

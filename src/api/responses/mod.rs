@@ -30,12 +30,7 @@ impl Door for Responses {
     type Stream = render::EventStream;
 
     fn translate(body: &Bytes) -> Result<Translated, Problem> {
-        let value = super::ijson::parse(body)?;
-        super::text::refuse_nul_in_json(&value)?;
-        let Value::Object(fields) = value else {
-            return Err(Problem::new(ProblemType::InvalidBody, "the body must be a JSON object")
-                .titled("Invalid Responses request"));
-        };
+        let fields = super::door::json_object(body, "Invalid Responses request")?;
         let translation = translate::to_job(fields)?;
         Ok(Translated {
             job: translation.job,
