@@ -96,7 +96,9 @@ pub fn json_object(body: &Bytes, title: &'static str) -> Result<Map<String, Valu
     super::text::refuse_nul_in_json(&value)?;
     match value {
         Value::Object(fields) => Ok(fields),
-        _ => Err(Problem::new(super::ProblemType::InvalidBody, "the body must be a JSON object").titled(title)),
+        _ => {
+            Err(Problem::new(super::ProblemType::InvalidBody, "the body must be a JSON object").titled(title))
+        }
     }
 }
 
