@@ -49,7 +49,12 @@ fn presented_key(parts: &Parts) -> Result<&str, Problem> {
         text
     };
     key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {
-        Problem::new(ProblemType::Unauthorized, "the Authorization header must be `Bearer <api key>`")
+        let detail = if is_bearer {
+            "the Authorization header must be `Bearer <api key>`"
+        } else {
+            "the x-api-key header must hold the API key"
+        };
+        Problem::new(ProblemType::Unauthorized, detail)
     })
 }
 
