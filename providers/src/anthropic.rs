@@ -313,6 +313,18 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn the_end_user_becomes_metadata_and_other_metadata_cannot_be_said() -> Result<(), serde_json::Error> {
+        let req = openai(json!({"messages": [{"role": "user", "content": "hi"}], "user": "u-1"}));
+        let body = request_body(&req, "claude", false)?;
+        assert_eq!(body["metadata"], json!({"user_id": "u-1"}));
+        assert!(body.get("user").is_none(), "the messages API refuses unknown fields");
+        let tagged =
+            openai(json!({"messages": [{"role": "user", "content": "hi"}], "metadata": {"run": "7"}}));
+        assert!(cannot_express(&tagged).is_some_and(|why| why.contains("metadata")));
+        Ok(())
+    }
+
     /// An OpenAI-shaped request from JSON, as a client sends it.
     fn openai(body: Value) -> ChatRequest {
         serde_json::from_value(body).unwrap_or_default()

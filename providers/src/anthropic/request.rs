@@ -12,8 +12,15 @@ use crate::types::{ChatRequest, Content, Message};
 
 /// Fields OpenAI clients commonly send that the messages API rejects and
 /// that mean nothing (or are translated elsewhere) there.
-const DROPPED: [&str; 6] =
-    ["parallel_tool_calls", "stream_options", "tools", "tool_choice", "max_completion_tokens", "stop"];
+const DROPPED: [&str; 7] = [
+    "parallel_tool_calls",
+    "stream_options",
+    "tools",
+    "tool_choice",
+    "max_completion_tokens",
+    "stop",
+    "user",
+];
 
 /// Why `req` cannot be said in the messages API, if it cannot.
 ///
@@ -21,6 +28,11 @@ const DROPPED: [&str; 6] =
 /// routes that ask for JSON hold their providers to it through the contract
 /// gate and the runtime shape check, which is what decides failover to them.
 pub(super) fn untranslatable(req: &ChatRequest) -> Option<String> {
+    // OpenAI's `metadata` tags a stored completion; the messages API's
+    // carries a user id only (which OpenAI's `user` becomes).
+    if req.extra.get("metadata").is_some_and(|m| !m.is_null()) {
+        return Some("`metadata`: the messages API's metadata holds only a user id (send `user`)".into());
+    }
     let conversation: Vec<&Message> = req.messages.iter().filter(|m| !is_system(m)).collect();
     messages(&conversation).err()
 }
@@ -48,6 +60,7 @@ pub(super) fn fields(req: &ChatRequest, body: &mut Map<String, Value>) {
     let choice = tool_choice(extra.get("tool_choice"), extra.get("parallel_tool_calls"), has_tools);
     let stop = extra.get("stop").and_then(stop_sequences);
     let max_completion = extra.get("max_completion_tokens").cloned();
+    let user = extra.get("user").and_then(Value::as_str).map(str::to_owned);
     for field in DROPPED {
         body.remove(field);
     }
@@ -59,6 +72,10 @@ pub(super) fn fields(req: &ChatRequest, body: &mut Map<String, Value>) {
     }
     if let Some(stop) = stop {
         body.insert("stop_sequences".into(), stop);
+    }
+    // OpenAI's end-user id is the messages API's `metadata.user_id`.
+    if let Some(user) = user {
+        body.insert("metadata".into(), json!({"user_id": user}));
     }
     if req.max_tokens.is_none()
         && let Some(max) = max_completion.filter(Value::is_u64)

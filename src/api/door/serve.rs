@@ -59,7 +59,7 @@ pub async fn serve<D: Door>(
     if let Some(live) = submitted.live {
         return stream_live::<D>(state, submitted.job, live, submitted.replayed, wait).await;
     }
-    let provider_time = crate::api::jobs::provider_time(&submitted, true);
+    let provider_time = crate::api::jobs::provider_time(&submitted, !wait.is_zero());
     let how = AnswerAs {
         winner: submitted.winner,
         replayed: submitted.replayed,
