@@ -160,7 +160,7 @@ async fn start_with_simulator(
         run_contracts_on_start(&config, &store).await?;
         engine.gate().reload(&store).await?;
     }
-    let limits = crate::server::Limits::from_config(&config.server);
+    let limits = crate::server::ConnectionLimits::from_config(&config.server);
     let drain_timeout: std::time::Duration = config.server.drain_timeout.into();
     let unready_delay = config.server.unready_delay.into();
     let state = AppState {

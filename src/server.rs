@@ -47,15 +47,15 @@ use stall::StallGuard;
 
 /// What bounds a connection.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub write_stall_timeout: Duration,
     pub max_connections: usize,
 }
 
-impl Limits {
+impl ConnectionLimits {
     pub fn from_config(config: &ServerConfig) -> Self {
-        Limits {
+        ConnectionLimits {
             header_read_timeout: config.header_read_timeout.into(),
             write_stall_timeout: config.write_stall_timeout.into(),
             max_connections: config.max_connections.max(1),
@@ -68,7 +68,7 @@ impl Limits {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    limits: Limits,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let connections = TaskTracker::new();

@@ -11,7 +11,7 @@ use intentgate::contracts::{
     Progress, ShapeChecker, Suite, SuiteReport, Tokenizer, check_suite, provider_fingerprint, run_suite,
 };
 use intentgate_providers::sim::{SimHandle, Simulator};
-use intentgate_providers::{Dialect, Provider, ProviderConfig};
+use intentgate_providers::{Dialect, Provider, ProviderSettings};
 
 const SUITES: &str = "contract-tests";
 
@@ -32,7 +32,7 @@ fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
         Dialect::OpenAi => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
     };
-    Provider::new(ProviderConfig::new(&format!("sim-{model}"), dialect, &base_url, model)).unwrap()
+    Provider::new(ProviderSettings::new(&format!("sim-{model}"), dialect, &base_url, model)).unwrap()
 }
 
 async fn run(
@@ -246,7 +246,7 @@ async fn an_unreachable_provider_fails_with_the_outcome_class() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let config = ProviderConfig::new("gone", Dialect::OpenAi, &format!("http://{addr}/v1"), "m");
+    let config = ProviderSettings::new("gone", Dialect::OpenAi, &format!("http://{addr}/v1"), "m");
     let provider = Provider::new(config).unwrap();
     let (report, _) = run(&shipped_suite("chat"), &provider, Some(&o200k())).await;
     assert!(!report.passed);

@@ -57,7 +57,7 @@ async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(st
         .create_job(&new, dead, Some(("sim-primary", &Reservation::default())), now)
         .await
         .unwrap();
-    let Created::Started(job, _) = created else { panic!("expected a job inserted with its attempt 1") };
+    let Created::New(job, Some(_)) = created else { panic!("expected a job inserted with its attempt 1") };
     let id = job.id.to_string();
 
     let cancelled = gw.request(Method::POST, &format!("/v1/jobs/{id}/cancel"), ALICE).send().await.unwrap();

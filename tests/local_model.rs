@@ -207,7 +207,7 @@ async fn smollm2_through_the_suites_the_gate_and_a_stream() {
 async fn the_rendering_check_sees_smuggled_control_tokens(config: &Config, dir: &Path) {
     let provider = config.providers.iter().find(|p| p.name == "smollm2").unwrap();
     let tokenizer = RemoteTokenizer::new(
-        &provider.to_provider_config().unwrap(),
+        &provider.to_settings().unwrap(),
         provider.tokenize_path(),
         provider.detokenize_path(),
     )

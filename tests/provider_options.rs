@@ -21,7 +21,7 @@ use intentgate::config::Config;
 use intentgate::contracts::{
     RenderIssueKind, Suite, TokenizerRef, check_suite_through, fingerprint_of, provider_fingerprint,
 };
-use intentgate_providers::{Dialect, ProviderConfig, RemoteTokenizer};
+use intentgate_providers::{Dialect, ProviderSettings, RemoteTokenizer};
 use serde_json::{Value, json};
 
 fn config(extra: &str) -> Config {
@@ -58,7 +58,7 @@ fn request_options_map_into_the_provider_and_its_fingerprint() {
         "max_temperature = 0.2\n[providers.request]\nseed = 7\n\
          response_format = { type = \"json_object\", schema = { type = \"object\" } }\n",
     );
-    let mapped = with.providers[0].to_provider_config().unwrap();
+    let mapped = with.providers[0].to_settings().unwrap();
     assert_eq!(
         Value::Object(mapped.request_overrides.clone()),
         json!({"seed": 7, "response_format": {"type": "json_object", "schema": {"type": "object"}}})
@@ -252,7 +252,7 @@ async fn tokenizer_server() -> SocketAddr {
 }
 
 fn remote(addr: SocketAddr, tokenize: &str, detokenize: &str) -> RemoteTokenizer {
-    let config = ProviderConfig::new("local", Dialect::OpenAi, &format!("http://{addr}/v1"), "m");
+    let config = ProviderSettings::new("local", Dialect::OpenAi, &format!("http://{addr}/v1"), "m");
     RemoteTokenizer::new(&config, tokenize, detokenize).unwrap()
 }
 

@@ -209,7 +209,7 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
             .unwrap();
     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
     let job = match real.create_job(&new, lease, None, now_ms()).await.unwrap() {
-        intentgate::store::Created::New(job) => job,
+        intentgate::store::Created::New(job, None) => job,
         other => panic!("{other:?}"),
     };
     let barrier = Arc::new(tokio::sync::Barrier::new(20));
@@ -270,7 +270,7 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                     let new = NewJob::of_body("alice".into(), key, &common::chat_body("x")).unwrap();
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
                     match real.create_job(&new, lease, Some(("p", &Reservation::default())), now_ms()).await {
-                        Ok(Created::Started(..)) => Ok(()),
+                        Ok(Created::New(_, Some(_))) => Ok(()),
                         other => panic!("job {i}: {other:?}"),
                     }
                 } else {

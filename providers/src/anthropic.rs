@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::outcome::Failure;
-use crate::stream::{Decoded, Step};
+use crate::stream::{Decoded, StreamEvent};
 use crate::types::{ChatRequest, StreamChunk, Usage};
 
 pub(crate) const PATH: &str = "/v1/messages";
@@ -209,7 +209,7 @@ fn openai_chunk(delta: Value, finish_reason: Option<&str>) -> Value {
 }
 
 impl StreamState {
-    pub(crate) fn decode_event(&mut self, data: Bytes) -> Result<Step, Failure> {
+    pub(crate) fn decode_event(&mut self, data: Bytes) -> Result<StreamEvent, Failure> {
         let event: Event = match serde_json::from_slice(&data) {
             Ok(event) => event,
             Err(err) => {
@@ -224,7 +224,7 @@ impl StreamState {
             raw: Bytes::new(),
         };
         match event.kind.as_str() {
-            "message_stop" => return Ok(Step::End),
+            "message_stop" => return Ok(StreamEvent::End),
             "error" => {
                 let status = error_status(event.error.as_ref().map_or("", |e| e.kind.as_str()));
                 let body = String::from_utf8_lossy(&data).into_owned();
@@ -274,7 +274,7 @@ impl StreamState {
             _ => {} // ping, content_block_stop, future event types
         }
         chunk.raw = data;
-        Ok(Step::Chunk(chunk))
+        Ok(StreamEvent::Chunk(chunk))
     }
 }
 

@@ -36,13 +36,13 @@ impl fmt::Display for Dialect {
 }
 
 impl FromStr for Dialect {
-    type Err = ConfigError;
+    type Err = SettingsError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "openai" => Ok(Dialect::OpenAi),
             "anthropic" => Ok(Dialect::Anthropic),
-            other => Err(ConfigError::Dialect(other.to_owned())),
+            other => Err(SettingsError::Dialect(other.to_owned())),
         }
     }
 }
@@ -76,7 +76,7 @@ impl Default for Timeouts {
 }
 
 #[derive(Debug, Clone)]
-pub struct ProviderConfig {
+pub struct ProviderSettings {
     /// The gateway's name for this provider (logs, metrics).
     pub name: String,
     pub dialect: Dialect,
@@ -120,9 +120,9 @@ impl Default for AnswerLimits {
     }
 }
 
-impl ProviderConfig {
+impl ProviderSettings {
     pub fn new(name: &str, dialect: Dialect, base_url: &str, model: &str) -> Self {
-        ProviderConfig {
+        ProviderSettings {
             name: name.to_owned(),
             dialect,
             base_url: base_url.to_owned(),
@@ -138,9 +138,9 @@ impl ProviderConfig {
     }
 }
 
-/// Why a [`ProviderConfig`] cannot become a `Provider`. Never contains the key.
+/// Why a [`ProviderSettings`] cannot become a `Provider`. Never contains the key.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum SettingsError {
     #[error("`{0}` is not a dialect (expected openai or anthropic)")]
     Dialect(String),
     #[error("base_url `{url}` is not an http(s) URL: {reason}")]

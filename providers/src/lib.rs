@@ -13,6 +13,7 @@
 
 mod anthropic;
 mod config;
+mod embeddings;
 mod openai;
 mod outcome;
 mod overrides;
@@ -30,7 +31,8 @@ mod assemble;
 pub mod sim;
 
 pub use assemble::assemble;
-pub use config::{AnswerLimits, ConfigError, Dialect, ProviderConfig, Timeouts};
+pub use config::{AnswerLimits, Dialect, ProviderSettings, SettingsError, Timeouts};
+pub use embeddings::EmbeddingRequest;
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
 pub use provider::{Anthropic, OpenAi, Provider};
 pub use secret::Secret;

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::outcome::Failure;
-use crate::stream::{Decoded, Step};
+use crate::stream::{Decoded, StreamEvent};
 use crate::types::{ChatRequest, StreamChunk, Usage};
 
 pub(crate) const PATH: &str = "/chat/completions";
@@ -87,9 +87,9 @@ struct Delta {
 }
 
 /// One `data:` payload of a stream; `[DONE]` ends it.
-pub(crate) fn decode_event(data: Bytes) -> Result<Step, Failure> {
+pub(crate) fn decode_event(data: Bytes) -> Result<StreamEvent, Failure> {
     if data.as_ref() == b"[DONE]" {
-        return Ok(Step::End);
+        return Ok(StreamEvent::End);
     }
     let chunk: ChunkBody = match serde_json::from_slice(&data) {
         Ok(chunk) => chunk,
@@ -97,7 +97,7 @@ pub(crate) fn decode_event(data: Bytes) -> Result<Step, Failure> {
     };
     if let Some(error) = chunk.error {
         // An explicit error event ends the stream: a definite answer (see
-        // `Step` for why this is `rejected`, not `unknown`).
+        // `StreamEvent` for why this is `rejected`, not `unknown`).
         let status = error.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
         let status = status.filter(|s| (400..600).contains(s)).unwrap_or(500);
         return Err(Failure::Rejected {
@@ -113,5 +113,5 @@ pub(crate) fn decode_event(data: Bytes) -> Result<Step, Failure> {
     };
     let whole: Value = serde_json::from_slice(&data)
         .map_err(|err| Failure::bad_output(format!("stream event is not a chunk: {err}"), data.clone()))?;
-    Ok(Step::Chunk(StreamChunk { chunk: whole, delta, finish_reason, usage: chunk.usage, raw: data }))
+    Ok(StreamEvent::Chunk(StreamChunk { chunk: whole, delta, finish_reason, usage: chunk.usage, raw: data }))
 }

@@ -32,7 +32,7 @@ pub(crate) fn apply(body: &mut Value, overrides: &Map<String, Value>, max_temper
 
 /// `content: null` (or absent) on assistant messages becomes `""`, for a
 /// server that refuses null where OpenAI allows it (see
-/// `ProviderConfig::null_content_as_empty`). Nothing else changes.
+/// `ProviderSettings::null_content_as_empty`). Nothing else changes.
 pub(crate) fn null_content_as_empty(body: &mut Value) {
     let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else { return };
     for message in messages.iter_mut().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))

@@ -7,7 +7,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::anthropic;
-use crate::config::{ConfigError, Dialect, ProviderConfig, Timeouts};
+use crate::config::{Dialect, ProviderSettings, SettingsError, Timeouts};
+use crate::embeddings::{self, EmbeddingRequest};
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
@@ -32,7 +33,7 @@ pub struct OpenAi(Endpoint);
 pub struct Anthropic(Endpoint);
 
 impl Provider {
-    pub fn new(config: ProviderConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: ProviderSettings) -> Result<Self, SettingsError> {
         Ok(match config.dialect {
             Dialect::OpenAi => {
                 Provider::OpenAi(OpenAi(Endpoint::new(config, openai::PATH, openai::auth, &[])?))
@@ -183,6 +184,44 @@ impl Provider {
             Provider::OpenAi(_) => None,
             Provider::Anthropic(_) => anthropic::cannot_express(req),
         }
+    }
+
+    /// One embeddings call (never streamed), kept whole like a chat answer:
+    /// `completion` is the provider's embeddings list, `text` is empty.
+    pub async fn embed(&self, req: &EmbeddingRequest, ctx: &CallContext) -> Outcome {
+        let span = tracing::debug_span!("provider_embed", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
+        async {
+            let start = Instant::now();
+            let endpoint = self.endpoint();
+            let response = endpoint.send_embeddings(&self.render_embeddings(req)?, ctx, start).await?;
+            let limit = endpoint.answer_limits.max_response_bytes;
+            let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
+            let Decoded { completion, text, usage, finish_reason, model } =
+                embeddings::decode_response(&raw, req.inputs())
+                    .map_err(|reason| Failure::bad_output(reason, raw.clone()))?;
+            let response = ChatResponse { completion, text, json: None, usage, finish_reason, raw, model };
+            Ok(endpoint.redactor.redact_response(response))
+        }
+        .instrument(span)
+        .await
+        .map_err(|failure| self.endpoint().redactor.redact(failure))
+    }
+
+    /// Why this provider cannot answer an embeddings request, or `None`.
+    pub fn cannot_embed(&self) -> Option<String> {
+        match self {
+            Provider::OpenAi(_) => None,
+            Provider::Anthropic(_) => Some("the Anthropic API has no embeddings".to_owned()),
+        }
+    }
+
+    /// The body an embeddings call sends: the request with the configured
+    /// model and this provider's request overrides.
+    pub fn render_embeddings(&self, req: &EmbeddingRequest) -> Result<Value, Failure> {
+        let mut body = embeddings::request_body(req, self.model())
+            .map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
+        overrides::apply(&mut body, &self.endpoint().request_overrides, None);
+        Ok(body)
     }
 
     /// The body this provider is sent for `req`: the dialect's translation,

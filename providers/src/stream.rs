@@ -39,7 +39,7 @@ pub(crate) struct Decoded {
 /// `unknown` would block the job waiting for an answer that cannot come.
 /// Only transport trouble after the headers (cut, stall, missing
 /// terminator) is `unknown`.
-pub(crate) enum Step {
+pub(crate) enum StreamEvent {
     Chunk(StreamChunk),
     End,
 }
@@ -50,7 +50,7 @@ pub(crate) enum Decoder {
 }
 
 impl Decoder {
-    fn decode(&mut self, data: Bytes) -> Result<Step, Failure> {
+    fn decode(&mut self, data: Bytes) -> Result<StreamEvent, Failure> {
         match self {
             Decoder::OpenAi => openai::decode_event(data),
             Decoder::Anthropic(state) => state.decode_event(data),
@@ -119,12 +119,12 @@ impl Driver {
         loop {
             if let Some(event) = self.parser.next_event() {
                 return match self.decoder.decode(event.data) {
-                    Ok(Step::Chunk(chunk)) => {
+                    Ok(StreamEvent::Chunk(chunk)) => {
                         self.saw_finish |= chunk.finish_reason.is_some();
                         self.saw_usage |= chunk.usage.is_some();
                         Some(Ok(chunk))
                     }
-                    Ok(Step::End) => None,
+                    Ok(StreamEvent::End) => None,
                     Err(failure) => Some(Err(failure)),
                 };
             }

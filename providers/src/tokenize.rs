@@ -28,7 +28,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::{ConfigError, Dialect, ProviderConfig};
+use crate::config::{Dialect, ProviderSettings, SettingsError};
 use crate::secret::Secret;
 use crate::transport::{error_chain, http_client, insert};
 use crate::{anthropic, openai};
@@ -66,18 +66,20 @@ impl RemoteTokenizer {
     /// The endpoints of `config`'s provider at `tokenize_path` and
     /// `detokenize_path` (see the module docs for how they resolve).
     pub fn new(
-        config: &ProviderConfig,
+        config: &ProviderSettings,
         tokenize_path: &str,
         detokenize_path: &str,
-    ) -> Result<Self, ConfigError> {
-        let base = reqwest::Url::parse(&config.base_url)
-            .map_err(|err| ConfigError::BaseUrl { url: config.base_url.clone(), reason: err.to_string() })?;
+    ) -> Result<Self, SettingsError> {
+        let base = reqwest::Url::parse(&config.base_url).map_err(|err| SettingsError::BaseUrl {
+            url: config.base_url.clone(),
+            reason: err.to_string(),
+        })?;
         let resolve = |path: &str| {
             let absolute = path.starts_with("http://") || path.starts_with("https://");
             if !(absolute || path.starts_with('/')) {
-                return Err(ConfigError::TokenizerPath { path: path.to_owned() });
+                return Err(SettingsError::TokenizerPath { path: path.to_owned() });
             }
-            base.join(path).map_err(|_| ConfigError::TokenizerPath { path: path.to_owned() })
+            base.join(path).map_err(|_| SettingsError::TokenizerPath { path: path.to_owned() })
         };
         let mut headers = HeaderMap::new();
         for (name, value) in &config.extra_headers {
@@ -90,7 +92,7 @@ impl RemoteTokenizer {
                 Dialect::Anthropic => anthropic::auth(key.expose()),
             };
             for (name, value) in auth {
-                let mut value = HeaderValue::from_str(&value).map_err(|_| ConfigError::ApiKey)?;
+                let mut value = HeaderValue::from_str(&value).map_err(|_| SettingsError::ApiKey)?;
                 value.set_sensitive(true);
                 headers.insert(name, value);
             }
@@ -189,8 +191,12 @@ impl RemoteTokenizer {
 mod tests {
     use super::*;
 
-    fn tokenizer(base_url: &str, tokenize: &str, detokenize: &str) -> Result<RemoteTokenizer, ConfigError> {
-        RemoteTokenizer::new(&ProviderConfig::new("p", Dialect::OpenAi, base_url, "m"), tokenize, detokenize)
+    fn tokenizer(base_url: &str, tokenize: &str, detokenize: &str) -> Result<RemoteTokenizer, SettingsError> {
+        RemoteTokenizer::new(
+            &ProviderSettings::new("p", Dialect::OpenAi, base_url, "m"),
+            tokenize,
+            detokenize,
+        )
     }
 
     #[test]
@@ -204,7 +210,7 @@ mod tests {
         assert_eq!(t.detokenize.as_str(), "https://other:1/detok");
         assert!(matches!(
             tokenizer("http://h/v1", "tokenize", "/detokenize"),
-            Err(ConfigError::TokenizerPath { .. })
+            Err(SettingsError::TokenizerPath { .. })
         ));
     }
 }

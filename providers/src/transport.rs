@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::time::{Instant, timeout_at};
 
-use crate::config::{AnswerLimits, ConfigError, ProviderConfig, Timeouts};
+use crate::config::{AnswerLimits, ProviderSettings, SettingsError, Timeouts};
 use crate::outcome::Failure;
 use crate::retry_after;
 use crate::secret::Secret;
@@ -25,7 +25,7 @@ pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
 /// rustls crypto provider; the connect timeout lives here because only the
 /// connector knows when connecting ends, and reqwest reports its expiry as a
 /// connect error, which is what makes it `not_sent`.
-pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, ConfigError> {
+pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, SettingsError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .connect_timeout(connect)
@@ -40,7 +40,7 @@ pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, ConfigEr
         // silently reroute (or break) provider traffic.
         .no_proxy()
         .build()
-        .map_err(|err| ConfigError::Client(error_chain(&err)))
+        .map_err(|err| SettingsError::Client(error_chain(&err)))
 }
 
 /// A configured provider URL with its headers and limits.
@@ -51,6 +51,8 @@ pub(crate) struct Endpoint {
     pub(crate) timeouts: Timeouts,
     client: reqwest::Client,
     url: reqwest::Url,
+    /// Where embeddings are asked for: `{base_url}/embeddings`.
+    embeddings_url: reqwest::Url,
     headers: HeaderMap,
     pub(crate) redactor: Redactor,
     pub(crate) request_overrides: serde_json::Map<String, serde_json::Value>,
@@ -63,17 +65,24 @@ impl Endpoint {
     /// `auth` builds the dialect's auth headers from the key; they are marked
     /// sensitive so even a `Debug` of the header map does not show them.
     pub(crate) fn new(
-        config: ProviderConfig,
+        config: ProviderSettings,
         path: &str,
         auth: impl Fn(&str) -> Vec<(&'static str, String)>,
         fixed: &[(&'static str, &'static str)],
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SettingsError> {
         let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
-        let url = reqwest::Url::parse(&url)
-            .map_err(|err| ConfigError::BaseUrl { url: config.base_url.clone(), reason: err.to_string() })?;
+        let url = reqwest::Url::parse(&url).map_err(|err| SettingsError::BaseUrl {
+            url: config.base_url.clone(),
+            reason: err.to_string(),
+        })?;
+        let embeddings_url = format!("{}{}", config.base_url.trim_end_matches('/'), crate::embeddings::PATH);
+        let embeddings_url = reqwest::Url::parse(&embeddings_url).map_err(|err| SettingsError::BaseUrl {
+            url: config.base_url.clone(),
+            reason: err.to_string(),
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             let reason = "the scheme must be http or https".to_owned();
-            return Err(ConfigError::BaseUrl { url: config.base_url, reason });
+            return Err(SettingsError::BaseUrl { url: config.base_url, reason });
         }
         let mut headers = HeaderMap::new();
         for (name, value) in &config.extra_headers {
@@ -85,7 +94,7 @@ impl Endpoint {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = &config.api_key {
             for (name, value) in auth(key.expose()) {
-                let mut value = HeaderValue::from_str(&value).map_err(|_| ConfigError::ApiKey)?;
+                let mut value = HeaderValue::from_str(&value).map_err(|_| SettingsError::ApiKey)?;
                 value.set_sensitive(true);
                 headers.insert(name, value);
             }
@@ -96,6 +105,7 @@ impl Endpoint {
             model: config.model,
             timeouts: config.timeouts,
             url,
+            embeddings_url,
             headers,
             redactor: Redactor(config.api_key),
             request_overrides: config.request_overrides,
@@ -110,10 +120,31 @@ impl Endpoint {
         start + self.timeouts.total
     }
 
-    /// Sends `body` and waits for the response headers. A 2xx comes back as
-    /// the response; an error status becomes `Rejected`.
+    /// Sends `body` to the dialect's chat endpoint (see [`Endpoint::post`]).
     pub(crate) async fn send(
         &self,
+        body: &serde_json::Value,
+        ctx: &CallContext,
+        start: Instant,
+    ) -> Result<reqwest::Response, Failure> {
+        self.post(&self.url, body, ctx, start).await
+    }
+
+    /// Sends `body` to the embeddings endpoint (see [`Endpoint::post`]).
+    pub(crate) async fn send_embeddings(
+        &self,
+        body: &serde_json::Value,
+        ctx: &CallContext,
+        start: Instant,
+    ) -> Result<reqwest::Response, Failure> {
+        self.post(&self.embeddings_url, body, ctx, start).await
+    }
+
+    /// Sends `body` and waits for the response headers. A 2xx comes back as
+    /// the response; an error status becomes `Rejected`.
+    async fn post(
+        &self,
+        url: &reqwest::Url,
         body: &serde_json::Value,
         ctx: &CallContext,
         start: Instant,
@@ -122,7 +153,7 @@ impl Endpoint {
             .map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
         let request = self
             .client
-            .post(self.url.clone())
+            .post(url.clone())
             .headers(self.headers.clone())
             .header(IDEMPOTENCY_KEY_HEADER, ctx.job_id.to_string())
             .header(ATTEMPT_HEADER, ctx.attempt.to_string())
@@ -269,9 +300,10 @@ pub(crate) fn error_chain(err: &reqwest::Error) -> String {
     text
 }
 
-pub(crate) fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result<(), ConfigError> {
-    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| ConfigError::Header(name.to_owned()))?;
-    let value = HeaderValue::from_str(value).map_err(|_| ConfigError::Header(name.to_owned()))?;
+pub(crate) fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result<(), SettingsError> {
+    let header =
+        HeaderName::from_bytes(name.as_bytes()).map_err(|_| SettingsError::Header(name.to_owned()))?;
+    let value = HeaderValue::from_str(value).map_err(|_| SettingsError::Header(name.to_owned()))?;
     headers.insert(header, value);
     Ok(())
 }

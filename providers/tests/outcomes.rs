@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use intentgate_providers::sim::{SCRIPT_HEADER, SimHandle};
 use intentgate_providers::{
-    CallContext, Dialect, Failure, Outcome, OutcomeClass, Provider, ProviderConfig, Timeouts, class_of,
+    CallContext, Dialect, Failure, Outcome, OutcomeClass, Provider, ProviderSettings, Timeouts, class_of,
 };
 
 async fn call(
@@ -61,7 +61,7 @@ async fn refused_connection_is_not_sent() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     for dialect in DIALECTS {
-        let mut config = ProviderConfig::new("gone", dialect, &format!("http://{addr}"), "m");
+        let mut config = ProviderSettings::new("gone", dialect, &format!("http://{addr}"), "m");
         config.timeouts = short();
         let outcome = Provider::new(config).unwrap().chat(&hello(), &ctx()).await;
         assert!(matches!(&outcome, Err(Failure::NotSent { .. })), "{outcome:?}");
@@ -71,7 +71,7 @@ async fn refused_connection_is_not_sent() {
 
 #[tokio::test]
 async fn unresolvable_host_is_not_sent() {
-    let mut config = ProviderConfig::new("nowhere", Dialect::OpenAi, "http://intentgate-sim.invalid", "m");
+    let mut config = ProviderSettings::new("nowhere", Dialect::OpenAi, "http://intentgate-sim.invalid", "m");
     config.timeouts = Timeouts { connect: Duration::from_millis(200), ..relaxed() };
     let outcome = Provider::new(config).unwrap().chat(&hello(), &ctx()).await;
     assert_eq!(class_of(&outcome), OutcomeClass::NotSent, "{outcome:?}");
@@ -90,7 +90,7 @@ async fn connect_timeout_is_not_sent() {
         fillers.push(stream);
         assert!(fillers.len() < 64, "the accept queue never filled up");
     }
-    let mut config = ProviderConfig::new("blackhole", Dialect::OpenAi, &format!("http://{addr}"), "m");
+    let mut config = ProviderSettings::new("blackhole", Dialect::OpenAi, &format!("http://{addr}"), "m");
     config.timeouts = Timeouts { connect: Duration::from_millis(50), ..relaxed() };
     let outcome = Provider::new(config).unwrap().chat(&hello(), &ctx()).await;
     assert!(

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use intentgate_providers::{Dialect, Provider, ProviderConfig, Secret};
+use intentgate_providers::{Dialect, Provider, ProviderSettings, Secret};
 
 const KEY: &str = "sk-SECRET-do-not-leak-7f3a";
 
@@ -69,7 +69,7 @@ async fn the_api_key_never_leaks() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
     };
-    let mut config = ProviderConfig::new("gone", Dialect::OpenAi, &format!("http://{refused}"), "m");
+    let mut config = ProviderSettings::new("gone", Dialect::OpenAi, &format!("http://{refused}"), "m");
     config.api_key = Some(Secret::new(KEY));
     let failure = Provider::new(config).unwrap().chat(&hello(), &ctx()).await.unwrap_err();
     seen.push(format!("{failure} {failure:?}"));

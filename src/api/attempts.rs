@@ -49,6 +49,7 @@ pub struct StartAttempt {
         )),
         (status = 422, description = "`provider-not-in-chain`",
             body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = super::problem::LimitReached),
         (status = 500, response = super::problem::Internal),
         (status = 503, response = super::problem::StoreUnavailable),
     )

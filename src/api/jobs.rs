@@ -59,10 +59,10 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
             body = Problem, content_type = "application/problem+json", headers(
                 ("x-should-retry" = String, description = "`false`"),
         )),
-        (status = 413, description = "`body-too-large`",
-            body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = super::problem::BodyTooLarge),
         (status = 422, description = "`invalid-body`, `unknown-route`",
             body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = super::problem::LimitReached),
         (status = 500, response = super::problem::Internal),
         (status = 503, response = super::problem::StoreUnavailable),
     )

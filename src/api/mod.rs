@@ -18,6 +18,7 @@ mod console;
 mod contracts;
 mod deadline;
 mod door;
+mod embeddings;
 mod extract;
 mod health;
 mod idempotency;
@@ -113,6 +114,7 @@ fn openai_routes() -> Router<AppState> {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/responses/{id}", get(responses::retrieve))
+        .route("/v1/embeddings", post(embeddings::embeddings))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
         .route_layer(middleware::from_fn(door::errors::door_errors::<openai::ChatCompletions>))

@@ -17,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::problem::{Forbidden, Internal, StoreUnavailable, Unauthorized};
+use super::problem::{
+    BodyTooLarge, Forbidden, Internal, LimitReached, StoreUnavailable, Unauthorized, UpstreamFailed,
+};
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
 use super::{
@@ -62,6 +64,7 @@ use super::{
         anthropic::count_tokens,
         responses::responses,
         responses::retrieve,
+        super::embeddings::embeddings,
         health::healthz,
         health::readyz,
         document,
@@ -103,7 +106,7 @@ use super::{
             health::Health,
             health::Ready,
         ),
-        responses(Unauthorized, Forbidden, StoreUnavailable, Internal),
+        responses(Unauthorized, Forbidden, BodyTooLarge, LimitReached, UpstreamFailed, StoreUnavailable, Internal),
     ),
     modifiers(&BearerAuth),
     tags(

@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
 use crate::jobs::{
-    IdempotencyKey, InvalidMessage, InvalidParam, JobRequest, NewJob, canonical_json, validate_messages,
-    validate_params,
+    IdempotencyKey, InputKind, InvalidMessage, InvalidParam, JobRequest, NewJob, canonical_json,
+    validate_embedding, validate_messages, validate_params,
 };
 
 /// Submits `new` and waits up to `wait`: plain (`stream = false`) or with
@@ -58,8 +58,22 @@ pub fn new_job(
         Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
             .titled("Invalid job request")
     })?;
-    validate_params(&request.params)
-        .map_err(|err| invalid_params(err.under("/params"), "Invalid job request"))?;
+    match request.input.kind() {
+        Ok(InputKind::Chat) => validate_params(&request.params)
+            .map_err(|err| invalid_params(err.under("/params"), "Invalid job request"))?,
+        Ok(InputKind::Embeddings) => {
+            let input = request.input.embed.as_ref().unwrap_or(&Value::Null);
+            validate_embedding(input, &request.params).map_err(|err| {
+                let prefix = if err.path.is_empty() { "/input/embed" } else { "/params" };
+                invalid_params(err.under(prefix), "Invalid job request")
+            })?;
+        }
+        Err(reason) => {
+            return Err(Problem::new(ProblemType::InvalidBody, reason)
+                .titled("Invalid job request")
+                .with("path", "/input"));
+        }
+    }
     let Some(route) = state.config.route_named(&request.route) else {
         return Err(Problem::new(
             ProblemType::UnknownRoute,

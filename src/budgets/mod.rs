@@ -18,5 +18,5 @@ mod price;
 mod window;
 
 pub use limits::{BudgetRule, Hold, LimitKind, LimitRefusal, Limits, RateLimitRule};
-pub use price::{Price, PriceError, Usage, decimal_to_nanos, nanos_to_decimal};
+pub use price::{Price, PriceError, TokenUsage, decimal_to_nanos, nanos_to_decimal};
 pub use window::{Window, WindowError};

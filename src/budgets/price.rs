@@ -53,7 +53,7 @@ impl TryFrom<PriceConfig> for Price {
 
 /// What a provider reported it used for one answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
+pub struct TokenUsage {
     /// All prompt tokens, cached ones included (OpenAI's `prompt_tokens`).
     pub prompt_tokens: u64,
     /// Of `prompt_tokens`, those read from the provider's cache.
@@ -61,10 +61,10 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
-impl Usage {
+impl TokenUsage {
     /// Reads OpenAI's `usage` object (`prompt_tokens_details.cached_tokens`
     /// included); `None` when it does not say how many tokens were used.
-    pub fn from_openai(usage: &serde_json::Value) -> Option<Usage> {
+    pub fn from_openai(usage: &serde_json::Value) -> Option<TokenUsage> {
         let prompt_tokens = usage.get("prompt_tokens")?.as_u64()?;
         let completion_tokens = usage.get("completion_tokens")?.as_u64()?;
         let cached_tokens = usage
@@ -72,7 +72,7 @@ impl Usage {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
             .min(prompt_tokens);
-        Some(Usage { prompt_tokens, cached_tokens, completion_tokens })
+        Some(TokenUsage { prompt_tokens, cached_tokens, completion_tokens })
     }
 
     pub fn total_tokens(&self) -> i64 {
@@ -82,7 +82,7 @@ impl Usage {
 
 impl Price {
     /// The cost of `usage`, in nano-units, rounded up.
-    pub fn cost_nanos(&self, usage: &Usage) -> i64 {
+    pub fn cost_nanos(&self, usage: &TokenUsage) -> i64 {
         let uncached = usage.prompt_tokens - usage.cached_tokens;
         let micro_units_per_mtok = u128::from(uncached) * positive(self.input)
             + u128::from(usage.cached_tokens) * positive(self.cached_input)
@@ -95,7 +95,7 @@ impl Price {
     /// The most `prompt_tokens` and `completion_tokens` can cost (no cache
     /// discount assumed).
     pub fn worst_case_nanos(&self, prompt_tokens: u64, completion_tokens: u64) -> i64 {
-        self.cost_nanos(&Usage { prompt_tokens, cached_tokens: 0, completion_tokens })
+        self.cost_nanos(&TokenUsage { prompt_tokens, cached_tokens: 0, completion_tokens })
     }
 }
 
@@ -154,10 +154,10 @@ mod tests {
     fn costs_are_exact_nano_units_rounded_up_once() {
         let mini = price(0.15, 0.60, Some(0.075));
         // 1,000 uncached × 0.15 + 1,000 cached × 0.075 + 500 × 0.60 per 10^6.
-        let usage = Usage { prompt_tokens: 2_000, cached_tokens: 1_000, completion_tokens: 500 };
+        let usage = TokenUsage { prompt_tokens: 2_000, cached_tokens: 1_000, completion_tokens: 500 };
         assert_eq!(mini.cost_nanos(&usage), 150_000 + 75_000 + 300_000);
         // One token at 0.075 per million is 0.075 micro-units: 75 nano-units.
-        let one_cached = Usage { prompt_tokens: 1, cached_tokens: 1, completion_tokens: 0 };
+        let one_cached = TokenUsage { prompt_tokens: 1, cached_tokens: 1, completion_tokens: 0 };
         assert_eq!(mini.cost_nanos(&one_cached), 75);
         // 0.000001 per million tokens × 1 token rounds up to one nano-unit.
         assert_eq!(price(0.000001, 0.0, None).cost_nanos(&one_cached), 1);
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn cached_input_defaults_to_the_input_price() {
         let price = price(1.0, 2.0, None);
-        let usage = Usage { prompt_tokens: 10, cached_tokens: 10, completion_tokens: 0 };
+        let usage = TokenUsage { prompt_tokens: 10, cached_tokens: 10, completion_tokens: 0 };
         assert_eq!(price.cost_nanos(&usage), 10_000);
     }
 
@@ -185,9 +185,9 @@ mod tests {
         let usage = serde_json::json!({"prompt_tokens": 12, "completion_tokens": 3,
             "prompt_tokens_details": {"cached_tokens": 4}});
         assert_eq!(
-            Usage::from_openai(&usage),
-            Some(Usage { prompt_tokens: 12, cached_tokens: 4, completion_tokens: 3 })
+            TokenUsage::from_openai(&usage),
+            Some(TokenUsage { prompt_tokens: 12, cached_tokens: 4, completion_tokens: 3 })
         );
-        assert_eq!(Usage::from_openai(&serde_json::json!({})), None);
+        assert_eq!(TokenUsage::from_openai(&serde_json::json!({})), None);
     }
 }

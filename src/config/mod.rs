@@ -487,13 +487,13 @@ pub const REMOTE_TOKENIZER: &str = "remote";
 impl ProviderConfig {
     /// The provider crate's view of this provider, with its API key read
     /// from the environment now (it is never stored anywhere else).
-    pub fn to_provider_config(&self) -> Result<intentgate_providers::ProviderConfig, ProviderSettingsError> {
+    pub fn to_settings(&self) -> Result<intentgate_providers::ProviderSettings, ProviderSettingsError> {
         let dialect = match self.dialect {
             DialectConfig::Openai => intentgate_providers::Dialect::OpenAi,
             DialectConfig::Anthropic => intentgate_providers::Dialect::Anthropic,
         };
         let mut config =
-            intentgate_providers::ProviderConfig::new(&self.name, dialect, &self.base_url, &self.model);
+            intentgate_providers::ProviderSettings::new(&self.name, dialect, &self.base_url, &self.model);
         config.timeouts = intentgate_providers::Timeouts {
             connect: self.connect_timeout.into(),
             first_byte: self.first_byte_timeout.into(),

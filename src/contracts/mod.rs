@@ -47,7 +47,7 @@ pub use runner::{CaseReport, Progress, SuiteReport, run_suite, run_suite_through
 pub use shape::{ShapeChecker, ShapeError};
 pub use suite::{Case, CaseExpect, MAX_TEMPERATURE, Suite, SuiteError};
 pub use template::{Rendered, Template, TemplateSyntaxError};
-pub use tokenizer::{Tokenizer, TokenizerError};
+pub use tokenizer::{Tokenizer, UnusableTokenizer};
 pub use tools::{Expect, Offer, ToolError, ToolSet, ToolSpec};
 
 /// Where the shipped suites live, relative to the working directory.

@@ -99,7 +99,7 @@ pub async fn run_and_record(
     let checker = ShapeChecker::new(suite)?;
     let provider_error =
         |err: &dyn std::fmt::Display| RunError::Provider(provider_config.name.clone(), err.to_string());
-    let settings = provider_config.to_provider_config().map_err(|err| provider_error(&err))?;
+    let settings = provider_config.to_settings().map_err(|err| provider_error(&err))?;
     let (local, remote) = match provider_config.tokenizer.as_deref() {
         Some(REMOTE_TOKENIZER) => {
             let paths = (provider_config.tokenize_path(), provider_config.detokenize_path());

@@ -34,7 +34,7 @@ impl Vocabulary {
     }
 
     /// The shared BPE, built on first use; a build failure is remembered.
-    fn bpe(self) -> Result<&'static CoreBPE, TokenizerError> {
+    fn bpe(self) -> Result<&'static CoreBPE, UnusableTokenizer> {
         static O200K: OnceLock<Result<CoreBPE, String>> = OnceLock::new();
         static CL100K: OnceLock<Result<CoreBPE, String>> = OnceLock::new();
         let built = match self {
@@ -43,13 +43,15 @@ impl Vocabulary {
                 CL100K.get_or_init(|| tiktoken_rs::cl100k_base().map_err(|e| e.to_string()))
             }
         };
-        built.as_ref().map_err(|message| TokenizerError::Load { name: self.name(), message: message.clone() })
+        built
+            .as_ref()
+            .map_err(|message| UnusableTokenizer::Load { name: self.name(), message: message.clone() })
     }
 }
 
 /// Why a declared tokenizer cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenizerError {
+pub enum UnusableTokenizer {
     #[error("tokenizer `{0}` is not supported (expected o200k_base or cl100k_base)")]
     Unknown(String),
     #[error("tokenizer `{0}`: Hugging Face tokenizer files are not supported yet")]
@@ -74,12 +76,14 @@ impl fmt::Debug for Tokenizer {
 impl Tokenizer {
     /// `o200k_base` or `cl100k_base`, as a provider's `tokenizer` config
     /// says. The first call per vocabulary builds it.
-    pub fn from_spec(spec: &str) -> Result<Tokenizer, TokenizerError> {
+    pub fn from_spec(spec: &str) -> Result<Tokenizer, UnusableTokenizer> {
         let vocabulary = match spec {
             "o200k_base" => Vocabulary::O200k,
             "cl100k_base" => Vocabulary::Cl100k,
-            other if other.starts_with("hf:") => return Err(TokenizerError::HuggingFace(other.to_owned())),
-            other => return Err(TokenizerError::Unknown(other.to_owned())),
+            other if other.starts_with("hf:") => {
+                return Err(UnusableTokenizer::HuggingFace(other.to_owned()));
+            }
+            other => return Err(UnusableTokenizer::Unknown(other.to_owned())),
         };
         Ok(Tokenizer { vocabulary, bpe: vocabulary.bpe()? })
     }
@@ -153,7 +157,7 @@ mod tests {
 
     #[test]
     fn unknown_specs_are_errors() {
-        assert_eq!(Tokenizer::from_spec("gpt2").unwrap_err(), TokenizerError::Unknown("gpt2".into()));
-        assert!(matches!(Tokenizer::from_spec("hf:tok.json"), Err(TokenizerError::HuggingFace(_))));
+        assert_eq!(Tokenizer::from_spec("gpt2").unwrap_err(), UnusableTokenizer::Unknown("gpt2".into()));
+        assert!(matches!(Tokenizer::from_spec("hf:tok.json"), Err(UnusableTokenizer::HuggingFace(_))));
     }
 }

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
 use super::driver::{Completed, Next};
 use super::{Engine, EngineError, StreamEvent};
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, JobError, JobResult, JobStatus};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, JobFailure, JobResult, JobStatus};
 use crate::store::{CasOutcome, Settle, StoreError};
 use crate::telemetry;
 
@@ -44,12 +44,12 @@ pub(super) enum Seen {
     /// call still running, whose answer may yet come.
     Silence {
         reason: String,
-        call: Option<Pending>,
+        call: Option<LateCall>,
     },
 }
 
 /// A provider call still running after its attempt was declared `unknown`.
-pub(super) struct Pending {
+pub(super) struct LateCall {
     pub call: JoinHandle<Option<Outcome>>,
     pub streamed: bool,
     pub offer: Offered,
@@ -156,15 +156,15 @@ impl Engine {
                 Next::Retry { provider: attempt.provider.clone(), after }
             }
             AfterFailure::FailJob => {
-                self.fail_job(attempt.job_id, &JobError::of_attempt(detail, attempt.number)).await?;
+                self.fail_job(attempt.job_id, &JobFailure::of_attempt(detail, attempt.number)).await?;
                 Next::Stop
             }
             AfterFailure::Refused => {
                 let reason =
                     format!("`{}` refused the request by its content policy: {detail}", attempt.provider);
-                let error = JobError {
+                let error = JobFailure {
                     code: Some(CONTENT_REFUSED.to_owned()),
-                    ..JobError::of_attempt(reason, attempt.number)
+                    ..JobFailure::of_attempt(reason, attempt.number)
                 };
                 self.fail_job(attempt.job_id, &error).await?;
                 Next::Stop
@@ -186,7 +186,7 @@ impl Engine {
         route: &str,
         phase: Phase,
         detail: &str,
-        pending: Option<Pending>,
+        pending: Option<LateCall>,
         fail_job: bool,
     ) -> Result<(), EngineError> {
         self.declare_unknown(attempt, detail).await?;
@@ -201,9 +201,9 @@ impl Engine {
             _ => "the request's key was minted, so no client can come back for a second execution's answer",
         };
         let reason = format!("attempt {} outcome unknown ({detail}); {why}", attempt.number);
-        let error = JobError {
+        let error = JobFailure {
             code: Some(OUTCOME_UNKNOWN.to_owned()),
-            ..JobError::of_attempt(reason, attempt.number)
+            ..JobFailure::of_attempt(reason, attempt.number)
         };
         self.fail_job(attempt.job_id, &error).await
     }
@@ -411,7 +411,7 @@ impl Engine {
 
     /// Fails the job from whatever state it is in now (the caller's copy
     /// may predate its last transition).
-    pub(super) async fn fail_job(&self, job_id: Uuid, error: &JobError) -> Result<(), EngineError> {
+    pub(super) async fn fail_job(&self, job_id: Uuid, error: &JobFailure) -> Result<(), EngineError> {
         let error = error.encode();
         if let Some(current) = self.store().job(job_id).await?
             && current.status.can_become(JobStatus::Failed)

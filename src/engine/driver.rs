@@ -5,12 +5,12 @@ use std::time::Duration;
 use intentgate_providers::{CallContext, Failure};
 use uuid::Uuid;
 
-use super::conclude::{Pending, Seen};
+use super::conclude::{LateCall, Seen};
 use super::decide::Phase;
-use super::{Engine, EngineError, PreparedRequest, plan};
+use super::{Engine, EngineError, PreparedRequest, Work, plan};
 use crate::budgets::LimitRefusal;
 use crate::config::RouteConfig;
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, IdempotencyKey, Job, JobError, NewJob};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, IdempotencyKey, Job, JobFailure, NewJob};
 use crate::store::{Created, Lease, StartOutcome, StoreError};
 use crate::telemetry;
 use tracing::Instrument;
@@ -21,38 +21,18 @@ pub(super) enum First {
     Plan,
     /// A job this instance has just inserted: the driver starts from it
     /// (and from its attempt 1, if inserted with it) without reading back.
-    New(Job, Kickoff),
+    New(Job, Option<Box<Attempt>>, Kickoff),
     /// This provider (a manual attempt).
     Provider(String),
     /// An attempt already started (and committed) by the caller.
     Started(Attempt),
 }
 
-/// What [`Engine::create`] did.
-pub(super) enum Creation {
-    /// A new job, committed (with its attempt 1 when the gate allowed one):
-    /// hand it to [`Engine::spawn_drive_new`].
-    New(Job, Kickoff),
-    /// The owner's key already named this job.
-    Existing(Job),
-    /// A budget or rate limit refused the new job: nothing was stored.
-    Refused(LimitRefusal),
-}
-
 /// How a job created by [`Engine::create`] starts: its request as the
-/// door parsed it, its attempt 1, inserted with it, and the providers the
-/// gate refused before that one.
+/// door parsed it, and the providers the gate refused before its attempt 1.
 pub(super) struct Kickoff {
     request: PreparedRequest,
-    attempt: Option<Box<Attempt>>,
     refused: Vec<String>,
-}
-
-impl Kickoff {
-    /// The attempt inserted with the job, if any.
-    pub fn attempt(&self) -> Option<&Attempt> {
-        self.attempt.as_deref()
-    }
 }
 
 /// The gate's choice among positions of a chain (see `pick_provider`).
@@ -90,8 +70,9 @@ impl Engine {
     /// R2 + R4 at once for a new intent: inserts the job unless its key
     /// exists and, when the gate lets a provider of the chain serve it,
     /// attempt 1 on that provider in the same transaction. A job created
-    /// here is leased to this instance; [`Engine::spawn_drive_new`] drives it.
-    pub(super) async fn create(&self, new: &NewJob) -> Result<Creation, EngineError> {
+    /// here is leased to this instance; [`Engine::spawn_drive_new`] drives
+    /// it from the [`Kickoff`] (which the other answers do not need).
+    pub(super) async fn create(&self, new: &NewJob) -> Result<(Created, Kickoff), EngineError> {
         let request = PreparedRequest::new(&new.request, new.canonical.len())
             .map_err(|err| EngineError::Unsendable(err.to_string()))?;
         let pick = match self.route(new.route()) {
@@ -102,21 +83,15 @@ impl Engine {
         let reservation = first_provider.map(|provider| self.reservation(&new.owner, &request, provider));
         let first = first_provider.zip(reservation.as_ref());
         let created = self.store().create_job(new, self.new_job_lease(), first, self.now_ms()).await?;
-        Ok(match created {
-            Created::Refused(refusal) => {
-                self.record_refusal(&new.owner, new.route(), &refusal);
-                Creation::Refused(refusal)
+        let refused = match (&created, &pick) {
+            (Created::New(_, Some(_)), Some((route, pick))) => self.report_refused(route, &pick.refused),
+            (Created::Refused(refusal), _) => {
+                self.record_refusal(&new.owner, new.route(), refusal);
+                Vec::new()
             }
-            Created::Existing(job) => Creation::Existing(job),
-            Created::New(job) => Creation::New(job, Kickoff { request, attempt: None, refused: Vec::new() }),
-            Created::Started(job, attempt) => {
-                let refused = match &pick {
-                    Some((route, pick)) => self.report_refused(route, &pick.refused),
-                    None => Vec::new(),
-                };
-                Creation::New(job, Kickoff { request, attempt: Some(attempt), refused })
-            }
-        })
+            _ => Vec::new(),
+        };
+        Ok((created, Kickoff { request, refused }))
     }
 
     /// Claims the job's lease and drives it; returns at once if another
@@ -164,7 +139,7 @@ impl Engine {
         // The request is parsed once per drive: handed over by the door for
         // a job this instance created, read from the first row otherwise.
         let (mut next, mut just_created, mut request) = match first {
-            First::New(job, Kickoff { request, attempt, refused }) => {
+            First::New(job, attempt, Kickoff { request, refused }) => {
                 refused_so_far = refused;
                 (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(job), Some(request))
             }
@@ -246,8 +221,8 @@ impl Engine {
             self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
         }
         let error = match next {
-            First::Started(attempt) => JobError::of_attempt(reason, attempt.number),
-            _ => JobError::new(reason),
+            First::Started(attempt) => JobFailure::of_attempt(reason, attempt.number),
+            _ => JobFailure::new(reason),
         };
         self.fail_job(job.id, &error).await?;
         Ok(Next::Stop)
@@ -321,10 +296,10 @@ impl Engine {
     ) -> Result<(), EngineError> {
         self.record_refusal(&job.owner, &job.route, refusal);
         let attempts = self.store().attempts(job.id).await?;
-        let error = JobError {
+        let error = JobFailure {
             code: Some(refusal.code().to_owned()),
             refused,
-            ..JobError::new(format!("no attempt on `{provider}`: {refusal}")).with_attempts(&attempts)
+            ..JobFailure::new(format!("no attempt on `{provider}`: {refusal}")).with_attempts(&attempts)
         };
         self.fail_job(job.id, &error).await
     }
@@ -407,7 +382,7 @@ impl Engine {
         if entry.provider.dialect() == intentgate_providers::Dialect::OpenAi {
             return None; // the request's own shape: nothing to lose
         }
-        entry.provider.cannot_express(&request.chat)
+        request.work.cannot_express(&entry.provider)
     }
 
     /// Why provider `name`'s context window cannot hold `request`, if so.
@@ -461,21 +436,24 @@ impl Engine {
                 Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
-        let chat = self.outgoing(&job.owner, request, &attempt.provider);
+        let work = self.outgoing(&job.owner, request, &attempt.provider);
         let context = CallContext {
             job_id: job.id,
             attempt: u32::try_from(attempt.number).unwrap_or(u32::MAX),
             expect_json: false,
         };
-        if request.stream {
-            return self
-                .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, live)
-                .await;
-        }
-        let offer = self.gate().offer(&route.name, &chat);
+        let offer = match work {
+            Work::Chat(chat) if request.stream => {
+                return self
+                    .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, live)
+                    .await;
+            }
+            Work::Chat(ref chat) => self.gate().offer(&route.name, chat),
+            Work::Embed(_) => None,
+        };
         let provider = entry.provider.clone();
         let call_started = std::time::Instant::now();
-        let mut call = self.tasks().spawn_watch(async move { provider.chat(&chat, &context).await });
+        let mut call = self.tasks().spawn_watch(async move { work.call(&provider, &context).await });
         let attempt_timeout: Duration = route.attempt_timeout.into();
         let joined = tokio::select! {
             joined = &mut call => Some(joined),
@@ -493,7 +471,7 @@ impl Engine {
             }
             None => Seen::Silence {
                 reason: format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout),
-                call: Some(Pending { call, streamed: false, offer }),
+                call: Some(LateCall { call, streamed: false, offer }),
             },
         };
         self.conclude(&attempt, &route.name, live, seen).await
@@ -510,7 +488,7 @@ impl Engine {
         } else {
             "no provider left in the route's chain that failed over may go to (see `refused`)"
         };
-        let error = JobError::new(reason).with_attempts(attempts).with_refused(refused);
+        let error = JobFailure::new(reason).with_attempts(attempts).with_refused(refused);
         self.fail_job(job.id, &error).await
     }
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use super::Engine;
-use super::conclude::{Pending, Seen};
+use super::conclude::{LateCall, Seen};
 use super::decide::Phase;
 use super::driver::Next;
 use crate::jobs::Attempt;
@@ -21,7 +21,7 @@ impl Engine {
     /// Listens for `attempt`'s late answer; `route` is its job's route
     /// (passed in, so that listening needs no read of a store that may be
     /// down right now).
-    pub(super) fn spawn_late_listener(&self, attempt: Attempt, route: String, pending: Option<Pending>) {
+    pub(super) fn spawn_late_listener(&self, attempt: Attempt, route: String, pending: Option<LateCall>) {
         let engine = self.clone();
         let what = format!("attempt {} of job {} on `{}`", attempt.number, attempt.job_id, attempt.provider);
         self.tasks().spawn_listener(what, async move {
@@ -36,7 +36,7 @@ impl Engine {
         &self,
         attempt: Attempt,
         route: &str,
-        pending: Option<Pending>,
+        pending: Option<LateCall>,
     ) -> Result<(), super::EngineError> {
         let max_execution: Option<Duration> =
             self.provider(&attempt.provider).and_then(|entry| entry.config.max_execution).map(Into::into);
@@ -44,7 +44,7 @@ impl Engine {
             let left = self.clock().until(attempt.started_at_ms + super::clock::millis(max));
             tokio::time::Instant::now() + left
         });
-        if let Some(Pending { call, streamed, offer }) = pending {
+        if let Some(LateCall { call, streamed, offer }) = pending {
             let answer = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline, call).await.ok(),
                 None => Some(call.await),

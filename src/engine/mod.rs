@@ -47,7 +47,7 @@ pub use driver::Completed;
 use driver::Kickoff;
 pub use gate::Gate;
 pub use operator::{ManualStartError, Resolution, ResolveError};
-pub use request::PreparedRequest;
+pub use request::{PreparedRequest, Work};
 pub use spend::MeterUsage;
 pub use streams::{StreamEvent, StreamHub, Subscription};
 pub use submit::{Submission, SubmitError, Submitted};
@@ -79,7 +79,7 @@ pub enum EngineError {
 fn build_providers(config: &Config) -> Result<HashMap<String, ProviderEntry>, EngineError> {
     let mut providers = HashMap::new();
     for provider in &config.providers {
-        let built = Provider::new(provider.to_provider_config()?)
+        let built = Provider::new(provider.to_settings()?)
             .map_err(|err| EngineError::Provider { name: provider.name.clone(), message: err.to_string() })?;
         providers.insert(
             provider.name.clone(),
@@ -266,12 +266,15 @@ impl Engine {
     /// Drives a job this instance has just created: it was inserted already
     /// leased to this instance, so no claim is needed. The returned
     /// [`DriveOutcome`] reports how the drive ended.
-    fn spawn_drive_new(&self, job: Job, kickoff: Kickoff) -> DriveOutcome {
+    fn spawn_drive_new(&self, job: Job, attempt: Option<Box<Attempt>>, kickoff: Kickoff) -> DriveOutcome {
         let engine = self.clone();
         let job_id = job.id;
         let (report, outcome) = tokio::sync::oneshot::channel();
         let drive = async move {
-            let completed = match engine.drive_claimed(job_id, driver::First::New(job, kickoff)).await {
+            let completed = match engine
+                .drive_claimed(job_id, driver::First::New(job, attempt, kickoff))
+                .await
+            {
                 Ok(completed) => completed,
                 Err(err) => {
                     tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");

@@ -1,14 +1,49 @@
 //! A job's request, parsed once: the typed [`JobRequest`] and the
-//! provider's normalised [`ChatRequest`] every attempt renders its body
-//! from. The door builds it for a new job; a driver builds it once from the
+//! provider's normalised request ([`Work`]: a [`ChatRequest`] or an
+//! [`EmbeddingRequest`]) every attempt renders its body from. The door builds it for a new job; a driver builds it once from the
 //! stored row when it picks up a job it did not create. The provider
 //! choice, the capability checks, the reservation and the outgoing body all
 //! take it by reference: nothing downstream parses the request again.
 
-use intentgate_providers::ChatRequest;
+use intentgate_providers::{CallContext, ChatRequest, EmbeddingRequest, Failure, Outcome, Provider};
 use serde_json::{Map, Value};
 
-use crate::jobs::JobRequest;
+use crate::jobs::{InputKind, JobRequest};
+
+/// What a provider is asked to do for a job.
+#[derive(Debug, Clone)]
+pub enum Work {
+    /// Answer a conversation (every door but embeddings).
+    Chat(ChatRequest),
+    /// Embed inputs; never streamed, no completion.
+    Embed(EmbeddingRequest),
+}
+
+impl Work {
+    /// The body `provider` is sent for this work (see `Provider::render`).
+    pub fn render(&self, provider: &Provider, stream: bool) -> Result<Value, Failure> {
+        match self {
+            Work::Chat(chat) => provider.render(chat, stream),
+            Work::Embed(embed) => provider.render_embeddings(embed),
+        }
+    }
+
+    /// Why `provider` cannot be sent this work, if it cannot.
+    pub fn cannot_express(&self, provider: &Provider) -> Option<String> {
+        match self {
+            Work::Chat(chat) => provider.cannot_express(chat),
+            Work::Embed(_) => provider.cannot_embed(),
+        }
+    }
+
+    /// One non-streamed call of `provider`.
+    pub async fn call(&self, provider: &Provider, context: &CallContext) -> Outcome {
+        match self {
+            Work::Chat(chat) => provider.chat(chat, context).await,
+            Work::Embed(embed) => provider.embed(embed, context).await,
+        }
+    }
+}
 
 /// A job request in the two forms the engine uses.
 #[derive(Debug, Clone)]
@@ -17,7 +52,7 @@ pub struct PreparedRequest {
     pub route: String,
     /// The request as a provider is sent it, before the provider's own
     /// overrides and the completion limit a reserving attempt is given.
-    pub chat: ChatRequest,
+    pub work: Work,
     /// Whether the caller asked for a stream (`params.stream`).
     pub stream: bool,
     /// The length of the stored canonical form, in bytes: an upper bound on
@@ -30,7 +65,7 @@ impl PreparedRequest {
     pub fn new(request: &JobRequest, canonical_len: usize) -> Result<PreparedRequest, serde_json::Error> {
         Ok(PreparedRequest {
             route: request.route.clone(),
-            chat: to_chat_request(request)?,
+            work: to_work(request)?,
             stream: request.params.get("stream").and_then(Value::as_bool) == Some(true),
             canonical_len,
         })
@@ -42,12 +77,41 @@ impl PreparedRequest {
         PreparedRequest::new(&request, canonical.len())
     }
 
-    /// The completion limit the client set, in whichever field it used.
+    /// The completion limit the client set, in whichever field it used
+    /// (none is needed for embeddings, which complete nothing).
     pub fn completion_limit(&self) -> Option<u64> {
-        let legacy = self.chat.max_tokens.map(u64::from);
-        let current = self.chat.extra.get("max_completion_tokens").and_then(Value::as_u64);
-        legacy.max(current)
+        match &self.work {
+            Work::Chat(chat) => {
+                let legacy = chat.max_tokens.map(u64::from);
+                let current = chat.extra.get("max_completion_tokens").and_then(Value::as_u64);
+                legacy.max(current)
+            }
+            Work::Embed(_) => Some(0),
+        }
     }
+
+    /// The chat request, when the job asks for a chat answer.
+    pub fn chat(&self) -> Option<&ChatRequest> {
+        match &self.work {
+            Work::Chat(chat) => Some(chat),
+            Work::Embed(_) => None,
+        }
+    }
+}
+
+fn to_work(request: &JobRequest) -> Result<Work, serde_json::Error> {
+    match request.input.kind() {
+        Ok(InputKind::Embeddings) => to_embedding_request(request).map(Work::Embed),
+        _ => to_chat_request(request).map(Work::Chat),
+    }
+}
+
+/// `params` (`dimensions`, `encoding_format`, `user`) become top-level
+/// fields beside `input`.
+fn to_embedding_request(request: &JobRequest) -> Result<EmbeddingRequest, serde_json::Error> {
+    let mut body: Map<String, Value> = request.params.clone();
+    body.insert("input".into(), request.input.embed.clone().unwrap_or(Value::Null));
+    serde_json::from_value(Value::Object(body))
 }
 
 /// `params` become top-level request fields (`temperature`, `max_tokens`,
@@ -76,7 +140,8 @@ mod tests {
                 json!({"route": "chat", "input": {"messages": messages}, "params": {"temperature": 0}});
             let request: JobRequest = serde_json::from_value(body)?;
             let prepared = PreparedRequest::new(&request, 0)?;
-            assert_eq!(prepared.chat.messages.len(), request.input.messages.len(), "{name}");
+            let messages = prepared.chat().map(|chat| chat.messages.len());
+            assert_eq!(messages, Some(request.input.messages.len()), "{name}");
         }
         Ok(())
     }
@@ -88,7 +153,19 @@ mod tests {
         assert!(prepared.stream);
         assert_eq!(prepared.completion_limit(), Some(9));
         assert_eq!(prepared.canonical_len, stored.len());
-        assert!(!prepared.chat.extra.contains_key("stream"), "stream is the transport's, not a field");
+        let chat = prepared.chat().expect("a chat job");
+        assert!(!chat.extra.contains_key("stream"), "stream is the transport's, not a field");
+        Ok(())
+    }
+
+    #[test]
+    fn an_embed_input_is_an_embeddings_request() -> Result<(), serde_json::Error> {
+        let stored = r#"{"input":{"embed":["a","b"]},"params":{"dimensions":8},"route":"embeddings"}"#;
+        let prepared = PreparedRequest::from_stored(stored)?;
+        let Work::Embed(embed) = &prepared.work else { panic!("not an embeddings request") };
+        assert_eq!(embed.inputs(), 2);
+        assert_eq!(embed.extra.get("dimensions"), Some(&json!(8)));
+        assert_eq!(prepared.completion_limit(), Some(0));
         Ok(())
     }
 }

@@ -13,10 +13,9 @@
 
 use serde_json::Value;
 
-use super::{Engine, PreparedRequest};
-use intentgate_providers::ChatRequest;
+use super::{Engine, PreparedRequest, Work};
 
-use crate::budgets::{LimitRefusal, Usage};
+use crate::budgets::{LimitRefusal, TokenUsage};
 use crate::contracts::Tokenizer;
 use crate::jobs::{Amounts, Attempt};
 use crate::store::Reservation;
@@ -58,8 +57,11 @@ impl Engine {
     /// limit is sent the one it reserves (`[billing] default_max_tokens`,
     /// within the provider's `context_window`): a reservation that the
     /// request does not carry would bound nothing.
-    pub(super) fn outgoing(&self, owner: &str, request: &PreparedRequest, provider: &str) -> ChatRequest {
-        let mut chat = request.chat.clone();
+    pub(super) fn outgoing(&self, owner: &str, request: &PreparedRequest, provider: &str) -> Work {
+        let Work::Chat(chat) = &request.work else {
+            return request.work.clone(); // embeddings complete nothing to limit
+        };
+        let mut chat = chat.clone();
         let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
         if unlimited && self.reserves(owner, &request.route, provider) {
             let mut limit = self.inner.billing.default_max_tokens;
@@ -74,7 +76,7 @@ impl Engine {
             }
             chat.max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX));
         }
-        chat
+        Work::Chat(chat)
     }
 
     /// What an attempt of a job (its owner and stored request) on
@@ -95,7 +97,7 @@ impl Engine {
         let Some(entry) = self.provider(provider) else {
             return Reservation::default();
         };
-        let body = entry.provider.render(&self.outgoing(owner, request, provider), request.stream).ok();
+        let body = self.outgoing(owner, request, provider).render(&entry.provider, request.stream).ok();
         let Some(body) = body else {
             // Nothing can be sent (the attempt fails unsent): nothing to reserve.
             return Reservation::default();
@@ -103,6 +105,7 @@ impl Engine {
         let prompt_tokens = Self::prompt_tokens(entry, &body);
         let field = |name: &str| body.get(name).and_then(Value::as_u64);
         let limit = match (field("max_completion_tokens"), field("max_tokens")) {
+            _ if matches!(request.work, Work::Embed(_)) => 0,
             (None, None) => self.inner.billing.default_max_tokens,
             (a, b) => a.unwrap_or(0).max(b.unwrap_or(0)),
         };
@@ -127,7 +130,7 @@ impl Engine {
     pub fn count_prompt_tokens(&self, route: &str, request: &PreparedRequest) -> Option<u64> {
         let first = self.route(route)?.chain.first()?;
         let entry = self.provider(first)?;
-        let body = entry.provider.render(&request.chat, false).ok()?;
+        let body = request.work.render(&entry.provider, false).ok()?;
         Some(Self::prompt_tokens(entry, &body))
     }
 
@@ -152,7 +155,7 @@ impl Engine {
         let entry = self.provider(provider)?;
         let window = u64::from(entry.config.context_window?);
         let completion = request.completion_limit().unwrap_or(0);
-        let body = entry.provider.render(&request.chat, false).ok()?;
+        let body = request.work.render(&entry.provider, false).ok()?;
         let prompt = Self::prompt_tokens(entry, &body);
         (prompt.saturating_add(completion) > window).then(|| {
             format!(
@@ -165,7 +168,7 @@ impl Engine {
     /// What the usage a provider reported costs on that provider; `None`
     /// when it reported none.
     pub(super) fn measure(&self, provider: &str, usage: Option<&Value>) -> Option<Amounts> {
-        let usage = Usage::from_openai(usage?)?;
+        let usage = TokenUsage::from_openai(usage?)?;
         let price = self.provider(provider).and_then(|entry| entry.config.price);
         Some(Amounts {
             nanos: price.map_or(0, |price| price.cost_nanos(&usage)),

@@ -13,7 +13,7 @@ use intentgate_providers::{CallContext, ChatRequest, ChatResponse, Failure, Outc
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::conclude::{Pending, Seen};
+use super::conclude::{LateCall, Seen};
 use super::decide::Phase;
 use super::driver::Next;
 use super::{Engine, EngineError, StreamEvent};
@@ -45,7 +45,7 @@ impl Engine {
             _ = first_chunk_seen => {}
             () = tokio::time::sleep(attempt_timeout) => {
                 let reason = format!("no first chunk within the route's attempt_timeout of {}", route.attempt_timeout);
-                let call = Some(Pending { call: self.outcome_only(task), streamed: true, offer });
+                let call = Some(LateCall { call: self.outcome_only(task), streamed: true, offer });
                 return self.conclude(&attempt, &route.name, live, Seen::Silence { reason, call }).await;
             }
         };

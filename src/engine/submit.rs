@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::driver::Creation;
 use super::{Engine, EngineError, Subscription};
 use crate::budgets::LimitRefusal;
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
-use crate::store::StoreError;
+use crate::store::{Created, StoreError};
 use crate::telemetry;
 
 /// What a request gets back.
@@ -64,28 +63,26 @@ impl Engine {
     /// Creates the job (or finds the one its key names), drives a new one,
     /// and waits up to `wait` for it to settle.
     pub async fn submit(&self, new: &NewJob, wait: Duration) -> Result<Submission, SubmitError> {
-        match self.create(new).await? {
-            Creation::New(job, kickoff) => {
-                let first_attempt = kickoff.attempt().cloned();
-                let drive = self.spawn_drive_new(job.clone(), kickoff);
-                let mut submitted = Submitted::created(job, first_attempt);
-                if !wait.is_zero() {
-                    let job_id = submitted.job.id;
-                    let (job, report) = self
-                        .wait_drive(submitted.job, drive, wait)
-                        .await
-                        .map_err(|source| SubmitError::AfterCommit { job_id, source })?;
-                    submitted.job = job;
-                    if let Some(report) = report {
-                        submitted.winner = report.winner;
-                        submitted.provider_time = Some(report.provider_time);
-                    }
-                }
-                Ok(Submission::Accepted(Box::new(submitted)))
+        let (job, first_attempt, kickoff) = match self.create(new).await? {
+            (Created::New(job, attempt), kickoff) => (job, attempt, kickoff),
+            (Created::Existing(job), _) => return self.found(new, job, wait, false).await,
+            (Created::Refused(refusal), _) => return Ok(Submission::Refused(refusal)),
+        };
+        let mut submitted = Submitted::created(job.clone(), first_attempt.as_deref().cloned());
+        let drive = self.spawn_drive_new(job, first_attempt, kickoff);
+        if !wait.is_zero() {
+            let job_id = submitted.job.id;
+            let (job, report) = self
+                .wait_drive(submitted.job, drive, wait)
+                .await
+                .map_err(|source| SubmitError::AfterCommit { job_id, source })?;
+            submitted.job = job;
+            if let Some(report) = report {
+                submitted.winner = report.winner;
+                submitted.provider_time = Some(report.provider_time);
             }
-            Creation::Existing(job) => self.found(new, job, wait, false).await,
-            Creation::Refused(refusal) => Ok(Submission::Refused(refusal)),
         }
+        Ok(Submission::Accepted(Box::new(submitted)))
     }
 
     /// As [`Engine::submit`], for a streamed answer: the job's live stream
@@ -93,34 +90,29 @@ impl Engine {
     /// attaches to the live stream of a job still running.
     pub async fn submit_streamed(&self, new: &NewJob, wait: Duration) -> Result<Submission, SubmitError> {
         let opened = self.streams().open(new.id);
-        let created = match self.create(new).await {
-            Ok(created) => created,
+        let (job, first_attempt, kickoff) = match self.create(new).await {
+            Ok((Created::New(job, attempt), kickoff)) => (job, attempt, kickoff),
+            Ok((Created::Existing(job), _)) => {
+                self.streams().discard(new.id);
+                return self.found(new, job, wait, true).await;
+            }
+            Ok((Created::Refused(refusal), _)) => {
+                self.streams().discard(new.id);
+                return Ok(Submission::Refused(refusal));
+            }
             Err(err) => {
                 self.streams().discard(new.id);
                 return Err(err.into());
             }
         };
-        match created {
-            Creation::New(job, kickoff) => {
-                let first_attempt = kickoff.attempt().cloned();
-                // A stream's readers follow the hub, not the drive's outcome.
-                let _ = self.spawn_drive_new(job.clone(), kickoff);
-                let mut submitted = Submitted::created(job, first_attempt);
-                match opened {
-                    Some(live) => submitted.live = Some(live),
-                    None => submitted.job = self.settle(submitted.job, wait).await?,
-                }
-                Ok(Submission::Accepted(Box::new(submitted)))
-            }
-            Creation::Existing(job) => {
-                self.streams().discard(new.id);
-                self.found(new, job, wait, true).await
-            }
-            Creation::Refused(refusal) => {
-                self.streams().discard(new.id);
-                Ok(Submission::Refused(refusal))
-            }
+        let mut submitted = Submitted::created(job.clone(), first_attempt.as_deref().cloned());
+        // A stream's readers follow the hub, not the drive's outcome.
+        let _ = self.spawn_drive_new(job, first_attempt, kickoff);
+        match opened {
+            Some(live) => submitted.live = Some(live),
+            None => submitted.job = self.after_wait(submitted.job, wait).await?,
         }
+        Ok(Submission::Accepted(Box::new(submitted)))
     }
 
     /// The job a key already named: the same intent is replayed (after
@@ -138,7 +130,7 @@ impl Engine {
         }
         metrics::counter!(telemetry::JOBS, "result" => "replayed").increment(1);
         let live = if stream && is_running(&job) { self.streams().attach(job.id) } else { None };
-        let job = if live.is_some() { job } else { self.settle(job, wait).await? };
+        let job = if live.is_some() { job } else { self.after_wait(job, wait).await? };
         Ok(Submission::Accepted(Box::new(Submitted {
             job,
             replayed: true,
@@ -150,7 +142,7 @@ impl Engine {
     }
 
     /// The job once it left `pending`/`running`, or as it is after `wait`.
-    async fn settle(&self, job: Job, wait: Duration) -> Result<Job, SubmitError> {
+    async fn after_wait(&self, job: Job, wait: Duration) -> Result<Job, SubmitError> {
         if wait.is_zero() || !is_running(&job) {
             return Ok(job);
         }

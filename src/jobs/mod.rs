@@ -7,6 +7,7 @@
 
 mod attempt;
 mod charge;
+mod embedding;
 mod fingerprint;
 mod idempotency_key;
 mod job;
@@ -19,6 +20,7 @@ mod transitions;
 
 pub use attempt::{Attempt, AttemptState};
 pub use charge::{Amounts, charge};
+pub use embedding::validate_embedding;
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
 pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
 pub use job::{Job, JobStatus, NewJob};
@@ -28,8 +30,8 @@ pub(crate) use messages::tests::accepted_shapes as accepted_message_shapes;
 pub use messages::{InvalidMessage, json_kind, validate_messages};
 pub use outcome::AttemptOutcome;
 pub use params::{InvalidParam, validate_params};
-pub use request::{ChatMessage, DoorName, JobInput, JobRequest};
-pub use result::{AttemptSummary, JobError, JobResult};
+pub use request::{ChatMessage, DoorName, InputKind, JobInput, JobRequest};
+pub use result::{AttemptSummary, JobFailure, JobResult};
 pub use transitions::{StartBlocked, may_start_attempt};
 
 /// Milliseconds since the unix epoch: the one clock format of the store.

@@ -70,6 +70,11 @@ const KNOWN: &[(&str, Expect)] = &[
     ("metadata", Expect::Object),
 ];
 
+/// Whether `name` is one of OpenAI's chat parameters.
+pub(super) fn is_chat_param(name: &str) -> bool {
+    KNOWN.iter().any(|(known, _)| *known == name)
+}
+
 /// Checks every known parameter in `params`; the first fault wins. Two
 /// completion limits that disagree are refused too: the dialects read
 /// different ones, and a budget must reserve the one that is sent.

@@ -34,12 +34,43 @@ pub enum DoorName {
     /// `POST /v1/responses`, OpenAI's Responses API.
     #[serde(rename = "openai-responses")]
     OpenAiResponses,
+    /// `POST /v1/embeddings`, OpenAI's embeddings.
+    #[serde(rename = "openai-embeddings")]
+    OpenAiEmbeddings,
 }
 
+/// What the provider is given: a conversation to answer (`messages`), or
+/// inputs to embed (`embed`), exactly one of them (see
+/// [`JobInput::kind`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobInput {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<ChatMessage>,
+    /// What an embeddings job embeds, as OpenAI's `input`: a string, an
+    /// array of strings, an array of token ids, or an array of those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub embed: Option<Value>,
+}
+
+/// Which work a job asks of its provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Chat,
+    Embeddings,
+}
+
+impl JobInput {
+    /// The kind of work, or why the input names none or both.
+    pub fn kind(&self) -> Result<InputKind, &'static str> {
+        match (self.messages.is_empty(), &self.embed) {
+            (false, None) => Ok(InputKind::Chat),
+            (true, Some(_)) => Ok(InputKind::Embeddings),
+            (true, None) => Err("the input has neither `messages` nor `embed`"),
+            (false, Some(_)) => Err("the input has both `messages` and `embed`; a job does one of them"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -43,7 +43,7 @@ impl JobResult {
 
 /// Why a job failed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct JobError {
+pub struct JobFailure {
     pub reason: String,
     /// The attempt whose failure ended the job, when one attempt did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,17 +70,17 @@ pub struct AttemptSummary {
     pub detail: Option<String>,
 }
 
-impl JobError {
-    pub fn new(reason: impl Into<String>) -> JobError {
-        JobError { reason: reason.into(), ..JobError::default() }
+impl JobFailure {
+    pub fn new(reason: impl Into<String>) -> JobFailure {
+        JobFailure { reason: reason.into(), ..JobFailure::default() }
     }
 
     /// The job failed because of this one attempt.
-    pub fn of_attempt(reason: impl Into<String>, number: i32) -> JobError {
-        JobError { attempt: Some(number), ..JobError::new(reason) }
+    pub fn of_attempt(reason: impl Into<String>, number: i32) -> JobFailure {
+        JobFailure { attempt: Some(number), ..JobFailure::new(reason) }
     }
 
-    pub fn with_attempts(mut self, attempts: &[Attempt]) -> JobError {
+    pub fn with_attempts(mut self, attempts: &[Attempt]) -> JobFailure {
         self.attempts = attempts
             .iter()
             .map(|a| AttemptSummary {
@@ -94,7 +94,7 @@ impl JobError {
         self
     }
 
-    pub fn with_refused(mut self, refused: Vec<String>) -> JobError {
+    pub fn with_refused(mut self, refused: Vec<String>) -> JobFailure {
         self.refused = refused;
         self
     }

@@ -61,9 +61,9 @@ impl Store {
         };
         let (attempt_id, first_provider, reserved) = (insert.attempt_id, insert.provider, insert.reserved);
         Ok(match (created, first_provider) {
-            (Created::New(job), Some(provider)) => {
+            (Created::New(job, None), Some(provider)) => {
                 let attempt = Attempt::first(attempt_id, &job, provider, reserved, now_ms);
-                Created::Started(job, Box::new(attempt))
+                Created::New(job, Some(Box::new(attempt)))
             }
             (created, _) => created,
         })
@@ -263,7 +263,7 @@ async fn create_job_sqlite(
                     execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
                     book_sqlite(conn, attempt_id, &attempt_holds)?;
                 }
-                return Ok(Created::New(row.try_into()?));
+                return Ok(Created::New(row.try_into()?, None));
             }
             match existing(conn)? {
                 Some(row) => Ok(Created::Existing(row.try_into()?)),
@@ -319,7 +319,7 @@ impl Store {
             inserted
         };
         match inserted {
-            Some(row) => Ok(Created::New(row.try_into()?)),
+            Some(row) => Ok(Created::New(row.try_into()?, None)),
             None => match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
                 Some(job) => Ok(Created::Existing(job)),
                 None => Err(vanished(new)),

@@ -219,10 +219,9 @@ fn is_unavailable(err: &sqlx::Error) -> bool {
 /// Result of an insert-or-get keyed by `(owner, idempotency_key)` (R2).
 #[derive(Debug, Clone)]
 pub enum Created {
-    /// This call inserted the row (`pending`).
-    New(Job),
-    /// This call inserted the row (`running`) and its attempt 1 `starting`.
-    Started(Job, Box<crate::jobs::Attempt>),
+    /// This call inserted the row: `running` with its attempt 1 `starting`
+    /// when one was asked for, else `pending`.
+    New(Job, Option<Box<crate::jobs::Attempt>>),
     /// The row already existed; the constraint said so, not a prior read.
     Existing(Job),
     /// A budget or rate limit refused the new job; nothing was written.

@@ -220,7 +220,7 @@ impl Writer {
         }
         let mut batch = vec![op];
         let failure = run_begun(&conn, &mut batch).err();
-        settle(&self.shared, &conn, batch, failure);
+        answer_batch(&self.shared, &conn, batch, failure);
         Ok(())
     }
 
@@ -261,7 +261,7 @@ where
     F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
 {
     let (reply, answer) = oneshot::channel();
-    (Box::new(Pending { work: Some(work), result: None, reply }), answer)
+    (Box::new(QueuedOp { work: Some(work), result: None, reply }), answer)
 }
 
 fn stopped() -> StoreError {
@@ -280,13 +280,13 @@ trait Op: Send {
     fn finish(self: Box<Self>, failure: Option<&str>);
 }
 
-struct Pending<F, R> {
+struct QueuedOp<F, R> {
     work: Option<F>,
     result: Option<Result<R, StoreError>>,
     reply: oneshot::Sender<Result<R, StoreError>>,
 }
 
-impl<F, R> Op for Pending<F, R>
+impl<F, R> Op for QueuedOp<F, R>
 where
     R: Send + 'static,
     F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
@@ -363,7 +363,7 @@ fn run(shared: &Shared, queue: &mpsc::Receiver<Box<dyn Op>>) {
         // Whatever it was, this commit was not the first after the last
         // checkpoint (a checkpoint that ends later sets it again).
         shared.wal_restarts.store(false, Ordering::Release);
-        settle(shared, &conn, batch, failure);
+        answer_batch(shared, &conn, batch, failure);
     }
 }
 
@@ -371,7 +371,7 @@ fn run(shared: &Shared, queue: &mpsc::Receiver<Box<dyn Op>>) {
 /// failed, then answers every op — its own result if the transaction
 /// committed, else the batch's failure. Every [`CHECKPOINT_EVERY`] commits,
 /// asks the checkpoint thread for one.
-fn settle(shared: &Shared, conn: &Connection, batch: Vec<Box<dyn Op>>, failure: Option<String>) {
+fn answer_batch(shared: &Shared, conn: &Connection, batch: Vec<Box<dyn Op>>, failure: Option<String>) {
     if failure.is_some() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }

@@ -336,6 +336,21 @@ def responses_background_then_retrieve():
     assert response.status == "completed" and response.output_text == "echo: in the background", response
 
 
+def embeddings_once_per_key():
+    # The SDK asks for base64 unless told otherwise, and decodes it.
+    before = sim_calls()
+    idem = {"Idempotency-Key": key()}
+    first = client.embeddings.create(model="embeddings", input=["a red fox", "a lazy dog"], dimensions=8,
+                                     extra_headers=idem)
+    again = client.embeddings.create(model="embeddings", input=["a red fox", "a lazy dog"], dimensions=8,
+                                     extra_headers=idem)
+    assert [len(item.embedding) for item in first.data] == [8, 8], first
+    assert abs(sum(x * x for x in first.data[0].embedding) - 1.0) < 1e-4, first
+    assert again.data[1].embedding == first.data[1].embedding
+    assert first.usage.prompt_tokens > 0 and first.model == "embeddings", first
+    assert sim_calls() == before + 1, "one upstream call for two requests"
+
+
 for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstream_call,
              conflicting_reuse_is_one_request_and_an_error, unknown_job_is_an_error_not_a_hang,
              tool_call_plain, tool_call_streamed, tool_round_trip_reaches_the_provider_intact,
@@ -343,7 +358,7 @@ for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstr
              usage_details_and_fingerprint_are_kept, invalid_shape_is_refused_and_nothing_stored,
              conflict_exception_carries_the_detail, model_by_id, responses_plain_and_streamed,
              responses_function_tool_round_trip, responses_previous_response_id,
-             responses_background_then_retrieve]:
+             responses_background_then_retrieve, embeddings_once_per_key]:
     test()
     print(f"ok   {test.__name__}")
 print(f"openai {openai.__version__}: all passed")

@@ -21,12 +21,24 @@ use crate::transport::IDEMPOTENCY_KEY_HEADER;
 pub const SCRIPT_HEADER: &str = "x-sim-script";
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
+/// Which of the simulator's APIs a request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    Chat(Dialect),
+    /// `POST /v1/embeddings`, OpenAI's dialect.
+    Embeddings,
+}
+
 pub(crate) async fn handle(
-    dialect: Dialect,
+    api: Api,
     sim: Simulator,
     kill: KillSwitch,
     request: axum::extract::Request,
 ) -> Response {
+    let dialect = match api {
+        Api::Chat(dialect) => dialect,
+        Api::Embeddings => Dialect::OpenAi,
+    };
     let (parts, body) = request.into_parts();
     let key = header(&parts.headers, IDEMPOTENCY_KEY_HEADER);
     let headers: BTreeMap<String, String> = parts
@@ -72,6 +84,9 @@ pub(crate) async fn handle(
         },
     };
     sim.state.record_body(key, &json);
+    if api == Api::Embeddings {
+        return embeddings(&sim, &json, &script, kill).await;
+    }
     if let Err(message) = validate(dialect, &parts.headers, &json) {
         return error(dialect, 400, &message);
     }
@@ -94,6 +109,21 @@ pub(crate) async fn handle(
             });
             answer(dialect, &sim, &json, &script.output, auth, kill)
         }
+    }
+}
+
+/// An embeddings request's ending: the scripted failure, or the vectors.
+async fn embeddings(sim: &Simulator, json: &Value, script: &Script, kill: KillSwitch) -> Response {
+    match script.end {
+        End::ResetBeforeBody | End::ResetAfterBody => kill.drop_connection().await,
+        End::Status { code, .. } => error(Dialect::OpenAi, code, "scripted failure"),
+        End::ContentPolicy | End::Reply if script.output.malformed_json => {
+            ([(CONTENT_TYPE, "application/json")], "{\"object\": \"list\", \"data\": [").into_response()
+        }
+        End::ContentPolicy | End::Reply => match super::embed::answer(json, sim.seed) {
+            Ok(list) => axum::Json(list).into_response(),
+            Err(reason) => error(Dialect::OpenAi, 400, &reason),
+        },
     }
 }
 

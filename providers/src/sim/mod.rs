@@ -5,6 +5,9 @@
 //! Routes:
 //! - `POST /v1/chat/completions` — OpenAI dialect (provider base_url `http://ADDR/v1`)
 //! - `POST /v1/messages` — Anthropic dialect (provider base_url `http://ADDR`)
+//! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
+//!   per input (16 dimensions unless `dimensions` says), floats or base64;
+//!   scripts' waits, `status=`, resets and `malformed-json` apply
 //! - `GET /sim/calls` — [`CallCounts`] as JSON
 //! - `GET /sim/requests/{key}` — the last [`RecordedRequest`] for an
 //!   `Idempotency-Key` (404 when unknown or forgotten); its `body` is `null`
@@ -81,6 +84,7 @@
 //! `input_json_delta`s.
 
 mod conn;
+mod embed;
 mod handler;
 mod recent;
 mod reply;
@@ -223,6 +227,7 @@ fn router(sim: Simulator) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::<true>))
         .route("/v1/messages", post(chat::<false>))
+        .route("/v1/embeddings", post(embeddings))
         .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
         .route("/sim/requests/{key}", get(recorded))
         .route(
@@ -243,7 +248,15 @@ async fn chat<const OPENAI: bool>(
     request: axum::extract::Request,
 ) -> Response {
     let dialect = if OPENAI { Dialect::OpenAi } else { Dialect::Anthropic };
-    handler::handle(dialect, sim, kill, request).await
+    handler::handle(handler::Api::Chat(dialect), sim, kill, request).await
+}
+
+async fn embeddings(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    request: axum::extract::Request,
+) -> Response {
+    handler::handle(handler::Api::Embeddings, sim, kill, request).await
 }
 
 /// Headers that carry a provider key: shown over HTTP as `[redacted]`

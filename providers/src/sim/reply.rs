@@ -436,7 +436,7 @@ fn words(text: &str) -> u64 {
     text.split_whitespace().count() as u64
 }
 
-fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
     bytes
         .iter()
         .fold(0xcbf2_9ce4_8422_2325 ^ seed, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))

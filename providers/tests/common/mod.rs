@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use intentgate_providers::sim::{SimHandle, Simulator};
 use intentgate_providers::{
-    CallContext, ChatRequest, Dialect, Failure, Message, Provider, ProviderConfig, StreamChunk, Timeouts,
+    CallContext, ChatRequest, Dialect, Failure, Message, Provider, ProviderSettings, StreamChunk, Timeouts,
 };
 use uuid::Uuid;
 
@@ -49,8 +49,9 @@ pub fn base_url(sim: &SimHandle, dialect: Dialect) -> String {
     }
 }
 
-pub fn config(sim: &SimHandle, dialect: Dialect, model: &str) -> ProviderConfig {
-    let mut config = ProviderConfig::new(&format!("sim-{dialect}"), dialect, &base_url(sim, dialect), model);
+pub fn config(sim: &SimHandle, dialect: Dialect, model: &str) -> ProviderSettings {
+    let mut config =
+        ProviderSettings::new(&format!("sim-{dialect}"), dialect, &base_url(sim, dialect), model);
     config.timeouts = relaxed();
     config
 }

@@ -158,16 +158,13 @@ fn model_object(route: &str) -> Value {
                 ("x-should-retry" = String, description = "`false`, except on `job-in-progress`"),
                 ("Retry-After" = String, description = "`1` (seconds), on `job-in-progress`"),
         )),
-        (status = 413, description = "`body-too-large`",
-            body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = super::problem::BodyTooLarge),
         (status = 422, description = "`invalid-body`, `unknown-route`",
             body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = super::problem::LimitReached),
         (status = 500, description = "`internal`, `stream-lagged`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "`upstream-failed`: every provider of the chain failed (`error_detail`)",
-            body = Problem, content_type = "application/problem+json", headers(
-                ("x-should-retry" = String, description = "`false`"),
-        )),
+        (status = 502, response = super::problem::UpstreamFailed),
         (status = 503, response = super::problem::StoreUnavailable),
     )
 )]

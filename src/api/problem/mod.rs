@@ -18,7 +18,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
 pub use kind::ProblemType;
-pub use schema::{Forbidden, Internal, StoreUnavailable, Unauthorized};
+pub use schema::{
+    BodyTooLarge, Forbidden, Internal, LimitReached, StoreUnavailable, Unauthorized, UpstreamFailed,
+};
 pub use store::StoreStage;
 
 pub const PROBLEM_TYPE_BASE: &str = "https://intentgate.dev/problems/";

@@ -128,43 +128,57 @@ fn problem_response(slugs: &[&str], headers: &[(&str, &str)]) -> RefOr<utoipa::o
     response.into()
 }
 
-/// 401 `unauthorized`.
-pub struct Unauthorized;
+/// Declares a shared response component: a problem+json answer with its
+/// slugs and headers, referred to by name from every handler that can give
+/// it (`(status = 401, response = Unauthorized)`), so the rows are written
+/// once.
+macro_rules! problem_component {
+    ($(#[$doc:meta])* $name:ident, [$($slug:literal),+], [$(($header:literal, $about:literal)),*]) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl<'r> ToResponse<'r> for Unauthorized {
-    fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
-        ("Unauthorized", problem_response(&["unauthorized"], &[("WWW-Authenticate", "`Bearer`")]))
-    }
+        impl<'r> ToResponse<'r> for $name {
+            fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
+                (stringify!($name), problem_response(&[$($slug),+], &[$(($header, $about)),*]))
+            }
+        }
+    };
 }
 
-/// 403 `forbidden`.
-pub struct Forbidden;
-
-impl<'r> ToResponse<'r> for Forbidden {
-    fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
-        ("Forbidden", problem_response(&["forbidden"], &[]))
-    }
-}
-
-/// 503 `store-unavailable`.
-pub struct StoreUnavailable;
-
-impl<'r> ToResponse<'r> for StoreUnavailable {
-    fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
-        let headers = [
-            ("Retry-After", "`1` (seconds)"),
-            ("Location", "`/v1/jobs/{id}`, when the job was stored before the store failed"),
-            ("x-intentgate-job-id", "The job's id, when it was stored before the store failed"),
-        ];
-        ("StoreUnavailable", problem_response(&["store-unavailable"], &headers))
-    }
-}
-
-/// 500 `internal`.
-pub struct Internal;
-
-impl<'r> ToResponse<'r> for Internal {
-    fn response() -> (&'r str, RefOr<utoipa::openapi::response::Response>) {
-        ("Internal", problem_response(&["internal"], &[]))
-    }
-}
+problem_component!(
+    /// 401 `unauthorized`.
+    Unauthorized, ["unauthorized"], [("WWW-Authenticate", "`Bearer`")]
+);
+problem_component!(
+    /// 403 `forbidden`.
+    Forbidden, ["forbidden"], []
+);
+problem_component!(
+    /// 413 `body-too-large`: past `[server] max_body_bytes`; nothing was stored.
+    BodyTooLarge, ["body-too-large"], []
+);
+problem_component!(
+    /// 429: a rate limit (worth retrying after `Retry-After`) or a budget
+    /// (not before `resets_at`) refused the job or attempt; nothing was sent.
+    LimitReached, ["rate-limited", "budget-exhausted"], [
+        ("Retry-After", "Seconds until the rate limit's minute is over (`rate-limited` only)"),
+        ("x-should-retry", "`false` for `budget-exhausted`")
+    ]
+);
+problem_component!(
+    /// 502 `upstream-failed`: every provider of the chain failed; the job's
+    /// error (`error_detail`) lists each reason.
+    UpstreamFailed, ["upstream-failed"], [("x-should-retry", "`false`")]
+);
+problem_component!(
+    /// 503 `store-unavailable`.
+    StoreUnavailable, ["store-unavailable"], [
+        ("Retry-After", "`1` (seconds)"),
+        ("Location", "`/v1/jobs/{id}`, when the job was stored before the store failed"),
+        ("x-intentgate-job-id", "The job's id, when it was stored before the store failed")
+    ]
+);
+problem_component!(
+    /// 500 `internal`.
+    Internal, ["internal"], []
+);

@@ -88,14 +88,11 @@ impl Door for Responses {
         (status = 409, description = "`idempotency-key-reused`, `outcome-unknown`, `job-completed`, \
             `job-in-progress`; with `job_id`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`body-too-large`",
-            body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = super::problem::BodyTooLarge),
         (status = 422, description = "`invalid-body` (with `path`), `unknown-route`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate-limited`, `budget-exhausted`",
-            body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "`upstream-failed`",
-            body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = super::problem::LimitReached),
+        (status = 502, response = super::problem::UpstreamFailed),
         (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
@@ -127,8 +124,7 @@ pub async fn responses(
             body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`outcome-unknown`, `job-completed` (cancelled); with `job_id`",
             body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "`upstream-failed`",
-            body = Problem, content_type = "application/problem+json"),
+        (status = 502, response = super::problem::UpstreamFailed),
         (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
