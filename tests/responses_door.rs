@@ -19,7 +19,82 @@ store_matrix!(
     a_function_call_and_its_output_round_trip,
     previous_response_id_continues_the_owners_conversation,
     a_background_response_is_answered_at_once_and_retrieved_when_done,
+    input_items_list_the_conversation_newest_first,
+    a_background_response_is_cancelled_and_stays_cancelled,
 );
+
+/// `GET /v1/responses/{id}/input_items` lists the conversation the
+/// response answered — the earlier turn it continued included, the
+/// instructions not — newest first unless `order=asc`, paged by `limit`.
+async fn input_items_list_the_conversation_newest_first(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let first =
+        post(&gw, "r-items-1", &json!({"model": "chat", "instructions": "Be brief.", "input": "I am Ada."}))
+            .await;
+    let first: Value = first.json().await.unwrap();
+    let body = json!({"model": "chat", "input": "Who am I?", "previous_response_id": first["id"]});
+    let second: Value = post(&gw, "r-items-2", &body).await.json().await.unwrap();
+    let id = second["id"].as_str().unwrap();
+
+    let items: Value = gw.get(ALICE, &format!("/v1/responses/{id}/input_items")).await.json().await.unwrap();
+    assert_eq!(items["object"], "list", "{items}");
+    let texts: Vec<&str> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Who am I?", "echo: I am Ada.", "I am Ada."], "{items}");
+    assert_eq!(items["data"][1]["role"], "assistant");
+    assert_eq!(items["has_more"], false);
+
+    let page: Value = gw
+        .get(ALICE, &format!("/v1/responses/{id}/input_items?order=asc&limit=1"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["data"][0]["content"][0]["text"], "I am Ada.");
+    assert_eq!(page["has_more"], true);
+    let bad = gw.get(ALICE, &format!("/v1/responses/{id}/input_items?limit=0")).await;
+    common::assert_problem(bad, 422, "invalid-body").await;
+    assert_eq!(gw.get(BOB, &format!("/v1/responses/{id}/input_items")).await.status(), 404);
+    assert_eq!(gw.sim().calls().total, 2);
+}
+
+/// A background response cancelled while its provider is held answers
+/// `cancelled`, reads back `cancelled` after the provider answered late,
+/// and a completed one cannot be cancelled.
+async fn a_background_response_is_cancelled_and_stays_cancelled(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    gw.sim().queue(Some("sim:ok"), "hold=cancel-me", 1).unwrap();
+    let started =
+        post(&gw, "r-cancel", &json!({"model": "chat", "input": "Never mind.", "background": true})).await;
+    let job = job_of(&started);
+    let started: Value = started.json().await.unwrap();
+    let id = started["id"].as_str().unwrap().to_owned();
+    gw.sim().wait_for_calls(1).await; // the provider holds it
+
+    let cancel = |api_key: &'static str| {
+        gw.client.post(gw.url(&format!("/v1/responses/{id}/cancel"))).bearer_auth(api_key).send()
+    };
+    assert_eq!(cancel(BOB).await.unwrap().status(), 404, "another owner's response does not exist");
+    let cancelled = cancel(ALICE).await.unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let cancelled: Value = cancelled.json().await.unwrap();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+
+    gw.sim().release("cancel-me");
+    common::settled_job(&gw, ALICE, &job).await;
+    let read: Value = gw.get(ALICE, &format!("/v1/responses/{id}")).await.json().await.unwrap();
+    assert_eq!(read["status"], "cancelled", "a late answer does not complete it: {read}");
+
+    let done: Value =
+        post(&gw, "r-done", &json!({"model": "chat", "input": "Done."})).await.json().await.unwrap();
+    let refused = gw.client.post(gw.url(&format!("/v1/responses/{}/cancel", done["id"].as_str().unwrap())));
+    common::assert_problem(refused.bearer_auth(ALICE).send().await.unwrap(), 409, "job-completed").await;
+    assert_eq!(gw.sim().calls().total, 2);
+}
 
 /// `background: true` answers `in_progress` at once while the job runs
 /// (the provider is held); `GET /v1/responses/{id}` shows it in progress,

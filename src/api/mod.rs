@@ -114,6 +114,8 @@ fn openai_routes() -> Router<AppState> {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/responses/{id}", get(responses::retrieve))
+        .route("/v1/responses/{id}/input_items", get(responses::input_items))
+        .route("/v1/responses/{id}/cancel", post(responses::cancel))
         .route("/v1/embeddings", post(embeddings::embeddings))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))

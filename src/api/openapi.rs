@@ -64,6 +64,8 @@ use super::{
         anthropic::count_tokens,
         responses::responses,
         responses::retrieve,
+        responses::input_items,
+        responses::cancel,
         super::embeddings::embeddings,
         health::healthz,
         health::readyz,

@@ -336,6 +336,21 @@ def responses_background_then_retrieve():
     assert response.status == "completed" and response.output_text == "echo: in the background", response
 
 
+def responses_input_items_and_cancel():
+    first = client.responses.create(model="chat", input="My name is Grace.", extra_headers={"Idempotency-Key": key()})
+    second = client.responses.create(model="chat", input="And yours?", previous_response_id=first.id,
+                                     extra_headers={"Idempotency-Key": key()})
+    items = client.responses.input_items.list(second.id, order="asc")
+    texts = [item.content[0].text for item in items.data]
+    assert texts == ["My name is Grace.", "echo: My name is Grace.", "And yours?"], texts
+    queue_script("hold=sdk-cancel")
+    started = client.responses.create(model="chat", input="cancel me", background=True,
+                                      extra_headers={"Idempotency-Key": key()})
+    cancelled = client.responses.cancel(started.id)
+    assert cancelled.status == "cancelled", cancelled
+    urllib.request.urlopen(urllib.request.Request(f"{SIM}/sim/release/sdk-cancel", method="POST"))
+
+
 def embeddings_once_per_key():
     # The SDK asks for base64 unless told otherwise, and decodes it.
     before = sim_calls()
@@ -358,7 +373,7 @@ for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstr
              usage_details_and_fingerprint_are_kept, invalid_shape_is_refused_and_nothing_stored,
              conflict_exception_carries_the_detail, model_by_id, responses_plain_and_streamed,
              responses_function_tool_round_trip, responses_previous_response_id,
-             responses_background_then_retrieve, embeddings_once_per_key]:
+             responses_background_then_retrieve, responses_input_items_and_cancel, embeddings_once_per_key]:
     test()
     print(f"ok   {test.__name__}")
 print(f"openai {openai.__version__}: all passed")

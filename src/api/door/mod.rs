@@ -61,10 +61,11 @@ pub trait Door: Send + Sync + 'static {
     /// The renderer of `job`'s stream, for its live events or its replay.
     fn stream(job: &Job) -> Self::Stream;
 
-    /// The body for a job not done yet, for a door that answers before
-    /// it is ([`Translated::background`]); `None`: the door has no such
-    /// answer, and the job's problem (`job-in-progress`) is given.
-    fn in_progress(_job: &Job) -> Option<Vec<u8>> {
+    /// The body for a job not done yet (or cancelled before it was), for a
+    /// door that answers before it is ([`Translated::background`]) and says
+    /// so in its own shape; `None`: the door has no such answer, and the
+    /// job's problem (`job-in-progress`, `job-completed`) is given.
+    fn unfinished(_job: &Job) -> Option<Vec<u8>> {
         None
     }
 

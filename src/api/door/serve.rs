@@ -163,8 +163,8 @@ pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Resu
         (None, None) => None,
     };
     if early
-        && matches!(job.status, JobStatus::Pending | JobStatus::Running)
-        && let Some(body) = D::in_progress(job)
+        && matches!(job.status, JobStatus::Pending | JobStatus::Running | JobStatus::Cancelled)
+        && let Some(body) = D::unfinished(job)
     {
         let mut response = (StatusCode::OK, body).into_response();
         let headers = response.headers_mut();

@@ -10,9 +10,11 @@
 //! `resp_<job id>`. Errors carry OpenAI's `error` member, as on chat
 //! completions.
 
+mod items;
 mod render;
 mod translate;
 
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -21,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::door::{Door, Translated};
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Job, JobResult};
+use crate::jobs::{Job, JobResult, JobStatus};
 
 /// The Responses door.
 pub struct Responses;
@@ -48,8 +50,13 @@ impl Door for Responses {
         render::EventStream::new(render::Identity::of(job))
     }
 
-    fn in_progress(job: &Job) -> Option<Vec<u8>> {
-        serde_json::to_vec(&render::in_progress(&render::Identity::of(job))).ok()
+    fn unfinished(job: &Job) -> Option<Vec<u8>> {
+        let status = match job.status {
+            JobStatus::Pending => "queued",
+            JobStatus::Cancelled => "cancelled",
+            _ => "in_progress",
+        };
+        serde_json::to_vec(&render::unfinished(&render::Identity::of(job), status)).ok()
     }
 
     fn error(problem: Map<String, Value>) -> Map<String, Value> {
@@ -133,15 +140,123 @@ pub async fn retrieve(
     caller: Caller,
     super::extract::PathParams(id): super::extract::PathParams<String>,
 ) -> Result<Response, Problem> {
-    let not_found = || Problem::new(ProblemType::NotFound, format!("no response `{id}` of yours"));
-    let job_id = render::job_of_response(&id).ok_or_else(not_found)?;
-    let found =
-        state.store.job(job_id).await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
-    let job = found.filter(|job| job.owner == caller.0.owner).ok_or_else(not_found)?;
+    let job = own_response(&state, &caller, &id).await?;
     super::door::answer::<Responses>(
         &state,
         &job,
         super::door::AnswerAs { early: true, ..Default::default() },
     )
     .await
+}
+
+/// The job of the caller's response `id`, else `not-found` (another
+/// owner's response does not exist for this caller).
+async fn own_response(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Problem> {
+    let not_found = || Problem::new(ProblemType::NotFound, format!("no response `{id}` of yours"));
+    let job_id = render::job_of_response(id).ok_or_else(not_found)?;
+    let found =
+        state.store.job(job_id).await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
+    found.filter(|job| job.owner == caller.0.owner).ok_or_else(not_found)
+}
+
+/// `GET /v1/responses/{id}/input_items`'s query.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ItemsQuery {
+    /// Items after this item id, in the order asked.
+    after: Option<String>,
+    /// 1 to 100; 20 when absent.
+    limit: Option<usize>,
+    /// `desc` (newest first, the default) or `asc`.
+    order: Option<String>,
+    /// Accepted when empty (what the SDKs send): no extra fields exist to include.
+    #[serde(default)]
+    include: Vec<String>,
+}
+
+/// `GET /v1/responses/{id}/input_items`: the conversation the response
+/// answered, as input items (see [`items`]).
+#[utoipa::path(
+    get,
+    path = "/v1/responses/{id}/input_items",
+    tag = "openai",
+    operation_id = "list_input_items",
+    summary = "The input items of a response",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "A response id, `resp_<job id>`"), ItemsQuery),
+    responses(
+        (status = 200, description = "A list of input items", body = Object),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 404, description = "`not-found`: no response of yours has this id",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid-body`: a bad `limit` or `order`",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = super::problem::StoreUnavailable),
+    )
+)]
+pub async fn input_items(
+    State(state): State<AppState>,
+    caller: Caller,
+    super::extract::PathParams(id): super::extract::PathParams<String>,
+    super::extract::QueryParams(query): super::extract::QueryParams<ItemsQuery>,
+) -> Result<Json<Value>, Problem> {
+    let invalid = |detail: &str, name: &str| {
+        Problem::new(ProblemType::InvalidBody, detail.to_owned()).with("path", format!("/{name}"))
+    };
+    let limit = query.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(invalid("`limit` must be from 1 to 100", "limit"));
+    }
+    let ascending = match query.order.as_deref() {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(_) => return Err(invalid("`order` must be `asc` or `desc`", "order")),
+    };
+    if !query.include.is_empty() {
+        return Err(invalid("`include` is not supported by this gateway", "include"));
+    }
+    let job = own_response(&state, &caller, &id).await?;
+    let request: crate::jobs::JobRequest = serde_json::from_str(&job.request).map_err(|err| {
+        Problem::new(ProblemType::Internal, format!("the response's stored request cannot be read: {err}"))
+    })?;
+    let all = items::input_items(job.id, &request.input.messages);
+    Ok(Json(items::page(all, ascending, query.after.as_deref(), limit)))
+}
+
+/// `POST /v1/responses/{id}/cancel`: a response not done yet will not be;
+/// an attempt in flight cannot be recalled, but its answer will not
+/// complete it. A response that already completed is not cancelled.
+#[utoipa::path(
+    post,
+    path = "/v1/responses/{id}/cancel",
+    tag = "openai",
+    operation_id = "cancel_response",
+    summary = "Cancel a response (one asked in the background)",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "A response id, `resp_<job id>`")),
+    responses(
+        (status = 200, description = "The response, `cancelled`", body = Object),
+        (status = 401, response = super::problem::Unauthorized),
+        (status = 404, description = "`not-found`: no response of yours has this id",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`job-completed`: it has already completed or failed",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = super::problem::StoreUnavailable),
+    )
+)]
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    super::extract::PathParams(id): super::extract::PathParams<String>,
+) -> Result<Response, Problem> {
+    let job = own_response(&state, &caller, &id).await?;
+    let cancelled = state.engine.cancel(job.id).await.map_err(|err| Problem::after_commit(err, job.id))?;
+    let job = cancelled.unwrap_or(job);
+    if job.status != JobStatus::Cancelled {
+        let blocked = crate::jobs::StartBlocked::Completed { status: job.status };
+        return Err(super::attempts::blocked_problem(&blocked).with("job_id", job.id.to_string()));
+    }
+    let early = super::door::AnswerAs { early: true, ..Default::default() };
+    super::door::answer::<Responses>(&state, &job, early).await
 }

@@ -80,11 +80,12 @@ fn call_item(call_id: &str, name: &str, arguments: &str, status: &str) -> Value 
         "arguments": arguments, "status": status})
 }
 
-/// The `response` object: in progress (no output yet) or as it ended.
-fn response(identity: &Identity, said: Option<&Said>) -> Value {
+/// The `response` object: not done (`Err` with its status: no output yet)
+/// or as it ended.
+fn response(identity: &Identity, said: Result<&Said, &str>) -> Value {
     let (status, output, usage, incomplete) = match said {
-        None => ("in_progress", Vec::new(), Value::Null, Value::Null),
-        Some(said) => {
+        Err(status) => (status, Vec::new(), Value::Null, Value::Null),
+        Ok(said) => {
             let mut output = Vec::new();
             if !said.text.is_empty() || said.calls.is_empty() {
                 output.push(message_item(identity, &said.text, "completed"));
@@ -106,15 +107,16 @@ fn response(identity: &Identity, said: Option<&Said>) -> Value {
         "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "metadata": {}})
 }
 
-/// The `response` object of a job still running.
-pub fn in_progress(identity: &Identity) -> Value {
-    response(identity, None)
+/// The `response` object of a job not done: `queued`, `in_progress`, or
+/// `cancelled` before it was.
+pub fn unfinished(identity: &Identity, status: &str) -> Value {
+    response(identity, Err(status))
 }
 
 /// A succeeded job's `response` object.
 pub fn response_body(identity: &Identity, result: &JobResult) -> Option<Vec<u8>> {
     let said = Said::of_completion(result.completion.as_ref()?);
-    serde_json::to_vec(&response(identity, Some(&said))).ok()
+    serde_json::to_vec(&response(identity, Ok(&said))).ok()
 }
 
 /// Which output item is open in the stream.
@@ -164,7 +166,7 @@ impl EventStream {
     fn start(&mut self, out: &mut Vec<u8>) {
         if !self.started {
             self.started = true;
-            let response = response(&self.identity, None);
+            let response = response(&self.identity, Err("in_progress"));
             self.emit(out, "response.created", json!({"response": response}));
             self.emit(out, "response.in_progress", json!({"response": response}));
         }
@@ -285,7 +287,7 @@ impl StreamRender for EventStream {
         let mut out = Vec::new();
         self.start(&mut out);
         self.close(&mut out);
-        let response = response(&self.identity, Some(&self.said));
+        let response = response(&self.identity, Ok(&self.said));
         let kind =
             if response["status"] == "incomplete" { "response.incomplete" } else { "response.completed" };
         self.emit(&mut out, kind, json!({"response": response}));
