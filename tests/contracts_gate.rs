@@ -159,6 +159,7 @@ async fn a_changed_provider_or_suite_makes_the_record_stale(store: TestStore) {
         set_provider(doc, "sim-fallback", "model", "sim:delay=1ms");
         set_provider(doc, "sim-primary", "model", "sim:status=503");
         doc["providers"].as_array_mut().unwrap().retain(|p| p["name"].as_str() != Some("sim-sloppy"));
+        doc["routes"].as_array_mut().unwrap().retain(|r| r["name"].as_str() != Some("embeddings"));
         set_route(
             doc,
             "extract",

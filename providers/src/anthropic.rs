@@ -161,11 +161,18 @@ fn finish_reason(stop_reason: String) -> String {
 /// Stream state: `message_start` carries the input tokens, `message_delta`
 /// the output tokens, and a chunk reports both. Anthropic numbers content
 /// blocks (text and tool_use alike); OpenAI numbers tool calls only.
+///
+/// Usage is reported as OpenAI reports it: only when the request asked
+/// (`stream_options.include_usage`), in a last chunk with no choices. The
+/// finish chunk's [`StreamChunk::usage`] still carries it, for the caller's
+/// accounting, whatever the client asked to see.
 #[derive(Debug, Default)]
 pub(crate) struct StreamState {
     input_tokens: u64,
     /// `(content block index, tool call index)` of every tool_use block.
     tool_blocks: Vec<(u64, usize)>,
+    include_usage: bool,
+    usage: Option<Usage>,
 }
 
 #[derive(Deserialize)]
@@ -209,6 +216,11 @@ fn openai_chunk(delta: Value, finish_reason: Option<&str>) -> Value {
 }
 
 impl StreamState {
+    /// For a request that asked for usage in its stream (`include_usage`), or not.
+    pub(crate) fn new(include_usage: bool) -> StreamState {
+        StreamState { include_usage, ..StreamState::default() }
+    }
+
     pub(crate) fn decode_event(&mut self, data: Bytes) -> Result<StreamEvent, Failure> {
         let event: Event = match serde_json::from_slice(&data) {
             Ok(event) => event,
@@ -224,7 +236,15 @@ impl StreamState {
             raw: Bytes::new(),
         };
         match event.kind.as_str() {
-            "message_stop" => return Ok(StreamEvent::End),
+            "message_stop" => {
+                let usage = self.usage.take().filter(|_| self.include_usage);
+                return Ok(StreamEvent::End(usage.map(|usage| StreamChunk {
+                    chunk: json!({"object": "chat.completion.chunk", "choices": [], "usage": openai_usage(usage)}),
+                    usage: Some(usage),
+                    raw: data,
+                    ..chunk
+                })));
+            }
             "error" => {
                 let status = error_status(event.error.as_ref().map_or("", |e| e.kind.as_str()));
                 let body = String::from_utf8_lossy(&data).into_owned();
@@ -265,11 +285,8 @@ impl StreamState {
                 chunk.usage = event
                     .usage
                     .map(|u| Usage { prompt_tokens: self.input_tokens, completion_tokens: u.output_tokens });
-                let mut finish = openai_chunk(json!({}), chunk.finish_reason.as_deref());
-                if let (Some(usage), Some(object)) = (chunk.usage, finish.as_object_mut()) {
-                    object.insert("usage".into(), openai_usage(usage));
-                }
-                chunk.chunk = finish;
+                self.usage = chunk.usage;
+                chunk.chunk = openai_chunk(json!({}), chunk.finish_reason.as_deref());
             }
             _ => {} // ping, content_block_stop, future event types
         }

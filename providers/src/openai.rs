@@ -89,7 +89,7 @@ struct Delta {
 /// One `data:` payload of a stream; `[DONE]` ends it.
 pub(crate) fn decode_event(data: Bytes) -> Result<StreamEvent, Failure> {
     if data.as_ref() == b"[DONE]" {
-        return Ok(StreamEvent::End);
+        return Ok(StreamEvent::End(None));
     }
     let chunk: ChunkBody = match serde_json::from_slice(&data) {
         Ok(chunk) => chunk,

@@ -163,7 +163,10 @@ impl Provider {
         }
         let decoder = match self {
             Provider::OpenAi(_) => Decoder::OpenAi,
-            Provider::Anthropic(_) => Decoder::Anthropic(anthropic::StreamState::default()),
+            Provider::Anthropic(_) => {
+                let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
+                Decoder::Anthropic(anthropic::StreamState::new(asked == Some(&Value::Bool(true))))
+            }
         };
         Ok(chunk_stream(response, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
     }

@@ -41,7 +41,9 @@ pub(crate) struct Decoded {
 /// terminator) is `unknown`.
 pub(crate) enum StreamEvent {
     Chunk(StreamChunk),
-    End,
+    /// The terminator, with the last chunk a dialect makes of it (the
+    /// usage chunk a translated stream ends with), if any.
+    End(Option<StreamChunk>),
 }
 
 pub(crate) enum Decoder {
@@ -75,6 +77,8 @@ struct Driver {
     /// complete even if its terminator never comes.
     saw_finish: bool,
     saw_usage: bool,
+    /// The terminator came (its last chunk, if any, is out): nothing more.
+    ended: bool,
 }
 
 pub(crate) fn chunk_stream(
@@ -96,6 +100,7 @@ pub(crate) fn chunk_stream(
         read: 0,
         saw_finish: false,
         saw_usage: false,
+        ended: false,
     };
     Box::pin(futures_util::stream::unfold(driver, |mut driver| async move {
         let item = driver.next().await?;
@@ -116,6 +121,9 @@ impl Driver {
     }
 
     async fn advance(&mut self) -> Option<Result<StreamChunk, Failure>> {
+        if self.ended {
+            return None;
+        }
         loop {
             if let Some(event) = self.parser.next_event() {
                 return match self.decoder.decode(event.data) {
@@ -124,7 +132,10 @@ impl Driver {
                         self.saw_usage |= chunk.usage.is_some();
                         Some(Ok(chunk))
                     }
-                    Ok(StreamEvent::End) => None,
+                    Ok(StreamEvent::End(last)) => {
+                        self.ended = true;
+                        last.map(Ok)
+                    }
                     Err(failure) => Some(Err(failure)),
                 };
             }

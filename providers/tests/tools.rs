@@ -143,6 +143,31 @@ async fn usage_details_and_include_usage() {
     assert_eq!(assembled["usage"], *usage);
 }
 
+/// Both dialects report a stream's usage as OpenAI does: only when asked,
+/// in a last chunk with no choices; the finish chunk's own `usage` field
+/// (what the gateway charges by) carries it either way.
+#[tokio::test]
+async fn a_stream_shows_usage_only_when_asked_in_every_dialect() {
+    let sim = sim().await;
+    for dialect in DIALECTS {
+        let provider = provider(&sim, dialect, "m");
+        let (chunks, _) = streamed(&provider, &hello()).await;
+        assert!(chunks.iter().all(|c| c.get("usage").is_none()), "{dialect}: no usage unless asked for");
+        let mut req = hello();
+        req.extra.insert("stream_options".into(), json!({"include_usage": true}));
+        let (chunks, assembled) = streamed(&provider, &req).await;
+        let last = chunks.last().unwrap();
+        assert_eq!(last["choices"], json!([]), "{dialect}: {chunks:?}");
+        assert!(last["usage"]["completion_tokens"].as_u64().unwrap() > 0, "{dialect}: {last}");
+        assert_eq!(assembled["usage"], last["usage"], "{dialect}");
+        let finish = &chunks[chunks.len() - 2];
+        assert!(
+            finish["choices"][0]["finish_reason"].is_string() && finish.get("usage").is_none(),
+            "{dialect}"
+        );
+    }
+}
+
 /// A conversation that called `weather` and has its result.
 fn round_trip() -> ChatRequest {
     let mut req = weather_request();

@@ -117,8 +117,17 @@ impl Engine {
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
+            let mut completion = intentgate_providers::assemble(&chunks);
+            // A dialect that reports usage the client did not ask to see in
+            // the stream (a translated one) still reports it to the charge.
+            if let (Some(usage), Some(fields)) = (usage, completion.as_object_mut()) {
+                fields.entry("usage").or_insert_with(|| {
+                    serde_json::json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                        "total_tokens": usage.prompt_tokens + usage.completion_tokens})
+                });
+            }
             let response = provider.redact_assembled(ChatResponse {
-                completion: intentgate_providers::assemble(&chunks),
+                completion,
                 text,
                 json: None,
                 usage,

@@ -53,6 +53,8 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> 
     params.insert("max_tokens".into(), max_tokens);
     if stream {
         params.insert("stream".into(), true.into());
+        // The protocol's stream always reports usage: ask every dialect for it.
+        params.insert("stream_options".into(), json!({"include_usage": true}));
     }
     for (from, to) in
         [("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("stop_sequences", "stop")]

@@ -97,6 +97,8 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
     let mut params = Map::new();
     if stream {
         params.insert("stream".into(), true.into());
+        // The protocol's stream always reports usage: ask every dialect for it.
+        params.insert("stream_options".into(), json!({"include_usage": true}));
     }
     for (from, to) in [
         ("max_output_tokens", "max_tokens"),
