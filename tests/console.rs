@@ -408,6 +408,7 @@ async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore
     assert_eq!(timeline[1]["won"], true);
     let facts = browser.text("#job-facts").await;
     assert!(facts.contains("attempt 2 on sim-fallback"), "{facts}");
+    assert!(facts.contains("Door") && facts.contains("jobs API or chat completions"), "{facts}");
     if store.backend == common::Backend::Sqlite {
         browser.screenshot("job-race").await;
     }

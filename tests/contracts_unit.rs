@@ -55,7 +55,7 @@ fn o200k() -> Tokenizer {
 fn the_shipped_suites_cover_the_default_routes() {
     let suites = shipped();
     let routes: Vec<&str> = suites.iter().map(Suite::route).collect();
-    assert_eq!(routes, ["chat", "extract", "tools"]);
+    assert_eq!(routes, ["chat", "embeddings", "extract", "tools"]);
     let config = std::fs::read_to_string("config/gateway.toml").unwrap();
     for suite in &suites {
         assert!(
@@ -116,8 +116,10 @@ fn fingerprints_are_stable_across_loads_and_distinct_per_suite() {
 #[tokio::test]
 async fn a_provider_that_keeps_the_contract_passes_both_dialects() {
     let sim = sim().await;
+    // Only the OpenAI dialect has embeddings (see the embeddings test below).
+    let chat_suites = || shipped().into_iter().filter(|suite| suite.embeddings().is_none());
     for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
-        for suite in shipped() {
+        for suite in chat_suites() {
             // Keeping a tools suite's contract means calling the tool.
             let model = if suite.tools().is_empty() { "sim:ok" } else { "sim:tool_call" };
             let provider = provider(&sim, dialect, model);
@@ -137,7 +139,7 @@ async fn a_provider_that_keeps_the_contract_passes_both_dialects() {
             assert!(matches!(events.last(), Some(Progress::CaseFinished { passed: true, .. })));
         }
     }
-    let expected: usize = shipped().iter().map(|s| s.cases().len() * s.repeats() as usize).sum();
+    let expected: usize = chat_suites().map(|s| s.cases().len() * s.repeats() as usize).sum();
     assert_eq!(sim.calls().total, 2 * expected as u64);
 }
 
@@ -254,5 +256,34 @@ async fn an_unreachable_provider_fails_with_the_outcome_class() {
         report.failures().all(|r| r.contains("not_sent (")),
         "{:?}",
         report.failures().collect::<Vec<_>>()
+    );
+}
+
+/// The embeddings suite passes a provider that answers unit vectors of the
+/// declared dimension, and fails — naming why — one that answers another
+/// dimension (another model, in effect) and one whose dialect has none.
+#[tokio::test]
+async fn the_embeddings_suite_passes_only_a_provider_of_the_declared_vectors() {
+    let sim = sim().await;
+    let suite = shipped_suite("embeddings");
+    let (report, _) = run(&suite, &provider(&sim, Dialect::OpenAi, "sim:ok"), Some(&o200k())).await;
+    assert!(report.passed, "{:?}", report.failures().collect::<Vec<_>>());
+
+    let mut settings = ProviderSettings::new("sim-8", Dialect::OpenAi, &sim.base_url_openai(), "sim:ok");
+    settings.request_overrides.insert("dimensions".into(), 8.into());
+    let (report, _) = run(&suite, &Provider::new(settings).unwrap(), Some(&o200k())).await;
+    let failures: Vec<String> = report.failures().collect();
+    assert!(
+        !report.passed && failures[0].contains("vectors of 8 dimensions, the suite declares 16"),
+        "{failures:?}"
+    );
+
+    let (report, _) = run(&suite, &provider(&sim, Dialect::Anthropic, "sim:ok"), Some(&o200k())).await;
+    let failures: Vec<String> = report.failures().collect();
+    assert!(!report.passed && failures[0].contains("the Anthropic API has no embeddings"), "{failures:?}");
+    assert_eq!(
+        sim.calls().by_path.get("/v1/embeddings"),
+        Some(&24),
+        "6 cases, twice, on two OpenAI providers"
     );
 }

@@ -21,6 +21,7 @@
 //! [`Progress`], the engine gates failover on records.
 
 mod eligibility;
+mod embeddings;
 mod fingerprint;
 mod records;
 mod render;
@@ -36,6 +37,7 @@ mod tools;
 mod testing;
 
 pub use eligibility::{Current, Eligibility, judge};
+pub use embeddings::EmbeddingContract;
 pub use fingerprint::{provider_fingerprint, provider_fingerprint_with};
 pub use records::{RunError, fingerprint_of, pairs, run_and_record};
 pub use render::{

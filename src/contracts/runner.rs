@@ -6,11 +6,12 @@
 
 use std::time::Instant;
 
-use intentgate_providers::{CallContext, ChatRequest, Provider};
+use intentgate_providers::{CallContext, ChatRequest, EmbeddingRequest, Provider};
 use serde::Serialize;
 use serde_json::{Map, json};
 use uuid::Uuid;
 
+use super::EmbeddingContract;
 use super::render::{RenderedPrompt, TokenizerRef, check_case_through};
 use super::shape::ShapeChecker;
 use super::suite::{Case, Suite};
@@ -141,7 +142,10 @@ async fn run_case(
         let request = request(suite, case, prompt);
         let expect = suite.expectation(case);
         for repeat in 1..=suite.repeats() {
-            let found = round_trip(&request, checker, &expect, provider).await;
+            let found = match suite.embeddings() {
+                Some(contract) => embedding_round_trip(&prompt.user, contract, provider).await,
+                None => round_trip(&request, checker, &expect, provider).await,
+            };
             made += 1;
             on_progress(Progress::RoundTrip {
                 case: case.name.clone(),
@@ -219,6 +223,21 @@ async fn round_trip(
         reasons.push("the answer was cut at max_tokens (finish_reason length)".to_owned());
     }
     reasons
+}
+
+/// One embeddings call of the case's input (floats, no `dimensions`: the
+/// provider's own), checked against the suite's [`EmbeddingContract`].
+async fn embedding_round_trip(input: &str, contract: &EmbeddingContract, provider: &Provider) -> Vec<String> {
+    if let Some(reason) = provider.cannot_embed() {
+        return vec![reason];
+    }
+    let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false };
+    let mut request = EmbeddingRequest { input: input.into(), ..EmbeddingRequest::default() };
+    request.extra.insert("encoding_format".into(), "float".into());
+    match provider.embed(&request, &ctx).await {
+        Ok(response) => contract.check_run(&response.completion).err().unwrap_or_default(),
+        Err(failure) => vec![format!("{} ({failure})", failure.class())],
+    }
 }
 
 fn millis(since: Instant) -> u64 {

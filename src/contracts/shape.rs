@@ -35,12 +35,14 @@ pub struct ShapeChecker {
     expects_json: bool,
     /// The suite's declared tools (compiled when the suite loaded).
     tools: ToolSet,
+    /// An embeddings suite's demands, checked instead of the above.
+    embeddings: Option<super::EmbeddingContract>,
 }
 
 impl ShapeChecker {
     pub fn new(suite: &Suite) -> Result<ShapeChecker, ShapeError> {
         let checker = ShapeChecker::from_parts(suite.route(), suite.schema(), suite.rules())?;
-        Ok(ShapeChecker { tools: suite.tools().clone(), ..checker })
+        Ok(ShapeChecker { tools: suite.tools().clone(), embeddings: suite.embeddings().cloned(), ..checker })
     }
 
     /// A checker from a schema and rules directly.
@@ -54,7 +56,18 @@ impl ShapeChecker {
             .transpose()
             .map_err(|err| ShapeError { route: route.to_owned(), message: err.to_string() })?;
         let expects_json = validator.is_some() || rules.constrains_keys();
-        Ok(ShapeChecker { validator, rules: rules.clone(), expects_json, tools: ToolSet::default() })
+        Ok(ShapeChecker {
+            validator,
+            rules: rules.clone(),
+            expects_json,
+            tools: ToolSet::default(),
+            embeddings: None,
+        })
+    }
+
+    /// What an embeddings suite demands of answers, for an embeddings route.
+    pub fn embeddings(&self) -> Option<&super::EmbeddingContract> {
+        self.embeddings.as_ref()
     }
 
     /// True when answers must be JSON objects.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::embeddings::EmbeddingContract;
 use super::rules::Rules;
 use super::template::Template;
 use super::tools::{Expect, ToolSet, ToolSpec};
@@ -91,6 +92,8 @@ struct SuiteFile {
     tool_choice: Option<Value>,
     #[serde(default)]
     cases: Vec<Case>,
+    /// An embeddings suite: the user template is the input embedded.
+    embeddings: Option<EmbeddingContract>,
 }
 
 #[derive(Deserialize)]
@@ -128,6 +131,8 @@ pub struct Suite {
     cases: Vec<Case>,
     /// Per case, in order: what its answers must do about tools.
     expectations: Vec<Expect>,
+    /// Set for an embeddings suite (see [`EmbeddingContract`]).
+    embeddings: Option<EmbeddingContract>,
     fingerprint: String,
 }
 
@@ -201,6 +206,7 @@ impl Suite {
             tool_choice: file.tool_choice,
             cases: file.cases,
             expectations,
+            embeddings: file.embeddings,
             fingerprint: String::new(),
         };
         suite.validate()?;
@@ -228,6 +234,9 @@ impl Suite {
         if self.cases.is_empty() {
             return fail("cases", "a suite needs at least one [[cases]]".into());
         }
+        if let Some(embeddings) = &self.embeddings {
+            self.validate_embeddings(embeddings)?;
+        }
         let used: BTreeSet<&str> = self.templates().flat_map(Template::placeholders).collect();
         let mut names = BTreeSet::new();
         for (index, case) in self.cases.iter().enumerate() {
@@ -244,6 +253,30 @@ impl Suite {
                     format!("case `{}` sets `{unused}`, which no template uses", case.name),
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// An embeddings suite sends its user template as the input and checks
+    /// vectors: what only makes sense for chat answers is refused by name.
+    fn validate_embeddings(&self, embeddings: &EmbeddingContract) -> Result<(), SuiteError> {
+        let fail = |key: &str, what: &str| {
+            Err(invalid(&self.path, key, format!("an embeddings suite has no {what}; it embeds prompt.user")))
+        };
+        if embeddings.dimensions == 0 {
+            return Err(invalid(&self.path, "embeddings.dimensions", "must be at least 1".into()));
+        }
+        if self.system.is_some() {
+            return fail("prompt.system", "system prompt");
+        }
+        if self.schema.is_some() {
+            return fail("schema", "schema");
+        }
+        if self.rules != Rules::default() {
+            return fail("rules", "rules");
+        }
+        if !self.tools.is_empty() || self.tool_choice.is_some() {
+            return fail("tools", "tools");
         }
         Ok(())
     }
@@ -289,6 +322,9 @@ impl Suite {
         if let Some(choice) = &self.tool_choice {
             input["tool_choice"] = choice.clone();
         }
+        if let Some(embeddings) = &self.embeddings {
+            input["embeddings"] = serde_json::to_value(embeddings).map_err(fail)?;
+        }
         Ok(sha256_hex(canonical_json(&input).map_err(fail)?.as_bytes()))
     }
 
@@ -327,6 +363,11 @@ impl Suite {
 
     pub fn rules(&self) -> &Rules {
         &self.rules
+    }
+
+    /// What an embeddings suite demands; `None` for a chat suite.
+    pub fn embeddings(&self) -> Option<&EmbeddingContract> {
+        self.embeddings.as_ref()
     }
 
     pub fn temperature(&self) -> f64 {
@@ -723,5 +764,27 @@ mod tests {
         assert!(
             matches!(Suite::load_dir(&scratch.0), Err(SuiteError::Invalid { key, .. }) if key == "route")
         );
+    }
+
+    /// An embeddings suite embeds `prompt.user`; what only a chat answer
+    /// could be judged by is refused by name, and `[embeddings]` counts in
+    /// the fingerprint.
+    #[test]
+    fn an_embeddings_suite_refuses_what_only_chat_has() {
+        let base = "route = \"e\"\n[prompt]\nuser = \"{{text}}\"\n[embeddings]\ndimensions = 8\n\
+                    [[cases]]\nname = \"one\"\nvars = { text = \"hi\" }\n";
+        let path = Path::new("e.toml");
+        let suite = Suite::from_toml(path, base);
+        assert!(suite.as_ref().is_ok_and(|s| s.embeddings().map(|e| e.dimensions) == Some(8)));
+        let other = Suite::from_toml(path, &base.replace("dimensions = 8", "dimensions = 9"));
+        assert_ne!(
+            suite.map(|s| s.fingerprint().to_owned()).ok(),
+            other.map(|s| s.fingerprint().to_owned()).ok()
+        );
+        let with_system = base.replace("[prompt]\n", "[prompt]\nsystem = \"s\"\n");
+        assert_eq!(error_key(Suite::from_toml(path, &with_system)), "prompt.system");
+        let with_rules = format!("{base}[rules]\nplain_text = true\n");
+        assert_eq!(error_key(Suite::from_toml(path, &with_rules)), "rules");
+        assert_eq!(error_key(Suite::from_toml(path, &base.replace("= 8", "= 0"))), "embeddings.dimensions");
     }
 }

@@ -150,6 +150,9 @@ impl Gate {
         offer: Option<&Offer>,
     ) -> Result<(), Vec<String>> {
         let Some(contract) = self.routes.get(route) else { return Ok(()) };
+        if let Some(embeddings) = contract.checker.embeddings() {
+            return embeddings.check_live(&response.completion).map(drop);
+        }
         if let Some(offer) = offer
             && offer.tools.check(&response.completion, &offer.expect)?
         {

@@ -322,13 +322,22 @@ function fmtDuration(ms) {
     if (!UNSETTLED_JOB.includes(job.status)) generation += 1; // settled: stop polling
   }
 
+  /** The door a job came through, as `request.door` records it. */
+  function doorName(door) {
+    const names = {
+      'anthropic-messages': 'Anthropic Messages', 'openai-responses': 'OpenAI Responses',
+      'openai-embeddings': 'OpenAI embeddings',
+    };
+    return names[door] || 'jobs API or chat completions';
+  }
+
   function renderJob(job) {
     $('job-id').textContent = job.id;
     $('job-status').replaceChildren(statusBadge(job.status));
     const winner = job.attempts.find((a) => a.id === job.completed_by);
     const facts = [
       ['Owner', job.owner], ['Idempotency-Key', el('code', { text: job.idempotency_key })],
-      ['Route', job.route], ['Version', job.version],
+      ['Route', job.route], ['Door', doorName(job.request && job.request.door)], ['Version', job.version],
       ['Created', fmtTime(job.created_at)], ['Updated', fmtTime(job.updated_at)],
       ['Completed by', winner ? `attempt ${winner.number} on ${winner.provider}` : '–'],
     ];
