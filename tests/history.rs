@@ -5,26 +5,33 @@
 //! answers, hangs, 500s, 429s, garbage, resets, cut bodies); an operator
 //! resolves unknown attempts now and then; one gateway is killed with
 //! `kill -9`, or stopped with SIGTERM as a rolling deploy does (it drains),
-//! in the middle and restarted. Then every job must settle, and
-//! the invariants below are checked on what the HTTP API answered along the
-//! way, on what reached the provider, and on the final state.
+//! in the middle and restarted. On PostgreSQL the gateways reach the
+//! database through a TCP proxy that, at the plan's moments, stalls
+//! (nothing passes), resets every connection, or lets one statement run and
+//! loses its reply (a transaction's `COMMIT`, a job's insert): the
+//! ambiguous commit. Then every job must settle, and the invariants below
+//! are checked on what the HTTP API answered along the way, on what
+//! reached the provider, and on the final state.
 //!
-//! Black box only: the HTTP API, the simulator's call counts, and a TCP
-//! proxy in front of the simulator that logs each upstream request's
+//! Black box only: the HTTP API, the simulator's call counts, a TCP proxy
+//! in front of the simulator that logs each upstream request's
 //! `Idempotency-Key` and `X-Intentgate-Attempt` (the simulator itself only
-//! counts per key). The engine's internals may change under this test.
+//! counts per key), and, once all is settled, how many jobs the store
+//! holds. The engine's internals may change under this test.
 //!
 //! The seed (`INTENTGATE_HISTORY_SEED=<u64>`, random otherwise, printed at
 //! the start and in every failure) fixes the plan: routes, keys, bodies,
 //! owners, gateways, pauses, operator choices, when the kill happens and how
-//! the victim comes back. The interleaving is the machine's, so a replay
-//! runs the same plan, not necessarily the same schedule.
+//! the victim comes back, and the store faults. The interleaving is the
+//! machine's, so a replay runs the same plan, not necessarily the same
+//! schedule.
 //!
 //! Invariants (each failure names one):
 //! - I1 one job per (owner, key): every 200/201 for it names one job, at
 //!   most one 201, the bound body is the only one accepted, another body is
 //!   `409 idempotency-key-reused` naming that job; owners never share a job;
-//!   the store holds no other job.
+//!   the store holds no other job, and a create of its body was sent for
+//!   each.
 //! - I2 no re-sent attempt: the provider saw each (job, attempt number) at
 //!   most once, only for attempts the job records, on that attempt's
 //!   provider; every attempt that got an answer or a proven failure was seen.
@@ -38,8 +45,12 @@
 //!   an answer never `failed`).
 //! - I4 nothing stuck: every job ends succeeded, failed or cancelled, with
 //!   no attempt `starting` or `unknown` (every provider has `max_execution`).
-//! - I5 no panic, no 5xx but 503 while a gateway is down, no transport error
-//!   but from the killed process.
+//! - I5 no panic, no 5xx but 503 while a gateway is down or the store
+//!   faulted (and a moment after), no transport error but from the killed
+//!   process. A 503 to a create says "nothing was stored" only when nothing
+//!   was: no job was created while only such 503s of its body were in
+//!   flight. Any other says the job may exist, names the key or the
+//!   job, and asks for a retry under the same key, which the clients do.
 //! - I6 history: what clients observed of a job only moves forward along the
 //!   documented state machines (job, attempts, version, result).
 //! - I7 chain order: attempts follow the route's chain; only a failure of a
@@ -60,6 +71,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use common::proxy::ToggleProxy;
 use common::{ADMIN, ALICE, BOB, TestStore};
 use intentgate_providers::sim::Simulator;
 use reqwest::RequestBuilder;
@@ -85,8 +97,17 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(4);
 const RETRIED: [&str; 2] = ["status-429", "status-500"];
 /// How long every job gets, after the last client op, to settle.
 const DRAIN: Duration = Duration::from_secs(25);
-/// 503s are allowed from the kill until this long after the restart.
+/// 503s are allowed from the kill until this long after the restart, and
+/// from a store fault until this long after it ended.
 const OUTAGE_GRACE: Duration = Duration::from_secs(3);
+/// How often a client sends one create before it gives up (a 503 or a
+/// broken exchange is retried under the same key).
+const CREATE_TRIES: usize = 20;
+/// How long an armed lost reply waits for its statement to pass.
+const LOST_REPLY_WAIT: Duration = Duration::from_secs(1);
+/// A request's interval, widened by this, holds the `created_at` of a job
+/// it created (the gateway's clock against this process's, in whole ms).
+const CLOCK_SLACK_MS: i64 = 10;
 
 /// (API key, owner) of the two users.
 const OWNERS: [(&str, &str); 2] = [(ALICE, "alice"), (BOB, "bob")];
@@ -186,6 +207,49 @@ struct Plan {
     graceful: bool,
     clients: Vec<Rng>,
     operator: Rng,
+    /// PostgreSQL only: what the proxy in front of it does, after how many
+    /// client ops.
+    store_faults: Vec<(usize, StoreFault)>,
+}
+
+/// One fault of the proxy between the gateways and PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreFault {
+    /// Nothing passes either way for this long: the database hangs.
+    Stall(Duration),
+    /// Every connection is reset, and new ones refused for this long.
+    Reset(Duration),
+    /// The server runs a statement, its reply is lost and the connection
+    /// reset: the client cannot know whether its write landed.
+    LostReply(LostReply),
+}
+
+/// Whose reply a [`StoreFault::LostReply`] loses: the next one to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LostReply {
+    /// A transaction's `COMMIT`: an attempt's start, a settling.
+    Commit,
+    /// A job's insert, told by its arguments (the stored request).
+    JobInsert,
+    /// The job insert run right after a connection prepared it: every
+    /// connection is reset first, so the next one to insert a job
+    /// prepares the statement anew.
+    Prepared,
+}
+
+impl LostReply {
+    fn arm(self, proxy: &ToggleProxy) {
+        match self {
+            LostReply::Commit => proxy.cut_reply_to("COMMIT"),
+            // The canonical request, as only the insert of a job binds it.
+            LostReply::JobInsert => proxy.cut_reply_to(r#"{"input":{"messages":"#),
+            LostReply::Prepared => {
+                proxy.set_up(false);
+                proxy.set_up(true);
+                proxy.cut_reply_after("INSERT INTO jobs");
+            }
+        }
+    }
 }
 
 impl Plan {
@@ -213,16 +277,38 @@ impl Plan {
         }
         let key_route = (0..KEYS).map(|_| rng.below(ROUTES)).collect();
         let total = CLIENTS * OPS_PER_CLIENT;
+        let victim = rng.below(2);
+        let kill_after_ops = total * (25 + rng.below(30)) / 100;
+        let restart_pause = Duration::from_millis(200 + rng.below(600) as u64);
+        let restart_same_id = rng.chance(50);
+        let graceful = rng.chance(50);
+        let clients = (0..CLIENTS).map(|_| rng.fork()).collect();
+        let operator = rng.fork();
+        let mut store_faults: Vec<(usize, StoreFault)> = (0..2 + rng.below(11))
+            .map(|_| {
+                let after = total * rng.below(90) / 100;
+                let fault = match rng.below(5) {
+                    0 => StoreFault::Stall(Duration::from_millis(100 + rng.below(1400) as u64)),
+                    1 => StoreFault::Reset(Duration::from_millis(rng.below(500) as u64)),
+                    2 => StoreFault::LostReply(LostReply::Commit),
+                    3 => StoreFault::LostReply(LostReply::JobInsert),
+                    _ => StoreFault::LostReply(LostReply::Prepared),
+                };
+                (after, fault)
+            })
+            .collect();
+        store_faults.sort_by_key(|(after, _)| *after);
         Plan {
             routes,
             key_route,
-            victim: rng.below(2),
-            kill_after_ops: total * (25 + rng.below(30)) / 100,
-            restart_pause: Duration::from_millis(200 + rng.below(600) as u64),
-            restart_same_id: rng.chance(50),
-            graceful: rng.chance(50),
-            clients: (0..CLIENTS).map(|_| rng.fork()).collect(),
-            operator: rng.fork(),
+            victim,
+            kill_after_ops,
+            restart_pause,
+            restart_same_id,
+            graceful,
+            clients,
+            operator,
+            store_faults,
         }
     }
 
@@ -385,11 +471,41 @@ struct Post {
     key: usize,
     variant: usize,
     status: u16,
+    sent: Duration,
     received: Duration,
     job_id: Option<String>,
     /// The problem type's slug, for an error.
     problem: Option<String>,
     body: Value,
+}
+
+/// One try of a `POST /v1/jobs` that settled nothing for its client: it
+/// broke off (`reply` is `None`) or answered 503; the client tried again
+/// under the same key.
+struct Unsettled {
+    owner: usize,
+    key: usize,
+    variant: usize,
+    sent: Duration,
+    received: Duration,
+    reply: Option<Value>,
+}
+
+impl Unsettled {
+    /// Whether it said the store holds nothing of this request, which lets
+    /// a client send the intent again under a new key.
+    fn says_nothing_stored(&self) -> bool {
+        self.reply.as_ref().is_some_and(|body| str_of(&body["detail"]).contains("nothing was stored"))
+    }
+}
+
+/// One store fault as it happened.
+struct FaultWindow {
+    fault: StoreFault,
+    start: Duration,
+    end: Duration,
+    /// For a lost reply: whether a statement passed while it was armed.
+    fired: bool,
 }
 
 /// One answered `GET /v1/jobs?idempotency_key=`.
@@ -417,6 +533,8 @@ struct TransportError {
 #[derive(Default)]
 struct Record {
     posts: Vec<Post>,
+    unsettled: Vec<Unsettled>,
+    store_faults: Vec<FaultWindow>,
     lookups: Vec<Lookup>,
     snapshots: Vec<Snapshot>,
     server_errors: Vec<ServerError>,
@@ -446,6 +564,8 @@ struct Reply {
 struct Shared {
     tag: String,
     start: Instant,
+    /// `start` on the wall clock the gateways stamp jobs with, in ms.
+    start_utc_ms: i64,
     http: reqwest::Client,
     targets: RwLock<[Target; 2]>,
     record: Mutex<Record>,
@@ -596,8 +716,10 @@ async fn client_op(shared: &Shared, plan: &Plan, rng: &mut Rng, mine: &mut Vec<(
     }
 }
 
-/// `POST /v1/jobs`, retried like a careful client: the same intent again,
-/// on the other gateway, when the exchange broke off or the store was away.
+/// `POST /v1/jobs`, retried like a careful client: the same intent again
+/// under the same key, on the other gateway when the exchange broke off,
+/// and after a 503 (which, when the job may have been stored, asks for
+/// exactly that).
 async fn create(
     shared: &Shared,
     plan: &Plan,
@@ -609,7 +731,8 @@ async fn create(
     let body = plan.body(key, variant);
     let wait = rng.chance(35);
     let mut gateway = rng.below(2);
-    for _ in 0..10 {
+    for _ in 0..CREATE_TRIES {
+        let sent = shared.now();
         let reply = shared
             .call(gateway, |http, url| {
                 let request = http
@@ -621,10 +744,21 @@ async fn create(
             })
             .await;
         let Some(reply) = reply else {
+            let unsettled = Unsettled { owner, key, variant, sent, received: shared.now(), reply: None };
+            shared.record.lock().unwrap().unsettled.push(unsettled);
             gateway = 1 - gateway;
             continue;
         };
         if reply.status == 503 {
+            let unsettled = Unsettled {
+                owner,
+                key,
+                variant,
+                sent: reply.sent,
+                received: reply.received,
+                reply: Some(reply.body),
+            };
+            shared.record.lock().unwrap().unsettled.push(unsettled);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
@@ -643,6 +777,7 @@ async fn create(
             key,
             variant,
             status: reply.status,
+            sent: reply.sent,
             received: reply.received,
             job_id: job_id.clone(),
             problem: if ok { None } else { slug(&reply.body) },
@@ -750,10 +885,55 @@ async fn operator(shared: Arc<Shared>, mut rng: Rng, stop: watch::Receiver<bool>
     }
 }
 
+/// The proxy in front of PostgreSQL does the plan's faults, each when the
+/// clients have done its number of ops, until they are all done. None
+/// while a gateway starts (`quiet`): a store fault at start-up is a failed
+/// start, which a supervisor retries and this test does not.
+async fn store_faults(
+    shared: Arc<Shared>,
+    proxy: Arc<ToggleProxy>,
+    faults: Vec<(usize, StoreFault)>,
+    quiet: Arc<tokio::sync::RwLock<()>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut ops = shared.ops_done.subscribe();
+    for (after, fault) in faults {
+        tokio::select! {
+            reached = ops.wait_for(|done| *done >= after) => reached.map(|_| ()).unwrap(),
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let _quiet = quiet.read().await;
+        let start = shared.now();
+        let mut fired = false;
+        match fault {
+            StoreFault::Stall(length) => {
+                proxy.set_stalled(true);
+                tokio::time::sleep(length).await;
+                proxy.set_stalled(false);
+            }
+            StoreFault::Reset(length) => {
+                proxy.set_up(false);
+                tokio::time::sleep(length).await;
+                proxy.set_up(true);
+            }
+            StoreFault::LostReply(which) => {
+                let mut cuts = proxy.cuts();
+                let before = *cuts.borrow_and_update();
+                which.arm(&proxy);
+                let passed = tokio::time::timeout(LOST_REPLY_WAIT, cuts.wait_for(|n| *n > before)).await;
+                // Not fired in time: take it back, unless it fires meanwhile.
+                fired = passed.is_ok() || !proxy.disarm();
+            }
+        }
+        let window = FaultWindow { fault, start, end: shared.now(), fired };
+        shared.record.lock().unwrap().store_faults.push(window);
+    }
+}
+
 // ------------------------------------------------------------ the gateways
 
-fn write_config(store: &TestStore, upstream: SocketAddr, plan: &Plan, instance: &str, dir: &Path) -> PathBuf {
-    let mut doc = common::test_config_doc(&store.url, Some(upstream));
+fn write_config(store_url: &str, upstream: SocketAddr, plan: &Plan, instance: &str, dir: &Path) -> PathBuf {
+    let mut doc = common::test_config_doc(store_url, Some(upstream));
     let providers: Vec<toml::Value> = CHAOS
         .iter()
         .map(|chaos| {
@@ -834,17 +1014,36 @@ async fn randomized_history(store: TestStore) {
 
     let sim = Simulator::new(seed).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let sniffer = Sniffer::start(sim.addr()).await;
+    // PostgreSQL is reached through a proxy that faults; in clear text, so
+    // it can see which statement passes it.
+    let proxy = match store.backend {
+        common::Backend::Postgres => Some(Arc::new(ToggleProxy::start(store.pg_host_port()).await)),
+        common::Backend::Sqlite => None,
+    };
+    let store_url = match &proxy {
+        Some(proxy) => {
+            let url = store.url_via(&proxy.addr.to_string());
+            format!("{url}{}sslmode=disable", if url.contains('?') { '&' } else { '?' })
+        }
+        None => store.url.clone(),
+    };
+    if proxy.is_some() {
+        let faults: Vec<String> =
+            plan.store_faults.iter().map(|(after, fault)| format!("{fault:?} after {after}")).collect();
+        common::loud(&format!("=== history [{tag}]: store faults {}\n", faults.join(", ")));
+    }
     let dir = std::env::temp_dir().join(format!("intentgate-history-{}", uuid::Uuid::now_v7()));
     std::fs::create_dir_all(&dir).unwrap();
     let names = ["history-a", "history-b"];
     let mut processes = Vec::new();
     for name in names {
-        let config = write_config(&store, sniffer.addr, &plan, name, &dir);
+        let config = write_config(&store_url, sniffer.addr, &plan, name, &dir);
         processes.push(spawn_gateway(&config).await);
     }
     let shared = Arc::new(Shared {
         tag: tag.clone(),
         start: Instant::now(),
+        start_utc_ms: chrono::Utc::now().timestamp_millis(),
         http: common::client(),
         targets: RwLock::new([0, 1].map(|i| Target { url: processes[i].url.clone(), generation: 0 })),
         record: Mutex::default(),
@@ -862,7 +1061,12 @@ async fn randomized_history(store: TestStore) {
         })
         .collect();
     let (stop, stopped) = watch::channel(false);
-    let operator = tokio::spawn(operator(shared.clone(), Rng(plan.operator.0), stopped));
+    let operator = tokio::spawn(operator(shared.clone(), Rng(plan.operator.0), stopped.clone()));
+    let quiet = Arc::new(tokio::sync::RwLock::new(()));
+    let faults = proxy.clone().map(|proxy| {
+        let faults = plan.store_faults.clone();
+        tokio::spawn(store_faults(shared.clone(), proxy, faults, quiet.clone(), stopped))
+    });
 
     shared.ops_done.subscribe().wait_for(|done| *done >= plan.kill_after_ops).await.unwrap();
     let killed_at = shared.now();
@@ -894,8 +1098,11 @@ async fn randomized_history(store: TestStore) {
     } else {
         format!("{}-reborn", names[plan.victim])
     };
-    let config = write_config(&store, sniffer.addr, &plan, &instance, &dir);
-    let reborn = spawn_gateway(&config).await;
+    let config = write_config(&store_url, sniffer.addr, &plan, &instance, &dir);
+    let reborn = {
+        let _quiet = quiet.write().await;
+        spawn_gateway(&config).await
+    };
     shared.targets.write().unwrap()[plan.victim] = Target { url: reborn.url.clone(), generation: 1 };
     let restarted_at = shared.now();
     let restarted_utc = chrono::Utc::now();
@@ -906,6 +1113,9 @@ async fn randomized_history(store: TestStore) {
     }
     stop.send_replace(true);
     operator.await.unwrap();
+    if let Some(faults) = faults {
+        faults.await.unwrap();
+    }
     let ops_ended = began.elapsed();
 
     // Drain: every job found, by the ids clients learned and by every
@@ -1009,6 +1219,17 @@ async fn randomized_history(store: TestStore) {
         drained,
         plan.victim,
     ));
+    let nothing_stored = record.unsettled.iter().filter(|try_| try_.says_nothing_stored()).count();
+    let lost = record.store_faults.iter().filter(|f| matches!(f.fault, StoreFault::LostReply(_)));
+    let (armed, fired) = lost.fold((0, 0), |(armed, fired), f| (armed + 1, fired + usize::from(f.fired)));
+    common::loud(&format!(
+        "=== history [{tag}]: {} store faults ({fired} of {armed} lost replies fired); creates unsettled: {} (broke off {}, \
+         503 nothing stored {nothing_stored}, 503 otherwise {})\n",
+        record.store_faults.len(),
+        record.unsettled.len(),
+        record.unsettled.iter().filter(|try_| try_.reply.is_none()).count(),
+        record.unsettled.iter().filter(|try_| try_.reply.is_some() && !try_.says_nothing_stored()).count(),
+    ));
     if record.violations.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);
         return;
@@ -1043,6 +1264,10 @@ fn settled(job: &Value) -> bool {
         })
 }
 
+fn rfc3339_ms(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|at| at.timestamp_millis())
+}
+
 // ------------------------------------------------------------- the checks
 
 struct Check<'a> {
@@ -1074,6 +1299,7 @@ impl Check<'_> {
         }
         self.history_moves_forward();
         self.no_server_trouble();
+        self.store_503s_tell_the_truth();
         let found = std::mem::take(&mut *self.found.lock().unwrap());
         self.shared.record.lock().unwrap().violations.extend(found);
     }
@@ -1402,17 +1628,34 @@ impl Check<'_> {
         }
     }
 
+    /// Whether `at` is in an outage: from the kill to a moment after the
+    /// restart, or from a store fault to a moment after it ended.
+    fn in_outage(&self, at: Duration, faults: &[FaultWindow]) -> bool {
+        (self.killed_at..self.restarted_at + OUTAGE_GRACE).contains(&at)
+            || faults.iter().any(|fault| (fault.start..fault.end + OUTAGE_GRACE).contains(&at))
+    }
+
     /// I5.
     fn no_server_trouble(&self) {
         let record = self.shared.record.lock().unwrap();
-        let outage = self.killed_at..self.restarted_at + OUTAGE_GRACE;
         for error in &record.server_errors {
-            if error.status != 503 || !outage.contains(&error.at) {
+            if error.status != 503 || !self.in_outage(error.at, &record.store_faults) {
+                let faults: Vec<String> = record
+                    .store_faults
+                    .iter()
+                    .map(|f| format!("{:?} {:?}..{:?}", f.fault, f.start, f.end))
+                    .collect();
                 self.fail(
                     "I5",
                     format!(
-                        "gateway {} answered {} at {:?} (kill at {:?}, back at {:?}): {}",
-                        error.gateway, error.status, error.at, self.killed_at, self.restarted_at, error.body
+                        "gateway {} answered {} at {:?} (kill at {:?}, back at {:?}; store faults [{}]): {}",
+                        error.gateway,
+                        error.status,
+                        error.at,
+                        self.killed_at,
+                        self.restarted_at,
+                        faults.join(", "),
+                        error.body
                     ),
                 );
             }
@@ -1435,6 +1678,88 @@ impl Check<'_> {
                 let line_start = log[..at].rfind('\n').map_or(0, |n| n + 1);
                 let excerpt: String = log[line_start..].chars().take(600).collect();
                 self.fail("I5", format!("gateway process {i} panicked: {excerpt}"));
+            }
+        }
+    }
+
+    /// I5, what a 503 to a create says of the store: "nothing was stored"
+    /// only when nothing was (a client may then send the intent again under
+    /// a new key); else it asks for a retry under the same key, naming the
+    /// key or the job. The two are told apart by the detail alone: both
+    /// are `store-unavailable`, and both name the key.
+    fn store_503s_tell_the_truth(&self) {
+        let record = self.shared.record.lock().unwrap();
+        for try_ in &record.unsettled {
+            let Some(body) = &try_.reply else { continue };
+            if slug(body).as_deref() != Some("store-unavailable") || try_.says_nothing_stored() {
+                continue;
+            }
+            let names =
+                body["idempotency_key"] == Plan::key_name(try_.key).as_str() || body["job_id"].is_string();
+            if !str_of(&body["detail"]).contains("same Idempotency-Key") || !names {
+                self.fail(
+                    "I5",
+                    format!(
+                        "{}/{}: a 503 at {:?} that does not say nothing was stored does not ask for a retry \
+                         under the same key, naming it or the job: {body}",
+                        OWNERS[try_.owner].1,
+                        Plan::key_name(try_.key),
+                        try_.received
+                    ),
+                );
+            }
+        }
+        // Which request made each job: one of its body whose interval holds
+        // its `created_at`. A 503 saying nothing was stored cannot be it.
+        for ((owner, key), id) in self.by_key {
+            let Some(job) = self.finals.get(id) else { continue };
+            let who = format!("{}/{}", OWNERS[*owner].1, Plan::key_name(*key));
+            let bound = str_of(&job["request"]["input"]["messages"][0]["content"]);
+            let Some(variant) = (0..2).find(|v| Plan::content(*key, *v) == bound) else { continue };
+            let Some(created) = rfc3339_ms(&str_of(&job["created_at"])) else {
+                self.fail("I1", format!("{who}: job {id} has no created_at"));
+                continue;
+            };
+            let created = created - self.shared.start_utc_ms;
+            let during = |sent: Duration, received: Duration| {
+                sent.as_millis() as i64 - CLOCK_SLACK_MS <= created
+                    && created <= received.as_millis() as i64 + CLOCK_SLACK_MS
+            };
+            let posts =
+                record.posts.iter().filter(|p| (p.owner, p.key, p.variant) == (*owner, *key, variant));
+            let tries =
+                record.unsettled.iter().filter(|t| (t.owner, t.key, t.variant) == (*owner, *key, variant));
+            // (sent, received, what it said if it was a denial)
+            let mut requests: Vec<(Duration, Duration, Option<String>)> = Vec::new();
+            for post in posts.filter(|p| p.status == 201) {
+                requests.push((post.sent, post.received, None));
+            }
+            for try_ in tries {
+                let denial =
+                    try_.says_nothing_stored().then(|| format!("503 {}", try_.reply.as_ref().unwrap()));
+                requests.push((try_.sent, try_.received, denial));
+            }
+            let in_flight: Vec<&(Duration, Duration, Option<String>)> =
+                requests.iter().filter(|(sent, received, _)| during(*sent, *received)).collect();
+            // All of them, should the clocks disagree by more than the slack.
+            let makers = if in_flight.is_empty() { requests.iter().collect() } else { in_flight };
+            if makers.is_empty() {
+                self.fail("I1", format!("{who}: job {id} exists, but no create of its body was sent"));
+            } else if makers.iter().all(|(_, _, denial)| denial.is_some()) {
+                let denials: Vec<String> = makers
+                    .iter()
+                    .filter_map(|(sent, received, denial)| {
+                        denial.as_ref().map(|d| format!("{sent:?}..{received:?}: {d}"))
+                    })
+                    .collect();
+                self.fail(
+                    "I5",
+                    format!(
+                        "{who}: job {id} was created at {created} ms, but every create of it that could have \
+                         made it said that nothing was stored:\n      {}",
+                        denials.join("\n      ")
+                    ),
+                );
             }
         }
     }
