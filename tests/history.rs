@@ -9,15 +9,20 @@
 //! database through a TCP proxy that, at the plan's moments, stalls
 //! (nothing passes), resets every connection, or lets one statement run and
 //! loses its reply (a transaction's `COMMIT`, a job's insert): the
-//! ambiguous commit. Then every job must settle, and the invariants below
-//! are checked on what the HTTP API answered along the way, on what
+//! ambiguous commit. Most providers have a price, and one owner (alice) a
+//! budget and a per-route rate limit, both small enough to refuse during
+//! the run: new jobs with a 429, and retries and failovers (the job fails
+//! with the limit's code). Then every job must settle, and the invariants
+//! below are checked on what the HTTP API answered along the way, on what
 //! reached the provider, and on the final state.
 //!
 //! Black box only: the HTTP API, the simulator's call counts, a TCP proxy
 //! in front of the simulator that logs each upstream request's
 //! `Idempotency-Key` and `X-Intentgate-Attempt` (the simulator itself only
-//! counts per key), and, once all is settled, how many jobs the store
-//! holds. The engine's internals may change under this test.
+//! counts per key), and, once all is settled, two reads of the store the
+//! API cannot give: how many jobs it holds, and each meter's past windows
+//! (`GET /v1/usage` shows the current one only). The engine's internals
+//! may change under this test.
 //!
 //! The seed (`INTENTGATE_HISTORY_SEED=<u64>`, random otherwise, printed at
 //! the start and in every failure) fixes the plan: routes, keys, bodies,
@@ -29,9 +34,9 @@
 //! Invariants (each failure names one):
 //! - I1 one job per (owner, key): every 200/201 for it names one job, at
 //!   most one 201, the bound body is the only one accepted, another body is
-//!   `409 idempotency-key-reused` naming that job; owners never share a job;
-//!   the store holds no other job, and a create of its body was sent for
-//!   each.
+//!   `409 idempotency-key-reused` naming that job, the metered owner may be
+//!   refused (I10); owners never share a job; the store holds no other job,
+//!   and a create of its body was sent for each.
 //! - I2 no re-sent attempt: the provider saw each (job, attempt number) at
 //!   most once, only for attempts the job records, on that attempt's
 //!   provider; every attempt that got an answer or a proven failure was seen.
@@ -48,18 +53,28 @@
 //! - I5 no panic, no 5xx but 503 while a gateway is down or the store
 //!   faulted (and a moment after), no transport error but from the killed
 //!   process. A 503 to a create says "nothing was stored" only when nothing
-//!   was: no job was created while only such 503s of its body were in
-//!   flight. Any other says the job may exist, names the key or the
+//!   was: no job was created while only such 503s (or refusals) of its body
+//!   were in flight. Any other says the job may exist, names the key or the
 //!   job, and asks for a retry under the same key, which the clients do.
 //! - I6 history: what clients observed of a job only moves forward along the
 //!   documented state machines (job, attempts, version, result).
 //! - I7 chain order: attempts follow the route's chain; only a failure of a
 //!   retry class (the 429s and 5xx here) repeats a provider, at most
-//!   `retries` times; a failed job exhausted its chain.
+//!   `retries` times; a failed job exhausted its chain, or a limit refused
+//!   its next attempt (a provider not behind the ones it tried).
 //! - I8 cancel: a job whose cancel answered 200 ends cancelled; only a job
 //!   someone tried to cancel is cancelled.
 //! - I9 drain bound: a gateway stopped with SIGTERM exits within its
 //!   `drain_timeout` (and a moment to close), having drained what it could.
+//! - I10 limits: each meter `GET /v1/usage` shows is one of the metered
+//!   owner's, reads as the store does, and in every window of the run holds
+//!   nothing once all settled and used at most its limit; its windows add
+//!   up to its attempts' charges (`usage.cost_nanos` for the budget, one
+//!   call per attempt for a rate limit). Every refusal (`429
+//!   budget-exhausted` / `rate-limited`, a job's error code) names a limit
+//!   of its owner and route of that kind; a rate limit's window it refused
+//!   in ended full; a create of a key whose job was already answered is
+//!   answered, not refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -108,6 +123,25 @@ const LOST_REPLY_WAIT: Duration = Duration::from_secs(1);
 /// A request's interval, widened by this, holds the `created_at` of a job
 /// it created (the gateway's clock against this process's, in whole ms).
 const CLOCK_SLACK_MS: i64 = 10;
+
+/// The owner whose attempts are metered: a budget and a rate limit.
+const METERED: usize = 0;
+/// The providers with a price; the others' attempts cost nothing.
+const PRICED: [&str; 5] = ["ok", "slow", "late", "hang", "garbage"];
+/// Per million prompt and completion tokens, in USD.
+const PRICE: (f64, f64) = (1.0, 2.0);
+/// `[billing] default_max_tokens`: what a priced attempt reserves (and is
+/// sent) as its completion limit, so a worst case is about 0.002 USD.
+const DEFAULT_MAX_TOKENS: i64 = 1000;
+/// The metered owner's budget over all routes, `1h`: a few worst cases,
+/// which abandoned attempts are charged and attempts in flight hold.
+const BUDGET_USD: f64 = 0.025;
+const BUDGET_WINDOW: &str = "1h";
+/// The metered owner's upstream calls per minute, per route: a route's
+/// few keys, with their retries and failovers, run into it.
+const REQUESTS_PER_MINUTE: i64 = 5;
+/// The refusals a client can be answered with.
+const LIMIT_SLUGS: [&str; 2] = ["budget-exhausted", "rate-limited"];
 
 /// (API key, owner) of the two users.
 const OWNERS: [(&str, &str); 2] = [(ALICE, "alice"), (BOB, "bob")];
@@ -227,7 +261,8 @@ enum StoreFault {
 /// Whose reply a [`StoreFault::LostReply`] loses: the next one to pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LostReply {
-    /// A transaction's `COMMIT`: an attempt's start, a settling.
+    /// A transaction's `COMMIT`: a metered job's insert with its holds, an
+    /// attempt's start, a settling.
     Commit,
     /// A job's insert, told by its arguments (the stored request).
     JobInsert,
@@ -719,7 +754,8 @@ async fn client_op(shared: &Shared, plan: &Plan, rng: &mut Rng, mine: &mut Vec<(
 /// `POST /v1/jobs`, retried like a careful client: the same intent again
 /// under the same key, on the other gateway when the exchange broke off,
 /// and after a 503 (which, when the job may have been stored, asks for
-/// exactly that).
+/// exactly that). A refusal by a limit is not retried: its window would
+/// outlast the run.
 async fn create(
     shared: &Shared,
     plan: &Plan,
@@ -947,10 +983,31 @@ fn write_config(store_url: &str, upstream: SocketAddr, plan: &Plan, instance: &s
             provider.insert("base_url".into(), base_url.into());
             provider.insert("model".into(), format!("sim:{}", chaos.script).into());
             provider.insert("max_execution".into(), MAX_EXECUTION.into());
+            if PRICED.contains(&chaos.name) {
+                let mut price = toml::Table::new();
+                price.insert("input_per_mtok".into(), PRICE.0.into());
+                price.insert("output_per_mtok".into(), PRICE.1.into());
+                provider.insert("price".into(), price.into());
+            }
             provider.into()
         })
         .collect();
     doc.insert("providers".into(), providers.into());
+    let mut billing = toml::Table::new();
+    billing.insert("currency".into(), "USD".into());
+    billing.insert("default_max_tokens".into(), DEFAULT_MAX_TOKENS.into());
+    doc.insert("billing".into(), billing.into());
+    let metered = OWNERS[METERED].1;
+    let mut budget = toml::Table::new();
+    budget.insert("owner".into(), metered.into());
+    budget.insert("limit".into(), BUDGET_USD.into());
+    budget.insert("window".into(), BUDGET_WINDOW.into());
+    doc.insert("budgets".into(), vec![toml::Value::from(budget)].into());
+    let mut rate_limit = toml::Table::new();
+    rate_limit.insert("owner".into(), metered.into());
+    rate_limit.insert("route".into(), "*".into());
+    rate_limit.insert("requests_per_minute".into(), REQUESTS_PER_MINUTE.into());
+    doc.insert("rate_limits".into(), vec![toml::Value::from(rate_limit)].into());
     let routes: Vec<toml::Value> = plan
         .routes
         .iter()
@@ -1173,6 +1230,7 @@ async fn randomized_history(store: TestStore) {
     if stored != finals.len() as i64 {
         shared.violation("I1", format!("the store holds {stored} jobs, the API showed {}", finals.len()));
     }
+    let meters = read_meters(&shared, live, &direct).await;
 
     let logs: Vec<String> = processes.iter().map(|p| p.logs.lock().unwrap().clone()).collect();
     for mut process in processes {
@@ -1191,6 +1249,7 @@ async fn randomized_history(store: TestStore) {
         restarted_at,
         victim: plan.victim,
         logs,
+        meters,
         found: Mutex::default(),
     };
     check.all();
@@ -1219,11 +1278,22 @@ async fn randomized_history(store: TestStore) {
         drained,
         plan.victim,
     ));
+    let mut refused: BTreeMap<String, usize> = BTreeMap::new();
+    for post in record.posts.iter().filter(|post| post.status == 429) {
+        *refused.entry(post.problem.clone().unwrap_or_default()).or_default() += 1;
+    }
+    let mut ended_by_limits: BTreeMap<String, usize> = BTreeMap::new();
+    for job in finals.values() {
+        if let Some(code) = job["error"]["code"].as_str().filter(|code| LIMIT_SLUGS.contains(code)) {
+            *ended_by_limits.entry(code.to_owned()).or_default() += 1;
+        }
+    }
     let nothing_stored = record.unsettled.iter().filter(|try_| try_.says_nothing_stored()).count();
     let lost = record.store_faults.iter().filter(|f| matches!(f.fault, StoreFault::LostReply(_)));
     let (armed, fired) = lost.fold((0, 0), |(armed, fired), f| (armed + 1, fired + usize::from(f.fired)));
     common::loud(&format!(
-        "=== history [{tag}]: {} store faults ({fired} of {armed} lost replies fired); creates unsettled: {} (broke off {}, \
+        "=== history [{tag}]: refused creates {refused:?}, chains ended by a limit {ended_by_limits:?}; \
+         {} store faults ({fired} of {armed} lost replies fired); creates unsettled: {} (broke off {}, \
          503 nothing stored {nothing_stored}, 503 otherwise {})\n",
         record.store_faults.len(),
         record.unsettled.len(),
@@ -1264,8 +1334,120 @@ fn settled(job: &Value) -> bool {
         })
 }
 
+// ------------------------------------------------------------- the meters
+
+/// One budget or rate limit as `GET /v1/usage` names it, and each of its
+/// windows of the run as the store holds it.
+struct MeterSeen {
+    name: String,
+    budget: bool,
+    /// Whose and which route's attempts it counts; `None`: all of them.
+    owner: Option<String>,
+    route: Option<String>,
+    limit: i64,
+    window_ms: i64,
+    /// `(window start, used, held)` of every window from the run's start.
+    windows: Vec<(i64, i64, i64)>,
+    /// What the API said of the window it was in: `(start, used, held)`.
+    current: (i64, i64, i64),
+}
+
+impl MeterSeen {
+    /// From its name, `budget/owner=alice/route=all/1h` or
+    /// `rate0-requests/owner=alice/route=r3/1m` (docs/budgets.md): whom
+    /// and what it counts, `all` being everyone.
+    fn new(name: &str, budget: bool, limit: i64, window_ms: i64, current: (i64, i64, i64)) -> MeterSeen {
+        let part = |prefix: &str| {
+            name.split('/')
+                .find_map(|part| part.strip_prefix(prefix))
+                .filter(|v| *v != "all")
+                .map(str::to_owned)
+        };
+        MeterSeen {
+            name: name.to_owned(),
+            budget,
+            owner: part("owner="),
+            route: part("route="),
+            limit,
+            window_ms,
+            windows: Vec::new(),
+            current,
+        }
+    }
+
+    fn applies(&self, owner: &str, route: &str) -> bool {
+        self.owner.as_deref().is_none_or(|o| o == owner) && self.route.as_deref().is_none_or(|r| r == route)
+    }
+
+    /// `(used, held)` in the window starting at `start_ms`, if the run had it.
+    fn window(&self, start_ms: i64) -> Option<(i64, i64)> {
+        self.windows.iter().find(|w| w.0 == start_ms).map(|w| (w.1, w.2))
+    }
+
+    /// What `attempt` counts on it: its charge, or one upstream call.
+    fn charge(&self, attempt: &Value) -> i64 {
+        if self.budget { attempt["usage"]["cost_nanos"].as_i64().unwrap_or(0) } else { 1 }
+    }
+}
+
+fn window_ms(window: &str) -> i64 {
+    match window {
+        "1m" => 60_000,
+        "1h" => 3_600_000,
+        "1d" => 86_400_000,
+        other => panic!("harness: a `{other}` window is not read"),
+    }
+}
+
 fn rfc3339_ms(text: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(text).ok().map(|at| at.timestamp_millis())
+}
+
+/// Every owner's meters, named by `GET /v1/usage` (as an admin), and read
+/// in each window since the run began from the store (the API shows the
+/// current window only, and a run may straddle a minute).
+async fn read_meters(shared: &Shared, gateway: usize, store: &intentgate::store::Store) -> Vec<MeterSeen> {
+    let tag = &shared.tag;
+    let mut meters: Vec<MeterSeen> = Vec::new();
+    for (_, owner) in OWNERS {
+        let reply = shared
+            .call(gateway, |http, url| http.get(format!("{url}/v1/usage?owner={owner}")).bearer_auth(ADMIN))
+            .await
+            .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+        assert_eq!(reply.status, 200, "[{tag}] GET /v1/usage?owner={owner}: {}", reply.body);
+        let ms =
+            |value: &Value| rfc3339_ms(&str_of(value)).unwrap_or_else(|| panic!("[{tag}] {}", reply.body));
+        let int = |value: &Value| value.as_i64().unwrap_or_else(|| panic!("[{tag}] {}", reply.body));
+        for budget in reply.body["budgets"].as_array().unwrap() {
+            let current =
+                (ms(&budget["window_start"]), int(&budget["spent_nanos"]), int(&budget["reserved_nanos"]));
+            let length = window_ms(&str_of(&budget["window"]));
+            meters.push(MeterSeen::new(
+                &str_of(&budget["meter"]),
+                true,
+                int(&budget["limit_nanos"]),
+                length,
+                current,
+            ));
+        }
+        for rate in reply.body["rate_limits"].as_array().unwrap() {
+            assert_eq!(rate["per_minute"], "requests", "[{tag}] harness: only requests are limited: {rate}");
+            let current = (ms(&rate["resets_at"]) - 60_000, int(&rate["used"]), int(&rate["reserved"]));
+            meters.push(MeterSeen::new(&str_of(&rate["meter"]), false, int(&rate["limit"]), 60_000, current));
+        }
+    }
+    meters.sort_by(|a, b| a.name.cmp(&b.name));
+    meters.dedup_by(|a, b| a.name == b.name);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    for meter in &mut meters {
+        let mut start = shared.start_utc_ms.div_euclid(meter.window_ms) * meter.window_ms;
+        while start <= now_ms {
+            let (used, held) = store.meter(&meter.name, start).await.unwrap();
+            meter.windows.push((start, used, held));
+            start += meter.window_ms;
+        }
+    }
+    meters
 }
 
 // ------------------------------------------------------------- the checks
@@ -1281,6 +1463,7 @@ struct Check<'a> {
     restarted_at: Duration,
     victim: usize,
     logs: Vec<String>,
+    meters: Vec<MeterSeen>,
     /// Found here, handed to the record at the end (the record's lock is
     /// held while checking).
     found: Mutex<Vec<String>>,
@@ -1300,6 +1483,7 @@ impl Check<'_> {
         self.history_moves_forward();
         self.no_server_trouble();
         self.store_503s_tell_the_truth();
+        self.limits_hold();
         let found = std::mem::take(&mut *self.found.lock().unwrap());
         self.shared.record.lock().unwrap().violations.extend(found);
     }
@@ -1340,6 +1524,10 @@ impl Check<'_> {
                         !same_body
                             && post.problem.as_deref() == Some("idempotency-key-reused")
                             && post.job_id.as_deref() == Some(id.as_str())
+                    }
+                    // Which limit, and whether it could refuse: I10.
+                    429 => {
+                        *owner == METERED && post.problem.as_deref().is_some_and(|p| LIMIT_SLUGS.contains(&p))
                     }
                     _ => false,
                 };
@@ -1580,8 +1768,24 @@ impl Check<'_> {
                 break;
             }
         }
-        if status == "failed" && positions.last().copied().flatten() != Some(chain.len() - 1) {
+        // A limit may end the chain: its next attempt was refused, not sent.
+        let limit_ended = job["error"]["code"].as_str().is_some_and(|code| LIMIT_SLUGS.contains(&code));
+        let last = positions.last().copied().flatten();
+        if status == "failed" && !limit_ended && last != Some(chain.len() - 1) {
             self.fail("I7", format!("{about}: failed before its chain {chain:?} was exhausted"));
+        }
+        if limit_ended {
+            // The refused attempt was the chain's next (or a retry of the last).
+            let reason = str_of(&job["error"]["reason"]);
+            let refused = reason.split('`').nth(1).and_then(|name| chain.iter().position(|p| *p == name));
+            if let Some(refused) = refused
+                && last.is_some_and(|last| refused < last)
+            {
+                self.fail(
+                    "I7",
+                    format!("{about}: a limit refused `{}`, behind the chain {chain:?}", chain[refused]),
+                );
+            }
         }
         if status == "failed" && job["error"].is_null() {
             self.fail("I7", format!("{about}: failed without an error"));
@@ -1710,7 +1914,8 @@ impl Check<'_> {
             }
         }
         // Which request made each job: one of its body whose interval holds
-        // its `created_at`. A 503 saying nothing was stored cannot be it.
+        // its `created_at`. A denial cannot be it: a 503 saying nothing was
+        // stored, or a 429 (a refused job stores nothing).
         for ((owner, key), id) in self.by_key {
             let Some(job) = self.finals.get(id) else { continue };
             let who = format!("{}/{}", OWNERS[*owner].1, Plan::key_name(*key));
@@ -1731,8 +1936,9 @@ impl Check<'_> {
                 record.unsettled.iter().filter(|t| (t.owner, t.key, t.variant) == (*owner, *key, variant));
             // (sent, received, what it said if it was a denial)
             let mut requests: Vec<(Duration, Duration, Option<String>)> = Vec::new();
-            for post in posts.filter(|p| p.status == 201) {
-                requests.push((post.sent, post.received, None));
+            for post in posts.filter(|p| matches!(p.status, 201 | 429)) {
+                let denial = (post.status == 429).then(|| format!("429 {}", post.body));
+                requests.push((post.sent, post.received, denial));
             }
             for try_ in tries {
                 let denial =
@@ -1752,14 +1958,161 @@ impl Check<'_> {
                         denial.as_ref().map(|d| format!("{sent:?}..{received:?}: {d}"))
                     })
                     .collect();
+                let invariant = if denials.iter().any(|d| d.contains(": 503")) { "I5" } else { "I10" };
                 self.fail(
-                    "I5",
+                    invariant,
                     format!(
                         "{who}: job {id} was created at {created} ms, but every create of it that could have \
                          made it said that nothing was stored:\n      {}",
                         denials.join("\n      ")
                     ),
                 );
+            }
+        }
+    }
+
+    /// I10: each meter's windows add up to what its attempts were charged,
+    /// hold nothing once every attempt settled, and stay within the limit;
+    /// each refusal names a limit that applies and was full.
+    fn limits_hold(&self) {
+        let record = self.shared.record.lock().unwrap();
+        let metered = OWNERS[METERED].1;
+        let names: Vec<&str> = self.meters.iter().map(|m| m.name.as_str()).collect();
+        for budget in [true, false] {
+            if !self.meters.iter().any(|m| m.budget == budget && m.owner.as_deref() == Some(metered)) {
+                let what = if budget { "budget" } else { "rate limit" };
+                self.fail("I10", format!("GET /v1/usage shows no {what} of {metered}: {names:?}"));
+            }
+        }
+        for meter in &self.meters {
+            let name = &meter.name;
+            if meter.owner.as_deref() != Some(metered) {
+                self.fail("I10", format!("{name} meters {:?}, for whom no limit is configured", meter.owner));
+            }
+            let (start, used, held) = meter.current;
+            if meter.window(start) != Some((used, held)) {
+                self.fail(
+                    "I10",
+                    format!(
+                        "GET /v1/usage: {name} from {start} has {used} used, {held} held; the store {:?}",
+                        meter.window(start)
+                    ),
+                );
+            }
+            for (start, used, held) in &meter.windows {
+                if *held != 0 || *used > meter.limit {
+                    self.fail(
+                        "I10",
+                        format!(
+                            "{name} from {start}: {used} used, {held} held of {}, with every attempt settled",
+                            meter.limit
+                        ),
+                    );
+                }
+            }
+            let used: i64 = meter.windows.iter().map(|w| w.1).sum();
+            let charged: i64 = self
+                .finals
+                .values()
+                .filter(|job| meter.applies(&str_of(&job["owner"]), &str_of(&job["route"])))
+                .flat_map(|job| job["attempts"].as_array().unwrap())
+                .map(|attempt| meter.charge(attempt))
+                .sum();
+            if used != charged {
+                self.fail(
+                    "I10",
+                    format!("{name}: {used} used over the run, but its attempts add up to {charged}"),
+                );
+            }
+        }
+        for post in record.posts.iter().filter(|post| post.status == 429) {
+            self.refusal_names_its_limit(post, &record.posts);
+        }
+        for (id, job) in self.finals {
+            if job["error"]["code"].as_str().is_some_and(|code| LIMIT_SLUGS.contains(&code)) {
+                self.limit_ended_the_chain(id, job);
+            }
+        }
+    }
+
+    /// The meter a refusal names, if it is one that applies to `owner` and
+    /// `route` and refuses with `slug`.
+    fn refusing_meter(&self, names: &[&str], slug: &str, owner: &str, route: &str) -> Option<&MeterSeen> {
+        self.meters.iter().find(|m| {
+            names.contains(&m.name.as_str())
+                && m.budget == (slug == "budget-exhausted")
+                && m.applies(owner, route)
+        })
+    }
+
+    /// A rate limit refuses only when full, and a request counts as used
+    /// at once and for good: the window it refused in ended full.
+    fn was_full(&self, meter: &MeterSeen, start_ms: i64) -> Result<(), String> {
+        match meter.window(start_ms) {
+            Some((used, _)) if meter.budget || used == meter.limit => Ok(()),
+            Some((used, _)) => {
+                Err(format!("its window from {start_ms} ended with {used} of {} used", meter.limit))
+            }
+            None => Err(format!("its window from {start_ms} is not one of the run's")),
+        }
+    }
+
+    /// I10 on a `429` to a create.
+    fn refusal_names_its_limit(&self, post: &Post, posts: &[Post]) {
+        let (owner, key) = (OWNERS[post.owner].1, Plan::key_name(post.key));
+        let route = Plan::route_name(self.plan.key_route[post.key]);
+        let slug = post.problem.clone().unwrap_or_default();
+        let about = format!("{owner}/{key}: 429 {slug} at {:?} ({})", post.received, post.body);
+        let name = str_of(&post.body["meter"]);
+        let Some(meter) = self.refusing_meter(&[name.as_str()], &slug, owner, &route) else {
+            self.fail("I10", format!("{about} names no limit of {owner} on {route} that refuses so"));
+            return;
+        };
+        match rfc3339_ms(&str_of(&post.body["resets_at"])) {
+            Some(end) => {
+                if let Err(why) = self.was_full(meter, end - meter.window_ms) {
+                    self.fail("I10", format!("{about}: {why}"));
+                }
+            }
+            None => self.fail("I10", format!("{about} has no resets_at")),
+        }
+        // A create of a job that exists is answered from the store.
+        let answered = posts
+            .iter()
+            .filter(|p| (p.owner, p.key) == (post.owner, post.key) && matches!(p.status, 200 | 201 | 409))
+            .map(|p| p.received)
+            .min();
+        if let Some(answered) = answered.filter(|at| post.sent > *at) {
+            self.fail("I10", format!("{about}: sent after the key's job was answered at {answered:?}"));
+        }
+    }
+
+    /// I10 on a job whose chain a limit ended.
+    fn limit_ended_the_chain(&self, id: &str, job: &Value) {
+        let (owner, route) = (str_of(&job["owner"]), str_of(&job["route"]));
+        let code = str_of(&job["error"]["code"]);
+        let reason = str_of(&job["error"]["reason"]);
+        let about = format!("job {id} ({owner}, {route}, {}): {code}, {reason:?}", job["status"]);
+        if job["status"] != "failed" {
+            self.fail("I10", format!("{about}: a limit's error on a job that did not fail"));
+        }
+        let named: Vec<&str> = reason.split('`').skip(1).step_by(2).collect();
+        let Some(meter) = self.refusing_meter(&named, &code, &owner, &route) else {
+            self.fail("I10", format!("{about} names no limit of {owner} on {route} that refuses so"));
+            return;
+        };
+        // Refused after its last attempt started and before the job failed:
+        // the window is known when both fall in the same one.
+        let attempts = job["attempts"].as_array().unwrap();
+        let after = attempts.iter().map(|a| &a["started_at"]).chain([&job["created_at"]]);
+        let after = after.filter_map(|at| rfc3339_ms(&str_of(at))).max();
+        let before = rfc3339_ms(&str_of(&job["updated_at"]));
+        if let (Some(after), Some(before)) = (after, before) {
+            let window = |at: i64| at.div_euclid(meter.window_ms) * meter.window_ms;
+            if window(after) == window(before)
+                && let Err(why) = self.was_full(meter, window(after))
+            {
+                self.fail("I10", format!("{about}: {why}"));
             }
         }
     }
