@@ -5,26 +5,38 @@
 //! answers, hangs, 500s, 429s, garbage, resets, cut bodies); an operator
 //! resolves unknown attempts now and then; one gateway is killed with
 //! `kill -9`, or stopped with SIGTERM as a rolling deploy does (it drains),
-//! in the middle and restarted. Then every job must settle, and
-//! the invariants below are checked on what the HTTP API answered along the
-//! way, on what reached the provider, and on the final state.
+//! in the middle and restarted. On PostgreSQL the gateways reach the
+//! database through a TCP proxy that, at the plan's moments, stalls
+//! (nothing passes), resets every connection, or lets one statement run and
+//! loses its reply (a transaction's `COMMIT`, a job's insert): the
+//! ambiguous commit. Most providers have a price, and one owner (alice) a
+//! budget and a per-route rate limit, both small enough to refuse during
+//! the run: new jobs with a 429, and retries and failovers (the job fails
+//! with the limit's code). Then every job must settle, and the invariants
+//! below are checked on what the HTTP API answered along the way, on what
+//! reached the provider, and on the final state.
 //!
-//! Black box only: the HTTP API, the simulator's call counts, and a TCP
-//! proxy in front of the simulator that logs each upstream request's
+//! Black box only: the HTTP API, the simulator's call counts, a TCP proxy
+//! in front of the simulator that logs each upstream request's
 //! `Idempotency-Key` and `X-Intentgate-Attempt` (the simulator itself only
-//! counts per key). The engine's internals may change under this test.
+//! counts per key), and, once all is settled, two reads of the store the
+//! API cannot give: how many jobs it holds, and each meter's past windows
+//! (`GET /v1/usage` shows the current one only). The engine's internals
+//! may change under this test.
 //!
 //! The seed (`INTENTGATE_HISTORY_SEED=<u64>`, random otherwise, printed at
 //! the start and in every failure) fixes the plan: routes, keys, bodies,
 //! owners, gateways, pauses, operator choices, when the kill happens and how
-//! the victim comes back. The interleaving is the machine's, so a replay
-//! runs the same plan, not necessarily the same schedule.
+//! the victim comes back, and the store faults. The interleaving is the
+//! machine's, so a replay runs the same plan, not necessarily the same
+//! schedule.
 //!
 //! Invariants (each failure names one):
 //! - I1 one job per (owner, key): every 200/201 for it names one job, at
 //!   most one 201, the bound body is the only one accepted, another body is
-//!   `409 idempotency-key-reused` naming that job; owners never share a job;
-//!   the store holds no other job.
+//!   `409 idempotency-key-reused` naming that job, the metered owner may be
+//!   refused (I10); owners never share a job; the store holds no other job,
+//!   and a create of its body was sent for each.
 //! - I2 no re-sent attempt: the provider saw each (job, attempt number) at
 //!   most once, only for attempts the job records, on that attempt's
 //!   provider; every attempt that got an answer or a proven failure was seen.
@@ -38,17 +50,31 @@
 //!   an answer never `failed`).
 //! - I4 nothing stuck: every job ends succeeded, failed or cancelled, with
 //!   no attempt `starting` or `unknown` (every provider has `max_execution`).
-//! - I5 no panic, no 5xx but 503 while a gateway is down, no transport error
-//!   but from the killed process.
+//! - I5 no panic, no 5xx but 503 while a gateway is down or the store
+//!   faulted (and a moment after), no transport error but from the killed
+//!   process. A 503 to a create says "nothing was stored" only when nothing
+//!   was: no job was created while only such 503s (or refusals) of its body
+//!   were in flight. Any other says the job may exist, names the key or the
+//!   job, and asks for a retry under the same key, which the clients do.
 //! - I6 history: what clients observed of a job only moves forward along the
 //!   documented state machines (job, attempts, version, result).
 //! - I7 chain order: attempts follow the route's chain; only a failure of a
 //!   retry class (the 429s and 5xx here) repeats a provider, at most
-//!   `retries` times; a failed job exhausted its chain.
+//!   `retries` times; a failed job exhausted its chain, or a limit refused
+//!   its next attempt (a provider not behind the ones it tried).
 //! - I8 cancel: a job whose cancel answered 200 ends cancelled; only a job
 //!   someone tried to cancel is cancelled.
 //! - I9 drain bound: a gateway stopped with SIGTERM exits within its
 //!   `drain_timeout` (and a moment to close), having drained what it could.
+//! - I10 limits: each meter `GET /v1/usage` shows is one of the metered
+//!   owner's, reads as the store does, and in every window of the run holds
+//!   nothing once all settled and used at most its limit; its windows add
+//!   up to its attempts' charges (`usage.cost_nanos` for the budget, one
+//!   call per attempt for a rate limit). Every refusal (`429
+//!   budget-exhausted` / `rate-limited`, a job's error code) names a limit
+//!   of its owner and route of that kind; a rate limit's window it refused
+//!   in ended full; a create of a key whose job was already answered is
+//!   answered, not refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -60,6 +86,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use common::proxy::ToggleProxy;
 use common::{ADMIN, ALICE, BOB, TestStore};
 use intentgate_providers::sim::Simulator;
 use reqwest::RequestBuilder;
@@ -85,8 +112,36 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(4);
 const RETRIED: [&str; 2] = ["status-429", "status-500"];
 /// How long every job gets, after the last client op, to settle.
 const DRAIN: Duration = Duration::from_secs(25);
-/// 503s are allowed from the kill until this long after the restart.
+/// 503s are allowed from the kill until this long after the restart, and
+/// from a store fault until this long after it ended.
 const OUTAGE_GRACE: Duration = Duration::from_secs(3);
+/// How often a client sends one create before it gives up (a 503 or a
+/// broken exchange is retried under the same key).
+const CREATE_TRIES: usize = 20;
+/// How long an armed lost reply waits for its statement to pass.
+const LOST_REPLY_WAIT: Duration = Duration::from_secs(1);
+/// A request's interval, widened by this, holds the `created_at` of a job
+/// it created (the gateway's clock against this process's, in whole ms).
+const CLOCK_SLACK_MS: i64 = 10;
+
+/// The owner whose attempts are metered: a budget and a rate limit.
+const METERED: usize = 0;
+/// The providers with a price; the others' attempts cost nothing.
+const PRICED: [&str; 5] = ["ok", "slow", "late", "hang", "garbage"];
+/// Per million prompt and completion tokens, in USD.
+const PRICE: (f64, f64) = (1.0, 2.0);
+/// `[billing] default_max_tokens`: what a priced attempt reserves (and is
+/// sent) as its completion limit, so a worst case is about 0.002 USD.
+const DEFAULT_MAX_TOKENS: i64 = 1000;
+/// The metered owner's budget over all routes, `1h`: a few worst cases,
+/// which abandoned attempts are charged and attempts in flight hold.
+const BUDGET_USD: f64 = 0.025;
+const BUDGET_WINDOW: &str = "1h";
+/// The metered owner's upstream calls per minute, per route: a route's
+/// few keys, with their retries and failovers, run into it.
+const REQUESTS_PER_MINUTE: i64 = 5;
+/// The refusals a client can be answered with.
+const LIMIT_SLUGS: [&str; 2] = ["budget-exhausted", "rate-limited"];
 
 /// (API key, owner) of the two users.
 const OWNERS: [(&str, &str); 2] = [(ALICE, "alice"), (BOB, "bob")];
@@ -186,6 +241,50 @@ struct Plan {
     graceful: bool,
     clients: Vec<Rng>,
     operator: Rng,
+    /// PostgreSQL only: what the proxy in front of it does, after how many
+    /// client ops.
+    store_faults: Vec<(usize, StoreFault)>,
+}
+
+/// One fault of the proxy between the gateways and PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreFault {
+    /// Nothing passes either way for this long: the database hangs.
+    Stall(Duration),
+    /// Every connection is reset, and new ones refused for this long.
+    Reset(Duration),
+    /// The server runs a statement, its reply is lost and the connection
+    /// reset: the client cannot know whether its write landed.
+    LostReply(LostReply),
+}
+
+/// Whose reply a [`StoreFault::LostReply`] loses: the next one to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LostReply {
+    /// A transaction's `COMMIT`: a metered job's insert with its holds, an
+    /// attempt's start, a settling.
+    Commit,
+    /// A job's insert, told by its arguments (the stored request).
+    JobInsert,
+    /// The job insert run right after a connection prepared it: every
+    /// connection is reset first, so the next one to insert a job
+    /// prepares the statement anew.
+    Prepared,
+}
+
+impl LostReply {
+    fn arm(self, proxy: &ToggleProxy) {
+        match self {
+            LostReply::Commit => proxy.cut_reply_to("COMMIT"),
+            // The canonical request, as only the insert of a job binds it.
+            LostReply::JobInsert => proxy.cut_reply_to(r#"{"input":{"messages":"#),
+            LostReply::Prepared => {
+                proxy.set_up(false);
+                proxy.set_up(true);
+                proxy.cut_reply_after("INSERT INTO jobs");
+            }
+        }
+    }
 }
 
 impl Plan {
@@ -213,16 +312,38 @@ impl Plan {
         }
         let key_route = (0..KEYS).map(|_| rng.below(ROUTES)).collect();
         let total = CLIENTS * OPS_PER_CLIENT;
+        let victim = rng.below(2);
+        let kill_after_ops = total * (25 + rng.below(30)) / 100;
+        let restart_pause = Duration::from_millis(200 + rng.below(600) as u64);
+        let restart_same_id = rng.chance(50);
+        let graceful = rng.chance(50);
+        let clients = (0..CLIENTS).map(|_| rng.fork()).collect();
+        let operator = rng.fork();
+        let mut store_faults: Vec<(usize, StoreFault)> = (0..2 + rng.below(11))
+            .map(|_| {
+                let after = total * rng.below(90) / 100;
+                let fault = match rng.below(5) {
+                    0 => StoreFault::Stall(Duration::from_millis(100 + rng.below(1400) as u64)),
+                    1 => StoreFault::Reset(Duration::from_millis(rng.below(500) as u64)),
+                    2 => StoreFault::LostReply(LostReply::Commit),
+                    3 => StoreFault::LostReply(LostReply::JobInsert),
+                    _ => StoreFault::LostReply(LostReply::Prepared),
+                };
+                (after, fault)
+            })
+            .collect();
+        store_faults.sort_by_key(|(after, _)| *after);
         Plan {
             routes,
             key_route,
-            victim: rng.below(2),
-            kill_after_ops: total * (25 + rng.below(30)) / 100,
-            restart_pause: Duration::from_millis(200 + rng.below(600) as u64),
-            restart_same_id: rng.chance(50),
-            graceful: rng.chance(50),
-            clients: (0..CLIENTS).map(|_| rng.fork()).collect(),
-            operator: rng.fork(),
+            victim,
+            kill_after_ops,
+            restart_pause,
+            restart_same_id,
+            graceful,
+            clients,
+            operator,
+            store_faults,
         }
     }
 
@@ -385,11 +506,41 @@ struct Post {
     key: usize,
     variant: usize,
     status: u16,
+    sent: Duration,
     received: Duration,
     job_id: Option<String>,
     /// The problem type's slug, for an error.
     problem: Option<String>,
     body: Value,
+}
+
+/// One try of a `POST /v1/jobs` that settled nothing for its client: it
+/// broke off (`reply` is `None`) or answered 503; the client tried again
+/// under the same key.
+struct Unsettled {
+    owner: usize,
+    key: usize,
+    variant: usize,
+    sent: Duration,
+    received: Duration,
+    reply: Option<Value>,
+}
+
+impl Unsettled {
+    /// Whether it said the store holds nothing of this request, which lets
+    /// a client send the intent again under a new key.
+    fn says_nothing_stored(&self) -> bool {
+        self.reply.as_ref().is_some_and(|body| str_of(&body["detail"]).contains("nothing was stored"))
+    }
+}
+
+/// One store fault as it happened.
+struct FaultWindow {
+    fault: StoreFault,
+    start: Duration,
+    end: Duration,
+    /// For a lost reply: whether a statement passed while it was armed.
+    fired: bool,
 }
 
 /// One answered `GET /v1/jobs?idempotency_key=`.
@@ -417,6 +568,8 @@ struct TransportError {
 #[derive(Default)]
 struct Record {
     posts: Vec<Post>,
+    unsettled: Vec<Unsettled>,
+    store_faults: Vec<FaultWindow>,
     lookups: Vec<Lookup>,
     snapshots: Vec<Snapshot>,
     server_errors: Vec<ServerError>,
@@ -446,6 +599,8 @@ struct Reply {
 struct Shared {
     tag: String,
     start: Instant,
+    /// `start` on the wall clock the gateways stamp jobs with, in ms.
+    start_utc_ms: i64,
     http: reqwest::Client,
     targets: RwLock<[Target; 2]>,
     record: Mutex<Record>,
@@ -596,8 +751,11 @@ async fn client_op(shared: &Shared, plan: &Plan, rng: &mut Rng, mine: &mut Vec<(
     }
 }
 
-/// `POST /v1/jobs`, retried like a careful client: the same intent again,
-/// on the other gateway, when the exchange broke off or the store was away.
+/// `POST /v1/jobs`, retried like a careful client: the same intent again
+/// under the same key, on the other gateway when the exchange broke off,
+/// and after a 503 (which, when the job may have been stored, asks for
+/// exactly that). A refusal by a limit is not retried: its window would
+/// outlast the run.
 async fn create(
     shared: &Shared,
     plan: &Plan,
@@ -609,7 +767,8 @@ async fn create(
     let body = plan.body(key, variant);
     let wait = rng.chance(35);
     let mut gateway = rng.below(2);
-    for _ in 0..10 {
+    for _ in 0..CREATE_TRIES {
+        let sent = shared.now();
         let reply = shared
             .call(gateway, |http, url| {
                 let request = http
@@ -621,10 +780,21 @@ async fn create(
             })
             .await;
         let Some(reply) = reply else {
+            let unsettled = Unsettled { owner, key, variant, sent, received: shared.now(), reply: None };
+            shared.record.lock().unwrap().unsettled.push(unsettled);
             gateway = 1 - gateway;
             continue;
         };
         if reply.status == 503 {
+            let unsettled = Unsettled {
+                owner,
+                key,
+                variant,
+                sent: reply.sent,
+                received: reply.received,
+                reply: Some(reply.body),
+            };
+            shared.record.lock().unwrap().unsettled.push(unsettled);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
@@ -643,6 +813,7 @@ async fn create(
             key,
             variant,
             status: reply.status,
+            sent: reply.sent,
             received: reply.received,
             job_id: job_id.clone(),
             problem: if ok { None } else { slug(&reply.body) },
@@ -750,10 +921,55 @@ async fn operator(shared: Arc<Shared>, mut rng: Rng, stop: watch::Receiver<bool>
     }
 }
 
+/// The proxy in front of PostgreSQL does the plan's faults, each when the
+/// clients have done its number of ops, until they are all done. None
+/// while a gateway starts (`quiet`): a store fault at start-up is a failed
+/// start, which a supervisor retries and this test does not.
+async fn store_faults(
+    shared: Arc<Shared>,
+    proxy: Arc<ToggleProxy>,
+    faults: Vec<(usize, StoreFault)>,
+    quiet: Arc<tokio::sync::RwLock<()>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut ops = shared.ops_done.subscribe();
+    for (after, fault) in faults {
+        tokio::select! {
+            reached = ops.wait_for(|done| *done >= after) => reached.map(|_| ()).unwrap(),
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let _quiet = quiet.read().await;
+        let start = shared.now();
+        let mut fired = false;
+        match fault {
+            StoreFault::Stall(length) => {
+                proxy.set_stalled(true);
+                tokio::time::sleep(length).await;
+                proxy.set_stalled(false);
+            }
+            StoreFault::Reset(length) => {
+                proxy.set_up(false);
+                tokio::time::sleep(length).await;
+                proxy.set_up(true);
+            }
+            StoreFault::LostReply(which) => {
+                let mut cuts = proxy.cuts();
+                let before = *cuts.borrow_and_update();
+                which.arm(&proxy);
+                let passed = tokio::time::timeout(LOST_REPLY_WAIT, cuts.wait_for(|n| *n > before)).await;
+                // Not fired in time: take it back, unless it fires meanwhile.
+                fired = passed.is_ok() || !proxy.disarm();
+            }
+        }
+        let window = FaultWindow { fault, start, end: shared.now(), fired };
+        shared.record.lock().unwrap().store_faults.push(window);
+    }
+}
+
 // ------------------------------------------------------------ the gateways
 
-fn write_config(store: &TestStore, upstream: SocketAddr, plan: &Plan, instance: &str, dir: &Path) -> PathBuf {
-    let mut doc = common::test_config_doc(&store.url, Some(upstream));
+fn write_config(store_url: &str, upstream: SocketAddr, plan: &Plan, instance: &str, dir: &Path) -> PathBuf {
+    let mut doc = common::test_config_doc(store_url, Some(upstream));
     let providers: Vec<toml::Value> = CHAOS
         .iter()
         .map(|chaos| {
@@ -767,10 +983,31 @@ fn write_config(store: &TestStore, upstream: SocketAddr, plan: &Plan, instance: 
             provider.insert("base_url".into(), base_url.into());
             provider.insert("model".into(), format!("sim:{}", chaos.script).into());
             provider.insert("max_execution".into(), MAX_EXECUTION.into());
+            if PRICED.contains(&chaos.name) {
+                let mut price = toml::Table::new();
+                price.insert("input_per_mtok".into(), PRICE.0.into());
+                price.insert("output_per_mtok".into(), PRICE.1.into());
+                provider.insert("price".into(), price.into());
+            }
             provider.into()
         })
         .collect();
     doc.insert("providers".into(), providers.into());
+    let mut billing = toml::Table::new();
+    billing.insert("currency".into(), "USD".into());
+    billing.insert("default_max_tokens".into(), DEFAULT_MAX_TOKENS.into());
+    doc.insert("billing".into(), billing.into());
+    let metered = OWNERS[METERED].1;
+    let mut budget = toml::Table::new();
+    budget.insert("owner".into(), metered.into());
+    budget.insert("limit".into(), BUDGET_USD.into());
+    budget.insert("window".into(), BUDGET_WINDOW.into());
+    doc.insert("budgets".into(), vec![toml::Value::from(budget)].into());
+    let mut rate_limit = toml::Table::new();
+    rate_limit.insert("owner".into(), metered.into());
+    rate_limit.insert("route".into(), "*".into());
+    rate_limit.insert("requests_per_minute".into(), REQUESTS_PER_MINUTE.into());
+    doc.insert("rate_limits".into(), vec![toml::Value::from(rate_limit)].into());
     let routes: Vec<toml::Value> = plan
         .routes
         .iter()
@@ -834,17 +1071,36 @@ async fn randomized_history(store: TestStore) {
 
     let sim = Simulator::new(seed).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let sniffer = Sniffer::start(sim.addr()).await;
+    // PostgreSQL is reached through a proxy that faults; in clear text, so
+    // it can see which statement passes it.
+    let proxy = match store.backend {
+        common::Backend::Postgres => Some(Arc::new(ToggleProxy::start(store.pg_host_port()).await)),
+        common::Backend::Sqlite => None,
+    };
+    let store_url = match &proxy {
+        Some(proxy) => {
+            let url = store.url_via(&proxy.addr.to_string());
+            format!("{url}{}sslmode=disable", if url.contains('?') { '&' } else { '?' })
+        }
+        None => store.url.clone(),
+    };
+    if proxy.is_some() {
+        let faults: Vec<String> =
+            plan.store_faults.iter().map(|(after, fault)| format!("{fault:?} after {after}")).collect();
+        common::loud(&format!("=== history [{tag}]: store faults {}\n", faults.join(", ")));
+    }
     let dir = std::env::temp_dir().join(format!("intentgate-history-{}", uuid::Uuid::now_v7()));
     std::fs::create_dir_all(&dir).unwrap();
     let names = ["history-a", "history-b"];
     let mut processes = Vec::new();
     for name in names {
-        let config = write_config(&store, sniffer.addr, &plan, name, &dir);
+        let config = write_config(&store_url, sniffer.addr, &plan, name, &dir);
         processes.push(spawn_gateway(&config).await);
     }
     let shared = Arc::new(Shared {
         tag: tag.clone(),
         start: Instant::now(),
+        start_utc_ms: chrono::Utc::now().timestamp_millis(),
         http: common::client(),
         targets: RwLock::new([0, 1].map(|i| Target { url: processes[i].url.clone(), generation: 0 })),
         record: Mutex::default(),
@@ -862,7 +1118,12 @@ async fn randomized_history(store: TestStore) {
         })
         .collect();
     let (stop, stopped) = watch::channel(false);
-    let operator = tokio::spawn(operator(shared.clone(), Rng(plan.operator.0), stopped));
+    let operator = tokio::spawn(operator(shared.clone(), Rng(plan.operator.0), stopped.clone()));
+    let quiet = Arc::new(tokio::sync::RwLock::new(()));
+    let faults = proxy.clone().map(|proxy| {
+        let faults = plan.store_faults.clone();
+        tokio::spawn(store_faults(shared.clone(), proxy, faults, quiet.clone(), stopped))
+    });
 
     shared.ops_done.subscribe().wait_for(|done| *done >= plan.kill_after_ops).await.unwrap();
     let killed_at = shared.now();
@@ -894,8 +1155,11 @@ async fn randomized_history(store: TestStore) {
     } else {
         format!("{}-reborn", names[plan.victim])
     };
-    let config = write_config(&store, sniffer.addr, &plan, &instance, &dir);
-    let reborn = spawn_gateway(&config).await;
+    let config = write_config(&store_url, sniffer.addr, &plan, &instance, &dir);
+    let reborn = {
+        let _quiet = quiet.write().await;
+        spawn_gateway(&config).await
+    };
     shared.targets.write().unwrap()[plan.victim] = Target { url: reborn.url.clone(), generation: 1 };
     let restarted_at = shared.now();
     let restarted_utc = chrono::Utc::now();
@@ -906,22 +1170,33 @@ async fn randomized_history(store: TestStore) {
     }
     stop.send_replace(true);
     operator.await.unwrap();
+    if let Some(faults) = faults {
+        faults.await.unwrap();
+    }
     let ops_ended = began.elapsed();
 
     // Drain: every job found, by the ids clients learned and by every
-    // (owner, key) of the pool, must settle.
+    // (owner, key) of the pool, must settle. A 503 (a store fault just
+    // over; I5 judges it) is asked again.
     let mut ids: Vec<String> = shared.record.lock().unwrap().known.clone();
     let mut by_key: HashMap<(usize, usize), String> = HashMap::new();
     let live = 1 - plan.victim;
+    let deadline = Instant::now() + DRAIN;
     for (owner, (api_key, _)) in OWNERS.iter().enumerate() {
         for key in 0..KEYS {
-            let reply = shared
-                .call(live, |http, url| {
-                    http.get(format!("{url}/v1/jobs?idempotency_key={}", Plan::key_name(key)))
-                        .bearer_auth(api_key)
-                })
-                .await
-                .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+            let reply = loop {
+                let reply = shared
+                    .call(live, |http, url| {
+                        http.get(format!("{url}/v1/jobs?idempotency_key={}", Plan::key_name(key)))
+                            .bearer_auth(api_key)
+                    })
+                    .await
+                    .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+                if reply.status != 503 || Instant::now() > deadline {
+                    break reply;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
             match reply.status {
                 200 => {
                     let id = str_of(&reply.body["id"]);
@@ -935,7 +1210,6 @@ async fn randomized_history(store: TestStore) {
             }
         }
     }
-    let deadline = Instant::now() + DRAIN;
     let mut finals: BTreeMap<String, Value> = BTreeMap::new();
     for id in &ids {
         loop {
@@ -945,6 +1219,10 @@ async fn randomized_history(store: TestStore) {
                 })
                 .await
                 .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+            if reply.status == 503 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
             assert_eq!(reply.status, 200, "[{tag}] GET /v1/jobs/{id}: {}", reply.body);
             shared.snapshot(&reply);
             if settled(&reply.body) || Instant::now() > deadline {
@@ -963,6 +1241,7 @@ async fn randomized_history(store: TestStore) {
     if stored != finals.len() as i64 {
         shared.violation("I1", format!("the store holds {stored} jobs, the API showed {}", finals.len()));
     }
+    let meters = read_meters(&shared, live, &direct).await;
 
     let logs: Vec<String> = processes.iter().map(|p| p.logs.lock().unwrap().clone()).collect();
     for mut process in processes {
@@ -981,9 +1260,21 @@ async fn randomized_history(store: TestStore) {
         restarted_at,
         victim: plan.victim,
         logs,
+        meters,
         found: Mutex::default(),
     };
     check.all();
+    let (armed, fired) = {
+        let record = shared.record.lock().unwrap();
+        let lost = record.store_faults.iter().filter(|f| matches!(f.fault, StoreFault::LostReply(_)));
+        lost.fold((0, 0), |(armed, fired), f| (armed + 1, fired + usize::from(f.fired)))
+    };
+    // A lost reply fires on a statement as the driver sends it: were that
+    // to change, none would fire, and the run would test less than it says.
+    if armed >= 3 && fired == 0 {
+        let message = format!("none of {armed} lost replies fired: the proxy no longer sees the statements");
+        shared.violation("harness", message);
+    }
 
     let record = shared.record.lock().unwrap();
     let mut statuses: BTreeMap<String, usize> = BTreeMap::new();
@@ -1008,6 +1299,26 @@ async fn randomized_history(store: TestStore) {
         ops_ended,
         drained,
         plan.victim,
+    ));
+    let mut refused: BTreeMap<String, usize> = BTreeMap::new();
+    for post in record.posts.iter().filter(|post| post.status == 429) {
+        *refused.entry(post.problem.clone().unwrap_or_default()).or_default() += 1;
+    }
+    let mut ended_by_limits: BTreeMap<String, usize> = BTreeMap::new();
+    for job in finals.values() {
+        if let Some(code) = job["error"]["code"].as_str().filter(|code| LIMIT_SLUGS.contains(code)) {
+            *ended_by_limits.entry(code.to_owned()).or_default() += 1;
+        }
+    }
+    let nothing_stored = record.unsettled.iter().filter(|try_| try_.says_nothing_stored()).count();
+    common::loud(&format!(
+        "=== history [{tag}]: refused creates {refused:?}, chains ended by a limit {ended_by_limits:?}; \
+         {} store faults ({fired} of {armed} lost replies fired); creates unsettled: {} (broke off {}, \
+         503 nothing stored {nothing_stored}, 503 otherwise {})\n",
+        record.store_faults.len(),
+        record.unsettled.len(),
+        record.unsettled.iter().filter(|try_| try_.reply.is_none()).count(),
+        record.unsettled.iter().filter(|try_| try_.reply.is_some() && !try_.says_nothing_stored()).count(),
     ));
     if record.violations.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -1043,6 +1354,122 @@ fn settled(job: &Value) -> bool {
         })
 }
 
+// ------------------------------------------------------------- the meters
+
+/// One budget or rate limit as `GET /v1/usage` names it, and each of its
+/// windows of the run as the store holds it.
+struct MeterSeen {
+    name: String,
+    budget: bool,
+    /// Whose and which route's attempts it counts; `None`: all of them.
+    owner: Option<String>,
+    route: Option<String>,
+    limit: i64,
+    window_ms: i64,
+    /// `(window start, used, held)` of every window from the run's start.
+    windows: Vec<(i64, i64, i64)>,
+    /// What the API said of the window it was in: `(start, used, held)`.
+    current: (i64, i64, i64),
+}
+
+impl MeterSeen {
+    /// From its name, `budget/owner=alice/route=all/1h` or
+    /// `rate0-requests/owner=alice/route=r3/1m` (docs/budgets.md): whom
+    /// and what it counts, `all` being everyone.
+    fn new(name: &str, budget: bool, limit: i64, window_ms: i64, current: (i64, i64, i64)) -> MeterSeen {
+        let part = |prefix: &str| {
+            name.split('/')
+                .find_map(|part| part.strip_prefix(prefix))
+                .filter(|v| *v != "all")
+                .map(str::to_owned)
+        };
+        MeterSeen {
+            name: name.to_owned(),
+            budget,
+            owner: part("owner="),
+            route: part("route="),
+            limit,
+            window_ms,
+            windows: Vec::new(),
+            current,
+        }
+    }
+
+    fn applies(&self, owner: &str, route: &str) -> bool {
+        self.owner.as_deref().is_none_or(|o| o == owner) && self.route.as_deref().is_none_or(|r| r == route)
+    }
+
+    /// `(used, held)` in the window starting at `start_ms`, if the run had it.
+    fn window(&self, start_ms: i64) -> Option<(i64, i64)> {
+        self.windows.iter().find(|w| w.0 == start_ms).map(|w| (w.1, w.2))
+    }
+
+    /// What `attempt` counts on it: its charge, or one upstream call.
+    fn charge(&self, attempt: &Value) -> i64 {
+        if self.budget { attempt["usage"]["cost_nanos"].as_i64().unwrap_or(0) } else { 1 }
+    }
+}
+
+fn window_ms(window: &str) -> i64 {
+    match window {
+        "1m" => 60_000,
+        "1h" => 3_600_000,
+        "1d" => 86_400_000,
+        other => panic!("harness: a `{other}` window is not read"),
+    }
+}
+
+fn rfc3339_ms(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|at| at.timestamp_millis())
+}
+
+/// Every owner's meters, named by `GET /v1/usage` (as an admin), and read
+/// in each window since the run began from the store (the API shows the
+/// current window only, and a run may straddle a minute).
+async fn read_meters(shared: &Shared, gateway: usize, store: &intentgate::store::Store) -> Vec<MeterSeen> {
+    let tag = &shared.tag;
+    let mut meters: Vec<MeterSeen> = Vec::new();
+    for (_, owner) in OWNERS {
+        let reply = shared
+            .call(gateway, |http, url| http.get(format!("{url}/v1/usage?owner={owner}")).bearer_auth(ADMIN))
+            .await
+            .unwrap_or_else(|| panic!("[{tag}] the live gateway does not answer"));
+        assert_eq!(reply.status, 200, "[{tag}] GET /v1/usage?owner={owner}: {}", reply.body);
+        let ms =
+            |value: &Value| rfc3339_ms(&str_of(value)).unwrap_or_else(|| panic!("[{tag}] {}", reply.body));
+        let int = |value: &Value| value.as_i64().unwrap_or_else(|| panic!("[{tag}] {}", reply.body));
+        for budget in reply.body["budgets"].as_array().unwrap() {
+            let current =
+                (ms(&budget["window_start"]), int(&budget["spent_nanos"]), int(&budget["reserved_nanos"]));
+            let length = window_ms(&str_of(&budget["window"]));
+            meters.push(MeterSeen::new(
+                &str_of(&budget["meter"]),
+                true,
+                int(&budget["limit_nanos"]),
+                length,
+                current,
+            ));
+        }
+        for rate in reply.body["rate_limits"].as_array().unwrap() {
+            assert_eq!(rate["per_minute"], "requests", "[{tag}] harness: only requests are limited: {rate}");
+            let current = (ms(&rate["resets_at"]) - 60_000, int(&rate["used"]), int(&rate["reserved"]));
+            meters.push(MeterSeen::new(&str_of(&rate["meter"]), false, int(&rate["limit"]), 60_000, current));
+        }
+    }
+    meters.sort_by(|a, b| a.name.cmp(&b.name));
+    meters.dedup_by(|a, b| a.name == b.name);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    for meter in &mut meters {
+        let mut start = shared.start_utc_ms.div_euclid(meter.window_ms) * meter.window_ms;
+        while start <= now_ms {
+            let (used, held) = store.meter(&meter.name, start).await.unwrap();
+            meter.windows.push((start, used, held));
+            start += meter.window_ms;
+        }
+    }
+    meters
+}
+
 // ------------------------------------------------------------- the checks
 
 struct Check<'a> {
@@ -1056,6 +1483,7 @@ struct Check<'a> {
     restarted_at: Duration,
     victim: usize,
     logs: Vec<String>,
+    meters: Vec<MeterSeen>,
     /// Found here, handed to the record at the end (the record's lock is
     /// held while checking).
     found: Mutex<Vec<String>>,
@@ -1074,6 +1502,8 @@ impl Check<'_> {
         }
         self.history_moves_forward();
         self.no_server_trouble();
+        self.store_503s_tell_the_truth();
+        self.limits_hold();
         let found = std::mem::take(&mut *self.found.lock().unwrap());
         self.shared.record.lock().unwrap().violations.extend(found);
     }
@@ -1114,6 +1544,10 @@ impl Check<'_> {
                         !same_body
                             && post.problem.as_deref() == Some("idempotency-key-reused")
                             && post.job_id.as_deref() == Some(id.as_str())
+                    }
+                    // Which limit, and whether it could refuse: I10.
+                    429 => {
+                        *owner == METERED && post.problem.as_deref().is_some_and(|p| LIMIT_SLUGS.contains(&p))
                     }
                     _ => false,
                 };
@@ -1354,8 +1788,24 @@ impl Check<'_> {
                 break;
             }
         }
-        if status == "failed" && positions.last().copied().flatten() != Some(chain.len() - 1) {
+        // A limit may end the chain: its next attempt was refused, not sent.
+        let limit_ended = job["error"]["code"].as_str().is_some_and(|code| LIMIT_SLUGS.contains(&code));
+        let last = positions.last().copied().flatten();
+        if status == "failed" && !limit_ended && last != Some(chain.len() - 1) {
             self.fail("I7", format!("{about}: failed before its chain {chain:?} was exhausted"));
+        }
+        if limit_ended {
+            // The refused attempt was the chain's next (or a retry of the last).
+            let reason = str_of(&job["error"]["reason"]);
+            let refused = reason.split('`').nth(1).and_then(|name| chain.iter().position(|p| *p == name));
+            if let Some(refused) = refused
+                && last.is_some_and(|last| refused < last)
+            {
+                self.fail(
+                    "I7",
+                    format!("{about}: a limit refused `{}`, behind the chain {chain:?}", chain[refused]),
+                );
+            }
         }
         if status == "failed" && job["error"].is_null() {
             self.fail("I7", format!("{about}: failed without an error"));
@@ -1402,17 +1852,34 @@ impl Check<'_> {
         }
     }
 
+    /// Whether `at` is in an outage: from the kill to a moment after the
+    /// restart, or from a store fault to a moment after it ended.
+    fn in_outage(&self, at: Duration, faults: &[FaultWindow]) -> bool {
+        (self.killed_at..self.restarted_at + OUTAGE_GRACE).contains(&at)
+            || faults.iter().any(|fault| (fault.start..fault.end + OUTAGE_GRACE).contains(&at))
+    }
+
     /// I5.
     fn no_server_trouble(&self) {
         let record = self.shared.record.lock().unwrap();
-        let outage = self.killed_at..self.restarted_at + OUTAGE_GRACE;
         for error in &record.server_errors {
-            if error.status != 503 || !outage.contains(&error.at) {
+            if error.status != 503 || !self.in_outage(error.at, &record.store_faults) {
+                let faults: Vec<String> = record
+                    .store_faults
+                    .iter()
+                    .map(|f| format!("{:?} {:?}..{:?}", f.fault, f.start, f.end))
+                    .collect();
                 self.fail(
                     "I5",
                     format!(
-                        "gateway {} answered {} at {:?} (kill at {:?}, back at {:?}): {}",
-                        error.gateway, error.status, error.at, self.killed_at, self.restarted_at, error.body
+                        "gateway {} answered {} at {:?} (kill at {:?}, back at {:?}; store faults [{}]): {}",
+                        error.gateway,
+                        error.status,
+                        error.at,
+                        self.killed_at,
+                        self.restarted_at,
+                        faults.join(", "),
+                        error.body
                     ),
                 );
             }
@@ -1435,6 +1902,237 @@ impl Check<'_> {
                 let line_start = log[..at].rfind('\n').map_or(0, |n| n + 1);
                 let excerpt: String = log[line_start..].chars().take(600).collect();
                 self.fail("I5", format!("gateway process {i} panicked: {excerpt}"));
+            }
+        }
+    }
+
+    /// I5, what a 503 to a create says of the store: "nothing was stored"
+    /// only when nothing was (a client may then send the intent again under
+    /// a new key); else it asks for a retry under the same key, naming the
+    /// key or the job. The two are told apart by the detail alone: both
+    /// are `store-unavailable`, and both name the key.
+    fn store_503s_tell_the_truth(&self) {
+        let record = self.shared.record.lock().unwrap();
+        for try_ in &record.unsettled {
+            let Some(body) = &try_.reply else { continue };
+            if slug(body).as_deref() != Some("store-unavailable") || try_.says_nothing_stored() {
+                continue;
+            }
+            let names =
+                body["idempotency_key"] == Plan::key_name(try_.key).as_str() || body["job_id"].is_string();
+            if !str_of(&body["detail"]).contains("same Idempotency-Key") || !names {
+                self.fail(
+                    "I5",
+                    format!(
+                        "{}/{}: a 503 at {:?} that does not say nothing was stored does not ask for a retry \
+                         under the same key, naming it or the job: {body}",
+                        OWNERS[try_.owner].1,
+                        Plan::key_name(try_.key),
+                        try_.received
+                    ),
+                );
+            }
+        }
+        // Which request made each job: one of its body whose interval holds
+        // its `created_at`. A denial cannot be it: a 503 saying nothing was
+        // stored, or a 429 (a refused job stores nothing).
+        for ((owner, key), id) in self.by_key {
+            let Some(job) = self.finals.get(id) else { continue };
+            let who = format!("{}/{}", OWNERS[*owner].1, Plan::key_name(*key));
+            let bound = str_of(&job["request"]["input"]["messages"][0]["content"]);
+            let Some(variant) = (0..2).find(|v| Plan::content(*key, *v) == bound) else { continue };
+            let Some(created) = rfc3339_ms(&str_of(&job["created_at"])) else {
+                self.fail("I1", format!("{who}: job {id} has no created_at"));
+                continue;
+            };
+            let created = created - self.shared.start_utc_ms;
+            let during = |sent: Duration, received: Duration| {
+                sent.as_millis() as i64 - CLOCK_SLACK_MS <= created
+                    && created <= received.as_millis() as i64 + CLOCK_SLACK_MS
+            };
+            let posts =
+                record.posts.iter().filter(|p| (p.owner, p.key, p.variant) == (*owner, *key, variant));
+            let tries =
+                record.unsettled.iter().filter(|t| (t.owner, t.key, t.variant) == (*owner, *key, variant));
+            // (sent, received, what it said if it was a denial)
+            let mut requests: Vec<(Duration, Duration, Option<String>)> = Vec::new();
+            for post in posts.filter(|p| matches!(p.status, 201 | 429)) {
+                let denial = (post.status == 429).then(|| format!("429 {}", post.body));
+                requests.push((post.sent, post.received, denial));
+            }
+            for try_ in tries {
+                let denial =
+                    try_.says_nothing_stored().then(|| format!("503 {}", try_.reply.as_ref().unwrap()));
+                requests.push((try_.sent, try_.received, denial));
+            }
+            let in_flight: Vec<&(Duration, Duration, Option<String>)> =
+                requests.iter().filter(|(sent, received, _)| during(*sent, *received)).collect();
+            // All of them, should the clocks disagree by more than the slack.
+            let makers = if in_flight.is_empty() { requests.iter().collect() } else { in_flight };
+            if makers.is_empty() {
+                self.fail("I1", format!("{who}: job {id} exists, but no create of its body was sent"));
+            } else if makers.iter().all(|(_, _, denial)| denial.is_some()) {
+                let denials: Vec<String> = makers
+                    .iter()
+                    .filter_map(|(sent, received, denial)| {
+                        denial.as_ref().map(|d| format!("{sent:?}..{received:?}: {d}"))
+                    })
+                    .collect();
+                let invariant = if denials.iter().any(|d| d.contains(": 503")) { "I5" } else { "I10" };
+                self.fail(
+                    invariant,
+                    format!(
+                        "{who}: job {id} was created at {created} ms, but every create of it that could have \
+                         made it said that nothing was stored:\n      {}",
+                        denials.join("\n      ")
+                    ),
+                );
+            }
+        }
+    }
+
+    /// I10: each meter's windows add up to what its attempts were charged,
+    /// hold nothing once every attempt settled, and stay within the limit;
+    /// each refusal names a limit that applies and was full.
+    fn limits_hold(&self) {
+        let record = self.shared.record.lock().unwrap();
+        let metered = OWNERS[METERED].1;
+        let names: Vec<&str> = self.meters.iter().map(|m| m.name.as_str()).collect();
+        for budget in [true, false] {
+            if !self.meters.iter().any(|m| m.budget == budget && m.owner.as_deref() == Some(metered)) {
+                let what = if budget { "budget" } else { "rate limit" };
+                self.fail("I10", format!("GET /v1/usage shows no {what} of {metered}: {names:?}"));
+            }
+        }
+        for meter in &self.meters {
+            let name = &meter.name;
+            if meter.owner.as_deref() != Some(metered) {
+                self.fail("I10", format!("{name} meters {:?}, for whom no limit is configured", meter.owner));
+            }
+            let (start, used, held) = meter.current;
+            if meter.window(start) != Some((used, held)) {
+                self.fail(
+                    "I10",
+                    format!(
+                        "GET /v1/usage: {name} from {start} has {used} used, {held} held; the store {:?}",
+                        meter.window(start)
+                    ),
+                );
+            }
+            for (start, used, held) in &meter.windows {
+                if *held != 0 || *used > meter.limit {
+                    self.fail(
+                        "I10",
+                        format!(
+                            "{name} from {start}: {used} used, {held} held of {}, with every attempt settled",
+                            meter.limit
+                        ),
+                    );
+                }
+            }
+            let used: i64 = meter.windows.iter().map(|w| w.1).sum();
+            let charged: i64 = self
+                .finals
+                .values()
+                .filter(|job| meter.applies(&str_of(&job["owner"]), &str_of(&job["route"])))
+                .flat_map(|job| job["attempts"].as_array().unwrap())
+                .map(|attempt| meter.charge(attempt))
+                .sum();
+            if used != charged {
+                self.fail(
+                    "I10",
+                    format!("{name}: {used} used over the run, but its attempts add up to {charged}"),
+                );
+            }
+        }
+        for post in record.posts.iter().filter(|post| post.status == 429) {
+            self.refusal_names_its_limit(post, &record.posts);
+        }
+        for (id, job) in self.finals {
+            if job["error"]["code"].as_str().is_some_and(|code| LIMIT_SLUGS.contains(&code)) {
+                self.limit_ended_the_chain(id, job);
+            }
+        }
+    }
+
+    /// The meter a refusal names, if it is one that applies to `owner` and
+    /// `route` and refuses with `slug`.
+    fn refusing_meter(&self, names: &[&str], slug: &str, owner: &str, route: &str) -> Option<&MeterSeen> {
+        self.meters.iter().find(|m| {
+            names.contains(&m.name.as_str())
+                && m.budget == (slug == "budget-exhausted")
+                && m.applies(owner, route)
+        })
+    }
+
+    /// A rate limit refuses only when full, and a request counts as used
+    /// at once and for good: the window it refused in ended full.
+    fn was_full(&self, meter: &MeterSeen, start_ms: i64) -> Result<(), String> {
+        match meter.window(start_ms) {
+            Some((used, _)) if meter.budget || used == meter.limit => Ok(()),
+            Some((used, _)) => {
+                Err(format!("its window from {start_ms} ended with {used} of {} used", meter.limit))
+            }
+            None => Err(format!("its window from {start_ms} is not one of the run's")),
+        }
+    }
+
+    /// I10 on a `429` to a create.
+    fn refusal_names_its_limit(&self, post: &Post, posts: &[Post]) {
+        let (owner, key) = (OWNERS[post.owner].1, Plan::key_name(post.key));
+        let route = Plan::route_name(self.plan.key_route[post.key]);
+        let slug = post.problem.clone().unwrap_or_default();
+        let about = format!("{owner}/{key}: 429 {slug} at {:?} ({})", post.received, post.body);
+        let name = str_of(&post.body["meter"]);
+        let Some(meter) = self.refusing_meter(&[name.as_str()], &slug, owner, &route) else {
+            self.fail("I10", format!("{about} names no limit of {owner} on {route} that refuses so"));
+            return;
+        };
+        match rfc3339_ms(&str_of(&post.body["resets_at"])) {
+            Some(end) => {
+                if let Err(why) = self.was_full(meter, end - meter.window_ms) {
+                    self.fail("I10", format!("{about}: {why}"));
+                }
+            }
+            None => self.fail("I10", format!("{about} has no resets_at")),
+        }
+        // A create of a job that exists is answered from the store.
+        let answered = posts
+            .iter()
+            .filter(|p| (p.owner, p.key) == (post.owner, post.key) && matches!(p.status, 200 | 201 | 409))
+            .map(|p| p.received)
+            .min();
+        if let Some(answered) = answered.filter(|at| post.sent > *at) {
+            self.fail("I10", format!("{about}: sent after the key's job was answered at {answered:?}"));
+        }
+    }
+
+    /// I10 on a job whose chain a limit ended.
+    fn limit_ended_the_chain(&self, id: &str, job: &Value) {
+        let (owner, route) = (str_of(&job["owner"]), str_of(&job["route"]));
+        let code = str_of(&job["error"]["code"]);
+        let reason = str_of(&job["error"]["reason"]);
+        let about = format!("job {id} ({owner}, {route}, {}): {code}, {reason:?}", job["status"]);
+        if job["status"] != "failed" {
+            self.fail("I10", format!("{about}: a limit's error on a job that did not fail"));
+        }
+        let named: Vec<&str> = reason.split('`').skip(1).step_by(2).collect();
+        let Some(meter) = self.refusing_meter(&named, &code, &owner, &route) else {
+            self.fail("I10", format!("{about} names no limit of {owner} on {route} that refuses so"));
+            return;
+        };
+        // Refused after its last attempt started and before the job failed:
+        // the window is known when both fall in the same one.
+        let attempts = job["attempts"].as_array().unwrap();
+        let after = attempts.iter().map(|a| &a["started_at"]).chain([&job["created_at"]]);
+        let after = after.filter_map(|at| rfc3339_ms(&str_of(at))).max();
+        let before = rfc3339_ms(&str_of(&job["updated_at"]));
+        if let (Some(after), Some(before)) = (after, before) {
+            let window = |at: i64| at.div_euclid(meter.window_ms) * meter.window_ms;
+            if window(after) == window(before)
+                && let Err(why) = self.was_full(meter, window(after))
+            {
+                self.fail("I10", format!("{about}: {why}"));
             }
         }
     }
