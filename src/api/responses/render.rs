@@ -3,11 +3,11 @@
 //! chunks (each numbered with `sequence_number`). Pure functions of the
 //! stored job, so a replay is the original byte for byte.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::api::door::StreamRender;
-use crate::jobs::{Job, JobResult};
+use crate::jobs::{Job, JobRequest, JobResult};
 
 /// The parts of a job a response is made of.
 #[derive(Clone)]
@@ -16,6 +16,10 @@ pub struct Identity {
     message_id: String,
     created_at: i64,
     model: String,
+    /// What a response echoes of its request: `instructions`,
+    /// `temperature`, `top_p`, `tools`, `tool_choice`,
+    /// `parallel_tool_calls`, `metadata` (see [`Identity::echo_of`]).
+    echo: Map<String, Value>,
 }
 
 impl Identity {
@@ -25,7 +29,49 @@ impl Identity {
             message_id: format!("msg_{}", job.id.simple()),
             created_at: job.created_at_ms / 1000,
             model: job.route.clone(),
+            echo: serde_json::from_str::<JobRequest>(&job.request)
+                .map(|r| Identity::echo_of(&r))
+                .unwrap_or_default(),
         }
+    }
+
+    /// The request's settings in the Responses shape, as OpenAI echoes them
+    /// on every response object (null or the default where it set none).
+    fn echo_of(request: &JobRequest) -> Map<String, Value> {
+        let params = &request.params;
+        let param = |name: &str| params.get(name).cloned().unwrap_or(Value::Null);
+        let instructions =
+            request.input.messages.first().filter(|m| m.role == "system").map(|m| m.content.clone());
+        let tools: Vec<Value> = params
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|tool| {
+                let function = &tool["function"];
+                json!({"type": "function", "name": function["name"], "description": function.get("description"),
+                    "parameters": function["parameters"], "strict": function.get("strict").cloned().unwrap_or(Value::Null)})
+            })
+            .collect();
+        let tool_choice = match params.get("tool_choice") {
+            Some(Value::Object(choice)) => {
+                json!({"type": "function", "name": choice.get("function").map(|f| &f["name"])})
+            }
+            Some(mode) => mode.clone(),
+            None => "auto".into(),
+        };
+        let mut echo = Map::new();
+        echo.insert("instructions".into(), instructions.unwrap_or(Value::Null));
+        echo.insert("temperature".into(), param("temperature"));
+        echo.insert("top_p".into(), param("top_p"));
+        echo.insert("tools".into(), tools.into());
+        echo.insert("tool_choice".into(), tool_choice);
+        echo.insert(
+            "parallel_tool_calls".into(),
+            params.get("parallel_tool_calls").cloned().unwrap_or(true.into()),
+        );
+        echo.insert("metadata".into(), params.get("metadata").cloned().unwrap_or(json!({})));
+        echo
     }
 }
 
@@ -68,7 +114,7 @@ impl Said {
 
 fn message_item(identity: &Identity, text: &str, status: &str) -> Value {
     let content = if status == "completed" {
-        json!([{"type": "output_text", "text": text, "annotations": []}])
+        json!([{"type": "output_text", "text": text, "annotations": [], "logprobs": []}])
     } else {
         json!([])
     };
@@ -94,7 +140,7 @@ fn response(identity: &Identity, said: Result<&Said, &str>) -> Value {
             let tokens = |name: &str| said.usage.as_ref().and_then(|u| u[name].as_u64()).unwrap_or(0);
             let usage = json!({"input_tokens": tokens("prompt_tokens"), "output_tokens": tokens("completion_tokens"),
                 "total_tokens": tokens("prompt_tokens") + tokens("completion_tokens"),
-                "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}});
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}});
             match said.finish.as_deref() {
                 Some("length") => ("incomplete", output, usage, json!({"reason": "max_output_tokens"})),
                 Some("content_filter") => ("incomplete", output, usage, json!({"reason": "content_filter"})),
@@ -102,9 +148,17 @@ fn response(identity: &Identity, said: Result<&Said, &str>) -> Value {
             }
         }
     };
-    json!({"id": identity.id, "object": "response", "created_at": identity.created_at, "status": status,
-        "model": identity.model, "output": output, "usage": usage, "error": null, "incomplete_details": incomplete,
-        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "metadata": {}})
+    let mut response = json!({"id": identity.id, "object": "response", "created_at": identity.created_at,
+        "status": status, "model": identity.model, "output": output, "error": null,
+        "incomplete_details": incomplete});
+    if let Some(fields) = response.as_object_mut() {
+        fields.extend(identity.echo.clone());
+        // Not known before the answer; the published schema has no null for it.
+        if !usage.is_null() {
+            fields.insert("usage".into(), usage);
+        }
+    }
+    response
 }
 
 /// The `response` object of a job not done: `queued`, `in_progress`, or
@@ -182,7 +236,7 @@ impl EventStream {
             Open::Text => {
                 let item = message_item(&self.identity, "", "in_progress");
                 self.emit(out, "response.output_item.added", json!({"output_index": index, "item": item}));
-                let part = json!({"type": "output_text", "text": "", "annotations": []});
+                let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
                 let id = self.identity.message_id.clone();
                 self.emit(
                     out,
@@ -209,9 +263,9 @@ impl EventStream {
                 self.emit(
                     out,
                     "response.output_text.done",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text}),
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
                 );
-                let part = json!({"type": "output_text", "text": text, "annotations": []});
+                let part = json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
                 self.emit(
                     out,
                     "response.content_part.done",
@@ -225,7 +279,7 @@ impl EventStream {
                 self.emit(
                     out,
                     "response.function_call_arguments.done",
-                    json!({"item_id": format!("fc_{id}"), "output_index": index, "arguments": arguments}),
+                    json!({"item_id": format!("fc_{id}"), "output_index": index, "name": name, "arguments": arguments}),
                 );
                 let item = call_item(&id, &name, &arguments, "completed");
                 self.emit(out, "response.output_item.done", json!({"output_index": index, "item": item}));
@@ -255,7 +309,7 @@ impl StreamRender for EventStream {
             self.emit(
                 &mut out,
                 "response.output_text.delta",
-                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text}),
+                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []}),
             );
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
@@ -307,8 +361,13 @@ mod tests {
 
     #[test]
     fn a_streamed_call_numbers_every_event_and_completes_with_the_whole_response() {
-        let identity =
-            Identity { id: "resp_1".into(), message_id: "msg_1".into(), created_at: 0, model: "m".into() };
+        let identity = Identity {
+            id: "resp_1".into(),
+            message_id: "msg_1".into(),
+            created_at: 0,
+            model: "m".into(),
+            echo: Map::new(),
+        };
         let mut stream = EventStream::new(identity);
         let mut out = Vec::new();
         for chunk in [
