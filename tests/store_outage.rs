@@ -34,6 +34,7 @@ async fn postgres_outage_gives_503_then_recovers() {
     let by_id = gw.get(ALICE, &format!("/v1/jobs/{}", before["id"].as_str().unwrap())).await;
     let by_id = assert_problem(by_id, 503, "store-unavailable").await;
     for problem in [&lookup, &by_id] {
+        assert_eq!(problem.get("stored"), None, "a lookup cannot say what exists: {problem}");
         let detail = problem["detail"].as_str().unwrap();
         assert!(!detail.contains("no provider was called"), "a lookup cannot know that: {detail}");
         assert!(detail.contains("new Idempotency-Key"), "warns against a new key: {detail}");
@@ -97,6 +98,7 @@ async fn outage_while_waiting(path: &str, body: Value, prefer: Option<&str>) {
     assert!(!detail.contains("nothing was stored"), "the job was stored: {detail}");
     assert!(detail.contains(id), "names the job: {detail}");
     assert!(detail.contains("same Idempotency-Key"), "says to retry under the same key: {detail}");
+    assert_eq!(problem["stored"], "yes", "{problem}");
 
     proxy.set_up(true);
     let found = gw.get(ALICE, "/v1/jobs?idempotency_key=held").await;
@@ -131,6 +133,7 @@ async fn postgres_commit_with_a_lost_reply_is_not_nothing_stored() {
     assert!(!detail.contains("nothing was stored"), "the job was stored: {detail}");
     assert!(detail.contains("same Idempotency-Key"), "{detail}");
     assert_eq!(problem["idempotency_key"], "lost-reply", "{problem}");
+    assert_eq!(problem["stored"], "maybe", "machine-readable, not only in the detail: {problem}");
     assert_eq!(gw.job_count().await, 1, "the job was committed");
 
     let again = gw.create(ALICE, "lost-reply", &chat_body("a")).await;

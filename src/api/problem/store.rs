@@ -36,6 +36,19 @@ pub enum StoreStage {
 }
 
 impl StoreStage {
+    /// The problem's `stored` member: what the request left in the store,
+    /// for a client that decides without reading the detail. `None` for a
+    /// lookup, which stored nothing and cannot say what exists.
+    fn stored(self) -> Option<&'static str> {
+        match self {
+            StoreStage::BeforeCommit => Some("no"),
+            StoreStage::CommitUnknown => Some("maybe"),
+            StoreStage::AfterCommit(_) => Some("yes"),
+            StoreStage::Partway => Some("partly"),
+            StoreStage::Lookup => None,
+        }
+    }
+
     fn unavailable_detail(self) -> String {
         match self {
             StoreStage::BeforeCommit => {
@@ -97,6 +110,10 @@ impl Problem {
                 )
             }
         };
+        let problem = match stage.stored() {
+            Some(stored) => problem.with("stored", stored),
+            None => problem,
+        };
         match stage {
             StoreStage::AfterCommit(job_id) => problem.naming_job(job_id),
             StoreStage::BeforeCommit
@@ -124,5 +141,27 @@ impl Problem {
 impl From<StoreError> for Problem {
     fn from(err: StoreError) -> Self {
         Problem::store(err, StoreStage::BeforeCommit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::DbError;
+
+    /// `stored` says what the request left behind, from the proof the error
+    /// gives: a refused connection proves nothing landed, a broken one does not.
+    #[test]
+    fn stored_says_no_only_on_proof() {
+        let stored = |err: sqlx::Error, stage: StoreStage| {
+            Problem::store(StoreError::Unavailable(DbError::Sqlx(err)), stage).extensions.get("stored").cloned()
+        };
+        let refused = || sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into());
+        let reset = || sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into());
+        assert_eq!(stored(sqlx::Error::PoolTimedOut, StoreStage::BeforeCommit), Some("no".into()));
+        assert_eq!(stored(refused(), StoreStage::BeforeCommit), Some("no".into()));
+        assert_eq!(stored(reset(), StoreStage::BeforeCommit), Some("maybe".into()));
+        assert_eq!(stored(reset(), StoreStage::AfterCommit(Uuid::nil())), Some("yes".into()));
+        assert_eq!(stored(reset(), StoreStage::Lookup), None);
     }
 }
