@@ -45,7 +45,7 @@ async fn an_embedding_is_one_job_and_replays_byte_for_byte(store: TestStore) {
     let bytes = first.bytes().await.unwrap();
     let list: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(list["object"], "list", "{list}");
-    assert_eq!(list["model"], "embeddings", "the route the caller named");
+    assert_eq!(list["model"], "sim:ok", "the model that answered");
     let data = list["data"].as_array().unwrap();
     assert_eq!(data.len(), 2);
     assert_eq!(data[1]["index"], 1);

@@ -24,7 +24,18 @@ async fn official_openai_sdk(store: TestStore) {
 async fn official_anthropic_sdk(store: TestStore) {
     // Requests without a key on `chat` get one derived from the request, so
     // the SDK's retries of one request are one job.
-    let gw = TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "keyless", "derive")).await;
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_route(doc, "chat", "keyless", "derive");
+        // The same providers the other way round: an Anthropic-dialect primary.
+        let mut first = toml::Table::new();
+        first.insert("name".into(), "anthropic-first".into());
+        first.insert("chain".into(), toml::Value::Array(vec!["sim-fallback".into(), "sim-primary".into()]));
+        first.insert("require_contract_for_primary".into(), false.into());
+        first.insert("require_contract_for_fallback".into(), false.into());
+        first.insert("retry_statuses".into(), toml::Value::Array(vec![429.into()]));
+        doc["routes"].as_array_mut().unwrap().push(first.into());
+    })
+    .await;
     run_script(&gw, "tests/sdk/anthropic_sdk.py").await;
 }
 

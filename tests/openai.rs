@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::Barrier;
 
 store_matrix!(
+    the_answering_model_is_named_in_the_body_and_every_chunk,
     a_route_alias_is_the_route_under_another_name,
     completion_and_byte_identical_replay,
     errors_are_problems_the_sdks_do_not_retry,
@@ -86,6 +87,32 @@ async fn post(gw: &TestGateway, key: &str, body: &Value) -> reqwest::Response {
     gw.chat_completion(key, body).await
 }
 
+/// `model` names the model that answered, as OpenAI names the resolved
+/// one: the fallback's when the primary failed, in a plain body and in
+/// every chunk of a translated stream (whose first event alone names it),
+/// and the same in its replay.
+async fn the_answering_model_is_named_in_the_body_and_every_chunk(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        common::set_provider(doc, "sim-fallback", "model", "sim:delay=1ms");
+    })
+    .await;
+    gw.sim().queue(Some("sim:ok"), "status=503", 2).unwrap(); // the primary fails both requests
+    let plain: Value = post(&gw, "m-plain", &chat("which model?", false)).await.json().await.unwrap();
+    assert_eq!(plain["model"], "sim:delay=1ms", "{plain}");
+
+    let streamed = post(&gw, "m-stream", &chat("which model?", true)).await.text().await.unwrap();
+    let models: Vec<Value> = streamed
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .map(|chunk| chunk["model"].clone())
+        .collect();
+    assert!(models.len() > 2 && models.iter().all(|m| m == "sim:delay=1ms"), "{models:?}");
+    let replay = post(&gw, "m-stream", &chat("which model?", true)).await.text().await.unwrap();
+    assert_eq!(replay, streamed, "the replay names the same model");
+    assert_eq!(gw.sim().calls().total, 4, "two failed primaries, two fallbacks, no call for the replay");
+}
+
 async fn completion_and_byte_identical_replay(store: TestStore) {
     let gw = TestGateway::start(&store).await;
     let first = post(&gw, "c-1", &chat("hello", false)).await;
@@ -96,7 +123,7 @@ async fn completion_and_byte_identical_replay(store: TestStore) {
     let first_bytes = first.bytes().await.unwrap();
     let body: Value = serde_json::from_slice(&first_bytes).unwrap();
     assert_eq!(body["object"], "chat.completion");
-    assert_eq!(body["model"], "chat");
+    assert_eq!(body["model"], "sim:ok", "the model that answered, as OpenAI names the resolved model");
     assert_eq!(body["choices"][0]["message"]["content"], "echo: hello");
     assert_eq!(body["id"], format!("chatcmpl-{}", job_id.replace('-', "")));
 

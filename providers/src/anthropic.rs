@@ -190,6 +190,7 @@ struct Event {
 #[derive(Deserialize)]
 struct StartMessage {
     usage: Option<AnthropicUsage>,
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -251,8 +252,13 @@ impl StreamState {
                 return Err(Failure::Rejected { status, retry_after: None, body });
             }
             "message_start" => {
-                self.input_tokens = event.message.and_then(|m| m.usage).unwrap_or_default().input_tokens;
+                let message = event.message.unwrap_or(StartMessage { usage: None, model: None });
+                self.input_tokens = message.usage.unwrap_or_default().input_tokens;
                 chunk.chunk = openai_chunk(json!({"role": "assistant", "content": ""}), None);
+                // The model that answers, as an OpenAI stream names it.
+                if let (Some(model), Some(fields)) = (message.model, chunk.chunk.as_object_mut()) {
+                    fields.insert("model".into(), model.into());
+                }
             }
             "content_block_start" => {
                 if let Some(block) = event.content_block.filter(|b| b.kind == "tool_use") {

@@ -5,8 +5,8 @@
 //! `model` names a route. The request becomes the job request
 //! `{"route": model, "input": {"embed": input}, "params": {dimensions,
 //! encoding_format, user}, "door": "openai-embeddings"}`; the answer is the
-//! provider's embeddings list as it answered, with the route as `model`,
-//! the same bytes on every replay. Embeddings are not streamed; a provider
+//! provider's embeddings list as it answered (its `model` the one that
+//! answered), the same bytes on every replay. Embeddings are not streamed; a provider
 //! whose dialect has no embeddings (Anthropic's) is passed over with the
 //! reason, as for any request a dialect cannot express.
 
@@ -37,9 +37,14 @@ impl Door for Embeddings {
         translate(body)
     }
 
+    /// The provider's list as it answered, naming the model that answered
+    /// (the route when the provider named none).
     fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
         let mut list = result.completion.clone()?;
-        list.as_object_mut()?.insert("model".into(), job.route.clone().into());
+        let fields = list.as_object_mut()?;
+        if fields.get("model").and_then(Value::as_str).is_none_or(str::is_empty) {
+            fields.insert("model".into(), job.route.clone().into());
+        }
         serde_json::to_vec(&list).ok()
     }
 

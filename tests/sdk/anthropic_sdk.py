@@ -114,13 +114,36 @@ def sdk_retry_without_a_key_is_one_job():
     assert sim_calls() - before == 1, "one upstream call for all of the SDK's requests"
 
 
+def tokens_counted():
+    counted = client.messages.count_tokens(model="chat", system="Be brief.", messages=ask("how many tokens is this?"))
+    assert counted.input_tokens > 0, counted
+
+
+def failover_from_anthropic_to_openai():
+    # `anthropic-first` runs the Anthropic-dialect provider first; it fails once.
+    body = json.dumps({"model": "sim:ok", "script": "status=503", "times": 1}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{SIM}/sim/scripts", data=body, method="POST",
+                                                  headers={"content-type": "application/json"}))
+    raw = client.messages.with_raw_response.create(model="anthropic-first", max_tokens=64,
+                                                   messages=ask("fail over"), extra_headers=key())
+    message = raw.parse()
+    assert message.content[0].text == "echo: fail over", message
+    assert raw.headers.get("x-intentgate-provider") == "sim-primary", raw.headers
+    job = raw.headers.get("x-intentgate-job-id")
+    request = urllib.request.Request(f"{BASE}/v1/jobs/{job}",
+                                     headers={"authorization": f"Bearer {os.environ['INTENTGATE_KEY']}"})
+    with urllib.request.urlopen(request) as response:
+        attempts = json.load(response)["attempts"]
+    assert [a["provider"] for a in attempts] == ["sim-fallback", "sim-primary"], attempts
+
+
 def models_listed():
     ids = [model.id for model in client.models.list()]
     assert "chat" in ids and "tools" in ids, ids
 
 
 for check in [plain_message, same_key_is_one_job, streamed_message, tool_round_trip, reused_key_is_a_conflict,
-              sdk_retry_without_a_key_is_one_job, models_listed]:
+              sdk_retry_without_a_key_is_one_job, tokens_counted, failover_from_anthropic_to_openai, models_listed]:
     check()
     print(f"ok: {check.__name__}")
 print("all passed")

@@ -150,7 +150,7 @@ def tool_call_plain():
     call = choice.message.tool_calls[0]
     assert call.function.name == "get_weather", call
     assert "city" in json.loads(call.function.arguments), call
-    assert completion.model == "chat", "the body's model stays the route"
+    assert completion.model == "sim:ok", "the body names the model that answered"
     assert raw.headers.get("x-intentgate-provider") == "sim-primary", dict(raw.headers)
     job_id = raw.headers["x-intentgate-job-id"]
     stored = stored_job(job_id)["result"]["completion"]["choices"][0]["message"]["tool_calls"][0]
@@ -362,7 +362,7 @@ def embeddings_once_per_key():
     assert [len(item.embedding) for item in first.data] == [8, 8], first
     assert abs(sum(x * x for x in first.data[0].embedding) - 1.0) < 1e-4, first
     assert again.data[1].embedding == first.data[1].embedding
-    assert first.usage.prompt_tokens > 0 and first.model == "embeddings", first
+    assert first.usage.prompt_tokens > 0 and first.model == "sim:ok", first
     assert sim_calls() == before + 1, "one upstream call for two requests"
 
 

@@ -201,8 +201,8 @@ pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Resu
     Ok(response)
 }
 
-/// Which provider and model answered: the body's `model` stays the route
-/// the caller asked for.
+/// Which provider and model answered, in headers every door carries
+/// (whatever its body's `model` says).
 fn name_provider(headers: &mut HeaderMap, provider: &str, model: Option<&str>) {
     if let Ok(value) = HeaderValue::from_str(provider) {
         headers.insert(PROVIDER_HEADER, value);

@@ -28,10 +28,11 @@ impl Completion {
 /// `chat.completion` for a succeeded job's stored result: the provider's
 /// completion as it answered (every choice, `tool_calls`, `refusal`,
 /// `logprobs`, `usage` with its details, `system_fingerprint`, fields we do
-/// not know), with the gateway's `id`, `created` and `model` (the route the
-/// caller asked for; the provider's own model is in `x-intentgate-model`).
+/// not know), with the gateway's `id` and `created`, and the model that
+/// answered as `model` (see [`stamped`]).
 pub fn completion_body(completion: &Completion, result: &JobResult) -> Option<Vec<u8>> {
-    let mut body = stamped(completion, result.completion.as_ref()?, "chat.completion");
+    let mut body =
+        stamped(completion, result.completion.as_ref()?, "chat.completion", result.model.as_deref());
     with_required_nulls(&mut body);
     serde_json::to_vec(&body).ok()
 }
@@ -50,14 +51,20 @@ fn with_required_nulls(body: &mut Value) {
     }
 }
 
-/// `value` (a provider's completion or chunk) with this job's identity.
-fn stamped(completion: &Completion, value: &Value, object: &str) -> Value {
+/// `value` (a provider's completion or chunk) with this job's identity:
+/// its `id`, `created`, `object`, and as `model` the model that answered
+/// when the provider named it (as OpenAI answers with the resolved model),
+/// else `answering` (what an earlier chunk named), else the route.
+fn stamped(completion: &Completion, value: &Value, object: &str, answering: Option<&str>) -> Value {
     let mut value = value.clone();
     if let Some(fields) = value.as_object_mut() {
+        let named = fields.get("model").and_then(Value::as_str).filter(|model| !model.is_empty());
+        let model =
+            named.map(str::to_owned).or(answering.map(str::to_owned)).unwrap_or(completion.model.clone());
         fields.insert("id".into(), completion.id.clone().into());
         fields.insert("object".into(), object.into());
         fields.insert("created".into(), completion.created.into());
-        fields.insert("model".into(), completion.model.clone().into());
+        fields.insert("model".into(), model.into());
     }
     value
 }
@@ -70,17 +77,25 @@ pub const DONE_EVENT: &[u8] = b"data: [DONE]\n\n";
 /// then `[DONE]`.
 pub struct ChunkStream {
     completion: Completion,
+    /// The model the first chunk that named one named: every later chunk
+    /// says the same, as a provider's own stream does.
+    answering: Option<String>,
 }
 
 impl ChunkStream {
     pub fn new(completion: Completion) -> Self {
-        ChunkStream { completion }
+        ChunkStream { completion, answering: None }
     }
 }
 
 impl StreamRender for ChunkStream {
     fn chunk(&mut self, chunk: &Value) -> Vec<u8> {
-        let stamped = stamped(&self.completion, chunk, "chat.completion.chunk");
+        let stamped = stamped(&self.completion, chunk, "chat.completion.chunk", self.answering.as_deref());
+        if self.answering.is_none()
+            && chunk.get("model").and_then(Value::as_str).is_some_and(|m| !m.is_empty())
+        {
+            self.answering = stamped["model"].as_str().map(str::to_owned);
+        }
         data_event(&stamped)
     }
 

@@ -154,7 +154,10 @@ mod tests {
     #[test]
     fn stored_says_no_only_on_proof() {
         let stored = |err: sqlx::Error, stage: StoreStage| {
-            Problem::store(StoreError::Unavailable(DbError::Sqlx(err)), stage).extensions.get("stored").cloned()
+            Problem::store(StoreError::Unavailable(DbError::Sqlx(err)), stage)
+                .extensions
+                .get("stored")
+                .cloned()
         };
         let refused = || sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into());
         let reset = || sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into());
