@@ -163,6 +163,13 @@ async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStor
     if shots {
         browser.screenshot("unknown").await;
     }
+    // A decision belongs to its page: navigating away closes the dialog.
+    browser.click(&format!("{row} button[data-as='abandoned']")).await;
+    browser.wait_for("the confirmation", "document.getElementById('resolve-dialog').open").await;
+    browser.script("location.hash = '#/overview'", json!([])).await;
+    browser.wait_for("the dialog closed on leaving", "!document.getElementById('resolve-dialog').open").await;
+    browser.script("location.hash = '#/unknown'", json!([])).await;
+    browser.wait_for("the queued attempt again", &format!("document.querySelector(\"{row}\")")).await;
     browser.click(&format!("{row} button[data-as='abandoned']")).await;
     browser.wait_for("the confirmation", "document.getElementById('resolve-dialog').open").await;
     let consequence = browser.text("#resolve-consequence").await;
@@ -171,7 +178,16 @@ async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStor
             && consequence.contains("Then the chain continues on sim-fallback"),
         "{consequence}"
     );
-    // A blank reason passes the form but not the API: its problem, shown in the dialog.
+    // No reason, or a blank one, passes the form but not the API: its
+    // problem, shown in the dialog (the browser does not intercept it).
+    browser.click("#resolve-confirm").await;
+    browser
+        .wait_for(
+            "the refusal of no reason",
+            "document.getElementById('resolve-error').dataset.problem === 'invalid-body'",
+        )
+        .await;
+    browser.script("delete document.getElementById('resolve-error').dataset.problem", json!([])).await;
     browser.type_into("#resolve-reason", "   ").await;
     browser.click("#resolve-confirm").await;
     browser
@@ -285,8 +301,11 @@ async fn a_user_sees_only_their_own_jobs(store: TestStore) {
     sign_in(&browser, &gw, BOB).await;
     assert_eq!(listed_keys(&browser).await, ["bob-report-1"]);
     assert_eq!(
-        browser.script("return document.getElementById('f-owner-label').hidden", json!([])).await,
-        true
+        browser
+            .script("return getComputedStyle(document.getElementById('f-owner-label')).display", json!([]))
+            .await,
+        "none",
+        "the owner filter is not shown to a user"
     );
     browser.type_into("#f-key", "refund-7").await;
     apply_filters(&browser).await;
@@ -422,6 +441,16 @@ async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore
         .await;
     let result = browser.text("#job-result").await;
     assert!(result.contains("tool call find_order") && result.contains("\"order_id\""), "{result}");
+    // A job of a few milliseconds: every tick of its time axis says another time.
+    let ticks = browser
+        .script(
+            "return [...document.querySelectorAll('#timeline-svg text.tick-label')].map(t => t.textContent)",
+            json!([]),
+        )
+        .await;
+    let ticks: Vec<String> = serde_json::from_value(ticks).unwrap();
+    let distinct: std::collections::BTreeSet<&String> = ticks.iter().collect();
+    assert!(ticks.len() == 5 && distinct.len() == 5, "tick labels repeat: {ticks:?}");
     assert!(result.contains("provider sim-tools"), "{result}");
     browser.close().await;
 }

@@ -198,6 +198,8 @@ function fmtDuration(ms) {
   function route() {
     generation += 1;
     clearProblem();
+    // A decision belongs to the page it was asked on.
+    if ($('resolve-dialog').open) { pending = null; $('resolve-dialog').close(); }
     const hash = location.hash.replace(/^#\/?/, '');
     const [name, arg] = hash.split('/');
     if (!me) { show('signin'); $('api-key').focus(); return; }
@@ -425,6 +427,21 @@ function fmtDuration(ms) {
       result.json ? [el('div', { class: 'who', text: 'json' }), pretty(result.json)] : null);
   }
 
+  /**
+   * `steps + 1` labels for ticks evenly over `span` ms from 0, each distinct:
+   * as many decimals as the step needs (a 2 ms span is not 0, 1, 1, 2, 2 ms).
+   */
+  function tickLabels(span, steps) {
+    const step = span / steps;
+    const unit = span < 1000 ? 1 : 1000;
+    const digits = Math.max(0, Math.min(3, Math.ceil(-Math.log10(step / unit))));
+    return Array.from({ length: steps + 1 }, (_, i) => {
+      const at = (span * i) / steps;
+      if (span >= 60000) return i === 0 ? '+0' : '+' + fmtDuration(at);
+      return `+${(at / unit).toFixed(digits)} ${unit === 1 ? 'ms' : 's'}`;
+    });
+  }
+
   /** The attempt timeline: one bar per attempt on a shared time axis. */
   function timeline(job) {
     const attempts = job.attempts;
@@ -445,12 +462,13 @@ function fmtDuration(ms) {
       svg('rect', { width: 8, height: 8, class: 'bar unknown' }),
       svg('rect', { width: 3, height: 8, fill: '#fff', 'fill-opacity': 0.35 })));
     root.append(defs);
-    for (let i = 0; i <= 4; i += 1) {
+    const labels = tickLabels(t1 - t0, 4);
+    labels.forEach((label, i) => {
       const t = t0 + ((t1 - t0) * i) / 4;
-      root.append(svg('line', { x1: x(t), x2: x(t), y1: top - 6, y2: height - 8, class: 'axis' }),
-        svg('text', { x: x(t), y: 14, 'text-anchor': ['start', 'middle', 'middle', 'middle', 'end'][i], class: 'muted',
-          text: '+' + fmtDuration(t - t0) }));
-    }
+      root.append(svg('line', { x1: x(t), x2: x(t), y1: top - 6, y2: height - 8, class: 'axis tick' }),
+        svg('text', { x: x(t), y: 14, 'text-anchor': ['start', 'middle', 'middle', 'middle', 'end'][i],
+          class: 'muted tick-label', text: label }));
+    });
     attempts.forEach((a, i) => {
       const y = top + i * row;
       const won = a.id === job.completed_by;
