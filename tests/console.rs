@@ -35,6 +35,11 @@ async fn gateway_with_an_unknown_attempt(store: &TestStore) -> (TestGateway, Str
     let mut captured = None;
     let gw = TestGateway::start_tweaked(store, |doc| {
         set_route(doc, "chat", "attempt_timeout", "300ms");
+        // One silence opens the primary's circuit: the Overview shows it cooling down.
+        let mut health = toml::Table::new();
+        health.insert("failures".into(), 1.into());
+        health.insert("cooldown".into(), "10m".into());
+        common::set_provider(doc, "sim-primary", "health", health);
         // The extract route gated as shipped (it runs no job here).
         set_route(doc, "extract", "require_contract_for_primary", true);
         set_route(doc, "extract", "require_contract_for_fallback", true);
@@ -279,6 +284,17 @@ async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStor
         .script("return Number(document.querySelector('#chart-jobs svg').dataset.total)", json!([]))
         .await;
     assert_eq!(charted, 4, "four jobs in the last hour");
+    let provider = |route: &str, name: &str, data: &str| {
+        format!(
+            "return document.querySelector(\"#providers-body tr[data-route='{route}'][data-provider='{name}']\").dataset.{data}"
+        )
+    };
+    let health = browser.script(&provider("chat", "sim-primary", "health"), json!([])).await;
+    assert_eq!(health, "cooling_down", "the silent primary, passed over while it cools down");
+    let refused = browser.script(&provider("extract", "sim-sloppy", "eligible"), json!([])).await;
+    assert_eq!(refused, "false", "a provider whose contract failed, on the Overview too");
+    let text = browser.text("#providers-body").await;
+    assert!(text.contains("cooling down after 1 failure(s) in a row until"), "{text}");
     if shots {
         browser.screenshot("overview").await;
     }

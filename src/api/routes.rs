@@ -1,5 +1,5 @@
 //! `GET /v1/routes`: each route's chain and, per provider, whether the
-//! contract gate lets it serve the route, and why (R9).
+//! contract gate lets it serve the route, and why (R9), and its health.
 
 use axum::Json;
 use axum::extract::State;
@@ -37,12 +37,18 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
                 .enumerate()
                 .map(|(index, provider)| {
                     let verdict = gate.verdict(route, provider);
+                    let health = state.engine.provider_health(provider);
                     json!({
                         "provider": provider,
                         "role": if index == 0 { "primary" } else { "fallback" },
                         "contract_required": gate.check(route, provider, index).is_some(),
                         "eligible": verdict.is_eligible(),
                         "reason": verdict.reason(),
+                        "health": {
+                            "state": health.state,
+                            "failures": health.failures,
+                            "cooling_until": health.cooling_until_ms.map(crate::jobs::rfc3339),
+                        },
                     })
                 })
                 .collect();
@@ -92,6 +98,21 @@ pub struct ChainEntry {
     eligible: bool,
     /// Why it is (not) eligible.
     reason: String,
+    /// Its circuit in this gateway process (`[[providers]] health`).
+    health: ProviderHealth,
+}
+
+/// A provider's circuit, as `GET /v1/routes` shows it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ProviderHealth {
+    /// `healthy`, `cooling_down` (passed over), `awaiting_probe` (the next
+    /// attempt probes it) or `probing` (a probe is out).
+    state: String,
+    /// Signs of trouble in a row.
+    failures: u32,
+    /// While it cools down, until when (RFC 3339).
+    cooling_until: Option<String>,
 }
 
 #[derive(utoipa::ToSchema)]

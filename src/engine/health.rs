@@ -63,6 +63,24 @@ struct Circuit {
     probe_since_ms: Option<i64>,
 }
 
+/// A provider's circuit as a reader sees it (`GET /v1/routes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthState {
+    /// `healthy`; `cooling_down` (passed over); `awaiting_probe` (the next
+    /// attempt probes it); `probing` (a probe is out).
+    pub state: &'static str,
+    /// Signs of trouble in a row.
+    pub failures: u32,
+    /// Until when it is passed over, while it cools down.
+    pub cooling_until_ms: Option<i64>,
+}
+
+impl Default for HealthState {
+    fn default() -> Self {
+        HealthState { state: "healthy", failures: 0, cooling_until_ms: None }
+    }
+}
+
 /// Every provider's circuit.
 #[derive(Debug, Default)]
 pub struct Health {
@@ -114,6 +132,21 @@ impl Health {
             return true;
         }
         false
+    }
+
+    /// What `provider`'s circuit says at `now_ms`, for a reader: unlike
+    /// [`Health::check`], it lets no probe through.
+    pub fn state(&self, provider: &str, now_ms: i64) -> HealthState {
+        let circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(circuit) = circuits.get(provider) else { return HealthState::default() };
+        let state = match (circuit.open_until_ms, circuit.probe_since_ms) {
+            (None, _) => "healthy",
+            (Some(until), _) if now_ms < until => "cooling_down",
+            (Some(_), Some(_)) => "probing",
+            (Some(_), None) => "awaiting_probe",
+        };
+        let cooling_until_ms = circuit.open_until_ms.filter(|until| now_ms < *until);
+        HealthState { state, failures: circuit.failures, cooling_until_ms }
     }
 
     /// The providers whose circuit is open or half-open now.

@@ -46,6 +46,7 @@ pub use decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
 pub use driver::Completed;
 use driver::Kickoff;
 pub use gate::Gate;
+pub use health::HealthState;
 pub use operator::{ManualStartError, Resolution, ResolveError};
 pub use request::{PreparedRequest, Work};
 pub use spend::MeterUsage;
@@ -336,6 +337,11 @@ impl Engine {
     /// Providers whose circuit is open now (cooling down or probing).
     pub fn unhealthy_providers(&self) -> Vec<String> {
         self.inner.health.unhealthy()
+    }
+
+    /// `provider`'s circuit as it stands (for `GET /v1/routes` and the console).
+    pub fn provider_health(&self, provider: &str) -> health::HealthState {
+        self.inner.health.state(provider, self.now_ms())
     }
 
     /// Records what a call to `provider` said about its health.

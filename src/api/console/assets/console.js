@@ -612,10 +612,26 @@ function fmtDuration(ms) {
   // ---- overview -----------------------------------------------------------
 
   async function loadOverview() {
-    const data = await api('/v1/overview');
+    const [data, { routes }] = await Promise.all([api('/v1/overview'), api('/v1/routes')]);
     $('chart-jobs').replaceChildren(chart(data.minutes, data.jobs, 'jobs'));
     $('chart-attempts').replaceChildren(chart(data.minutes, data.attempts, 'attempts'));
+    $('providers-body').replaceChildren(...routes.flatMap((r) => r.chain.map((c) => providerRow(r.name, c))));
     $('page-overview').dataset.state = 'ready';
+  }
+
+  /** One provider of a route's chain: may it serve, and is it healthy. */
+  function providerRow(route, entry) {
+    const health = entry.health;
+    const healthText = health.state === 'healthy' ? 'healthy'
+      : `${health.state.replace('_', ' ')} after ${health.failures} failure(s) in a row` +
+        (health.cooling_until ? ` until ${fmtTime(health.cooling_until)}` : '');
+    return el('tr', { 'data-route': route, 'data-provider': entry.provider, 'data-eligible': String(entry.eligible),
+      'data-health': health.state },
+      el('td', { text: route }),
+      el('td', {}, el('code', { text: entry.provider })),
+      el('td', { text: entry.role }),
+      el('td', { class: entry.eligible ? null : 'bad', text: entry.eligible ? 'may serve' : `refused: ${entry.reason}` }),
+      el('td', { class: health.state === 'healthy' ? null : 'bad', text: healthText }));
   }
 
   /** Stacked bars, one per minute. */
