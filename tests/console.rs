@@ -155,6 +155,17 @@ async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStor
         )
         .await;
     assert_eq!(browser.text("#job-status").await, "unknown");
+    // Its own page says when it is given up on by itself, and offers to settle it now.
+    let settling = browser.text("#attempts-body tr[data-attempt='1'][data-state='unknown']").await;
+    assert!(settling.contains("abandoned by itself at") && settling.contains("Abandon"), "{settling}");
+    browser.click("#attempts-body tr[data-attempt='1'] button[data-as='failed']").await;
+    browser
+        .wait_for("the confirmation from the job page", "document.getElementById('resolve-dialog').open")
+        .await;
+    let consequence = browser.text("#resolve-consequence").await;
+    assert!(consequence.contains("Attempt 1 of job refund-7 on sim-primary becomes failed"), "{consequence}");
+    browser.click("#resolve-cancel").await;
+    browser.wait_for("the dialog closed", "!document.getElementById('resolve-dialog').open").await;
 
     // The queue: settle it, with a reason, after the confirmation says what follows.
     browser.click("#nav a[data-page='unknown']").await;

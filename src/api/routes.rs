@@ -38,12 +38,20 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
                 .map(|(index, provider)| {
                     let verdict = gate.verdict(route, provider);
                     let health = state.engine.provider_health(provider);
+                    let max_execution = state
+                        .config
+                        .providers
+                        .iter()
+                        .find(|p| p.name == *provider)
+                        .and_then(|p| p.max_execution)
+                        .map(|limit| crate::engine::millis(limit.into()));
                     json!({
                         "provider": provider,
                         "role": if index == 0 { "primary" } else { "fallback" },
                         "contract_required": gate.check(route, provider, index).is_some(),
                         "eligible": verdict.is_eligible(),
                         "reason": verdict.reason(),
+                        "max_execution_ms": max_execution,
                         "health": {
                             "state": health.state,
                             "failures": health.failures,
@@ -98,6 +106,9 @@ pub struct ChainEntry {
     eligible: bool,
     /// Why it is (not) eligible.
     reason: String,
+    /// Its `max_execution` in ms: an `unknown` attempt on it is abandoned
+    /// by itself that long after it started (`null`: only an operator does).
+    max_execution_ms: Option<i64>,
     /// Its circuit in this gateway process (`[[providers]] health`).
     health: ProviderHealth,
 }

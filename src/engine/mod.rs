@@ -41,7 +41,7 @@ use std::time::Duration;
 use intentgate_providers::Provider;
 use uuid::Uuid;
 
-pub use clock::Clock;
+pub use clock::{Clock, millis};
 pub use decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
 pub use driver::Completed;
 use driver::Kickoff;

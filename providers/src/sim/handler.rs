@@ -29,16 +29,23 @@ pub(crate) enum Api {
     Embeddings,
 }
 
+impl Api {
+    /// The dialect its answers and errors are in.
+    fn dialect(self) -> Dialect {
+        match self {
+            Api::Chat(dialect) => dialect,
+            Api::Embeddings => Dialect::OpenAi,
+        }
+    }
+}
+
 pub(crate) async fn handle(
     api: Api,
     sim: Simulator,
     kill: KillSwitch,
     request: axum::extract::Request,
 ) -> Response {
-    let dialect = match api {
-        Api::Chat(dialect) => dialect,
-        Api::Embeddings => Dialect::OpenAi,
-    };
+    let dialect = api.dialect();
     let (parts, body) = request.into_parts();
     let key = header(&parts.headers, IDEMPOTENCY_KEY_HEADER);
     let headers: BTreeMap<String, String> = parts
@@ -117,10 +124,11 @@ async fn embeddings(sim: &Simulator, json: &Value, script: &Script, kill: KillSw
     match script.end {
         End::ResetBeforeBody | End::ResetAfterBody => kill.drop_connection().await,
         End::Status { code, .. } => error(Dialect::OpenAi, code, "scripted failure"),
-        End::ContentPolicy | End::Reply if script.output.malformed_json => {
-            ([(CONTENT_TYPE, "application/json")], "{\"object\": \"list\", \"data\": [").into_response()
-        }
         End::ContentPolicy | End::Reply => match super::embed::answer(json, sim.seed) {
+            Ok(list) if script.output.malformed_json => {
+                let cut = reply::truncated(&list.to_string()).to_owned();
+                ([(CONTENT_TYPE, "application/json")], cut).into_response()
+            }
             Ok(list) => axum::Json(list).into_response(),
             Err(reason) => error(Dialect::OpenAi, 400, &reason),
         },

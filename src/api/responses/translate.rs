@@ -94,6 +94,25 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
         }
         _ => return Err(invalid("`input` is required: a string or an array of items", "input")),
     }
+    let params = params_of(&mut fields, stream)?;
+    // `store` is the gateway's to decide (every job is stored): accepted.
+    fields.remove("store");
+    let background = match fields.remove("background") {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::Bool(true)) if !stream => true,
+        Some(Value::Bool(true)) => {
+            return Err(invalid("`background` with `stream` is not supported", "background"));
+        }
+        Some(_) => return Err(invalid("`background` must be a boolean", "background")),
+    };
+    let job = json!({"route": model, "input": {"messages": messages}, "params": params, "door": "openai-responses"});
+    Ok(Translation { job, stream, continues, background })
+}
+
+/// The job's parameters from the request's fields (taking them out of
+/// `fields`): the sampling settings under their chat names, function tools,
+/// the tool choice and the output format.
+fn params_of(fields: &mut Map<String, Value>, stream: bool) -> Result<Map<String, Value>, Problem> {
     let mut params = Map::new();
     if stream {
         params.insert("stream".into(), true.into());
@@ -123,18 +142,7 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
     {
         params.insert("response_format".into(), format);
     }
-    // `store` is the gateway's to decide (every job is stored): accepted.
-    fields.remove("store");
-    let background = match fields.remove("background") {
-        None | Some(Value::Null | Value::Bool(false)) => false,
-        Some(Value::Bool(true)) if !stream => true,
-        Some(Value::Bool(true)) => {
-            return Err(invalid("`background` with `stream` is not supported", "background"));
-        }
-        Some(_) => return Err(invalid("`background` must be a boolean", "background")),
-    };
-    let job = json!({"route": model, "input": {"messages": messages}, "params": params, "door": "openai-responses"});
-    Ok(Translation { job, stream, continues, background })
+    Ok(params)
 }
 
 fn invalid(detail: impl Into<String>, field: &str) -> Problem {

@@ -243,6 +243,9 @@ function fmtDuration(ms) {
   const PAGE_SIZE = 20;
 
   /** The routes and providers the filters offer, from `GET /v1/routes`. */
+  /** Each provider's `max_execution` in ms (from `GET /v1/routes`), if it has one. */
+  const maxExecution = new Map();
+
   async function loadChoices() {
     const { routes } = await api('/v1/routes');
     const providers = new Set();
@@ -252,7 +255,10 @@ function fmtDuration(ms) {
     providerSelect.replaceChildren(el('option', { value: '', text: 'any' }));
     for (const r of routes) {
       routeSelect.append(el('option', { value: r.name, text: r.name }));
-      for (const entry of r.chain) providers.add(entry.provider);
+      for (const entry of r.chain) {
+        providers.add(entry.provider);
+        if (entry.max_execution_ms) maxExecution.set(entry.provider, entry.max_execution_ms);
+      }
     }
     for (const p of [...providers].sort()) providerSelect.append(el('option', { value: p, text: p }));
   }
@@ -356,13 +362,30 @@ function fmtDuration(ms) {
       el('td', { text: a.finished_at ? fmtDuration(Date.parse(a.finished_at) - Date.parse(a.started_at)) : 'open' }),
       el('td', { text: fmtCost(a.usage) }),
       el('td', { text: a.detail || '' }),
-      el('td', { text: a.resolved_by || '' }),
+      el('td', {}, a.state === 'unknown' ? settleCell(job, a) : (a.resolved_by || '')),
     )));
     $('job-request').replaceChildren(renderRequest(job.request));
     $('job-outcome-title').textContent = job.status === 'failed' ? 'Error' : 'Result';
     $('job-result').replaceChildren(renderOutcome(job));
     $('page-job').dataset.job = job.id;
     $('page-job').dataset.status = job.status;
+  }
+
+  /**
+   * An unknown attempt on its job's page: when it is given up on by itself
+   * (its provider's `max_execution`), and for an admin the settle buttons.
+   */
+  function settleCell(job, a) {
+    const limit = maxExecution.get(a.provider);
+    const deadline = limit
+      ? `abandoned by itself at ${fmtTime(new Date(Date.parse(a.started_at) + limit).toISOString())}`
+      : 'waits for an operator (no max_execution)';
+    const buttons = me && me.role === 'admin' ? [' ',
+      el('button', { type: 'button', class: 'secondary', 'data-resolve-job': job.id, 'data-number': a.number,
+        'data-provider': a.provider, 'data-key': job.idempotency_key, 'data-as': 'abandoned', text: 'Abandon' }), ' ',
+      el('button', { type: 'button', class: 'danger', 'data-resolve-job': job.id, 'data-number': a.number,
+        'data-provider': a.provider, 'data-key': job.idempotency_key, 'data-as': 'failed', text: 'Fail' })] : [];
+    return [el('span', { class: 'deadline', text: deadline }), ...buttons];
   }
 
   function contentText(content) {
@@ -543,10 +566,11 @@ function fmtDuration(ms) {
     pending = target;
     const as = target.as;
     if (target.job) {
-      const q = queue.attempts.find((item) => item.job_id === target.job && item.attempt.number === target.number);
+      const q = queue && queue.attempts.find((item) => item.job_id === target.job && item.attempt.number === target.number);
       $('resolve-title').textContent = `Settle attempt ${target.number} as ${as}`;
-      $('resolve-consequence').textContent = `Attempt ${target.number} of job ${q ? q.idempotency_key : target.job} on ` +
-        `${q ? q.attempt.provider : '?'} becomes ${MEANING[as]}. Then ${q ? q.then : 'the chain goes on'}.`;
+      $('resolve-consequence').textContent = `Attempt ${target.number} of job ${q ? q.idempotency_key : target.keyName || target.job} on ` +
+        `${q ? q.attempt.provider : target.providerName || '?'} becomes ${MEANING[as]}. ` +
+        `Then ${q ? q.then : 'the chain goes on where the job allows it'}.`;
     } else {
       const count = queue.attempts.filter((q) => q.attempt.provider === target.provider).length;
       $('resolve-title').textContent = `Settle every unknown attempt of ${target.provider} as ${as}`;
@@ -571,7 +595,8 @@ function fmtDuration(ms) {
       await api(path, { method: 'POST', body });
       pending = null;
       $('resolve-dialog').close();
-      await loadUnknown();
+      if (document.body.dataset.page === 'unknown') await loadUnknown();
+      else if (document.body.dataset.page === 'job') await loadJob($('page-job').dataset.job);
       refreshCounts().catch(() => {});
     } catch (err) {
       renderProblem($('resolve-error'), err.problem || { title: 'Error', detail: String(err) });
@@ -683,15 +708,18 @@ function fmtDuration(ms) {
       jobsState.page = Math.max(0, jobsState.page - 1);
       loadJobs().catch(showProblem);
     });
-    $('page-unknown').addEventListener('click', (event) => {
+    const onSettleButton = (event) => {
       const button = event.target.closest('button[data-as]');
       if (!button) return;
       if (button.dataset.resolveJob) {
-        openResolve({ job: button.dataset.resolveJob, number: Number(button.dataset.number), as: button.dataset.as });
+        openResolve({ job: button.dataset.resolveJob, number: Number(button.dataset.number), as: button.dataset.as,
+          providerName: button.dataset.provider, keyName: button.dataset.key });
       } else {
         openResolve({ provider: button.dataset.resolveProvider, as: button.dataset.as });
       }
-    });
+    };
+    $('page-unknown').addEventListener('click', onSettleButton);
+    $('page-job').addEventListener('click', onSettleButton);
     $('resolve-form').addEventListener('submit', confirmResolve);
     $('resolve-cancel').addEventListener('click', () => { pending = null; $('resolve-dialog').close(); });
     window.addEventListener('hashchange', route);
