@@ -200,6 +200,18 @@ fn config_check_refuses_what_serve_refuses() {
             shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\naliases = [\"tools\"]", 1),
             "routes[0].aliases[0]: `tools` is empty, a route's name, or another alias already",
         ),
+        (
+            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\npools = [{ members = [\"sim-primary\", \"ghost\"] }]", 1),
+            "routes[0].pools[0].members[1]: `ghost` is not in the chain",
+        ),
+        (
+            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\", \"sim-sloppy\"]", "chain = [\"sim-primary\", \"sim-fallback\", \"sim-sloppy\"]\npools = [{ members = [\"sim-primary\", \"sim-sloppy\"] }]", 1),
+            "routes[1].pools[0].members: a pool's members must be consecutive in the chain",
+        ),
+        (
+            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\npools = [{ members = [\"sim-primary\", \"sim-fallback\"], weights = [1] }]", 1),
+            "routes[0].pools[0].weights: one positive weight per member",
+        ),
     ];
     for (text, expected) in cases {
         assert_ne!(text, shipped, "the case changed the config");

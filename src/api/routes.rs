@@ -47,7 +47,7 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
                         .map(|limit| crate::engine::millis(limit.into()));
                     json!({
                         "provider": provider,
-                        "role": if index == 0 { "primary" } else { "fallback" },
+                        "role": if route.step(index).start == 0 { "primary" } else { "fallback" },
                         "contract_required": gate.check(route, provider, index).is_some(),
                         "eligible": verdict.is_eligible(),
                         "reason": verdict.reason(),

@@ -606,6 +606,59 @@ pub struct RouteConfig {
     /// names the same job.
     #[serde(default = "default_keyless_window")]
     pub keyless_window: HumanDuration,
+    /// Steps of the chain that are pools of equivalent providers: the
+    /// members are consecutive in `chain`, and each job starts on one of
+    /// them chosen by the pool's `balance`, failing over to the others
+    /// before the next step.
+    #[serde(default)]
+    pub pools: Vec<PoolConfig>,
+}
+
+/// One pool of a route's chain (see [`RouteConfig::pools`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Providers of the chain, consecutive there, at least two.
+    pub members: Vec<String>,
+    #[serde(default)]
+    pub balance: Balance,
+    /// With `balance = "weighted"`: one positive weight per member (all
+    /// equal when absent).
+    pub weights: Option<Vec<u32>>,
+}
+
+/// How a pool chooses the member a job starts on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// At random, in proportion to `weights`.
+    #[default]
+    Weighted,
+    /// The faster of two members taken at random (power of two choices),
+    /// by a peak-weighted moving average of each one's time to first byte.
+    LeastLatency,
+}
+
+impl RouteConfig {
+    /// The positions of `chain` that make the step `index` is in: its
+    /// pool's members, or `index` alone.
+    pub fn step(&self, index: usize) -> std::ops::Range<usize> {
+        let Some(name) = self.chain.get(index) else { return index..index };
+        for pool in &self.pools {
+            if pool.members.contains(name) {
+                let positions = pool.members.iter().filter_map(|m| self.chain.iter().position(|c| c == m));
+                let (low, high) = positions.fold((usize::MAX, 0), |(low, high), p| (low.min(p), high.max(p)));
+                return low..high + 1;
+            }
+        }
+        index..index + 1
+    }
+
+    /// The pool `index` is a member of, if any.
+    pub fn pool_of(&self, index: usize) -> Option<&PoolConfig> {
+        let name = self.chain.get(index)?;
+        self.pools.iter().find(|pool| pool.members.contains(name))
+    }
 }
 
 /// A route's answer to a request without an `Idempotency-Key`.

@@ -216,6 +216,47 @@ fn validate_request_options(provider: &ProviderConfig, key: &dyn Fn(&str) -> Str
     Ok(())
 }
 
+/// Each pool: two or more members of the chain, consecutive there, in no
+/// other pool, with one positive weight per member when weighted.
+fn validate_pools(route: &crate::config::RouteConfig) -> Result<(), Invalid> {
+    let mut pooled = HashSet::new();
+    for (i, pool) in route.pools.iter().enumerate() {
+        let key = |field: &str| format!("pools[{i}].{field}");
+        if pool.members.len() < 2 {
+            return Err((key("members"), "a pool needs at least two providers".into()));
+        }
+        let mut positions = Vec::with_capacity(pool.members.len());
+        for (j, member) in pool.members.iter().enumerate() {
+            let Some(position) = route.chain.iter().position(|name| name == member) else {
+                return Err((format!("pools[{i}].members[{j}]"), format!("`{member}` is not in the chain")));
+            };
+            if !pooled.insert(member.as_str()) {
+                return Err((
+                    format!("pools[{i}].members[{j}]"),
+                    format!("`{member}` is in two pools, or twice"),
+                ));
+            }
+            positions.push(position);
+        }
+        positions.sort_unstable();
+        if positions.windows(2).any(|pair| pair[1] != pair[0] + 1) {
+            return Err((
+                key("members"),
+                "a pool's members must be consecutive in the chain: one step of it".into(),
+            ));
+        }
+        if let Some(weights) = &pool.weights {
+            if pool.balance != crate::config::Balance::Weighted {
+                return Err((key("weights"), "weights are for balance = \"weighted\"".into()));
+            }
+            if weights.len() != pool.members.len() || weights.contains(&0) {
+                return Err((key("weights"), "one positive weight per member".into()));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn validate_routes(config: &Config) -> Result<(), Invalid> {
     let mut names = HashSet::new();
     let mut aliases = HashSet::new();
@@ -251,6 +292,7 @@ fn validate_routes(config: &Config) -> Result<(), Invalid> {
                 ));
             }
         }
+        validate_pools(route).map_err(|(field, why)| (key(&field), why))?;
         for (j, status) in route.retry_statuses.iter().enumerate() {
             // A 2xx or 3xx is never a rejection, and a 4xx other than 429
             // is the request's fault: the same provider would refuse it again.

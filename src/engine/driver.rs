@@ -76,7 +76,9 @@ impl Engine {
         let request = PreparedRequest::new(&new.request, new.canonical.len())
             .map_err(|err| EngineError::Unsendable(err.to_string()))?;
         let pick = match self.route(new.route()) {
-            Some(route) => Some((route, self.pick_provider(route, 0..route.chain.len(), &request).await?)),
+            Some(route) => {
+                Some((route, self.pick_provider(route, (0..route.chain.len()).collect(), &request).await?))
+            }
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
@@ -252,7 +254,7 @@ impl Engine {
                     tracing::debug!(%job_id, attempt = open.number, state = %open.state, "an attempt is open; not driving on");
                     return Ok(None);
                 }
-                let remaining = plan::remaining(&route.chain, &attempts);
+                let remaining = plan::remaining(route, &attempts);
                 match self.choose_provider(route, remaining, request).await? {
                     Ok((name, refused)) => {
                         refused_so_far.extend(refused);
@@ -310,6 +312,7 @@ impl Engine {
         if ended {
             metrics::histogram!(telemetry::PROVIDER_LATENCY, "provider" => attempt.provider.clone())
                 .record(spent.as_secs_f64());
+            self.inner.latencies.observe(&attempt.provider, spent, self.now_ms());
         }
         Engine::add_provider_time(spent);
     }
@@ -321,7 +324,7 @@ impl Engine {
     pub(super) async fn choose_provider(
         &self,
         route: &RouteConfig,
-        positions: std::ops::Range<usize>,
+        positions: Vec<usize>,
         request: &PreparedRequest,
     ) -> Result<Result<(String, Vec<String>), Vec<String>>, EngineError> {
         let pick = self.pick_provider(route, positions, request).await?;
@@ -340,10 +343,11 @@ impl Engine {
     pub(super) async fn pick_provider(
         &self,
         route: &RouteConfig,
-        positions: std::ops::Range<usize>,
+        positions: Vec<usize>,
         request: &PreparedRequest,
     ) -> Result<Pick, EngineError> {
         self.gate().refresh(self.store()).await?;
+        let positions = super::balance::order(route, positions, &self.inner.latencies);
         let mut refused = Vec::new();
         // Providers passed over only for their health: the first of them
         // serves when no healthy one can (see `health`).

@@ -90,8 +90,12 @@ impl Gate {
     /// Whether `provider` may serve `route` at chain position `index`.
     /// `None`: the route does not ask (the gate is off for that position).
     pub fn check(&self, route: &RouteConfig, provider: &str, index: usize) -> Option<Eligibility> {
-        let required =
-            if index == 0 { route.require_contract_for_primary } else { route.require_contract_for_fallback };
+        // Every member of a pool in the first step is a primary.
+        let required = if route.step(index).start == 0 {
+            route.require_contract_for_primary
+        } else {
+            route.require_contract_for_fallback
+        };
         required.then(|| self.verdict(route, provider))
     }
 

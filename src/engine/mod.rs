@@ -16,6 +16,7 @@
 mod clock;
 mod conclude;
 pub use conclude::{CONTENT_REFUSED, OUTCOME_UNKNOWN};
+mod balance;
 mod decide;
 mod driver;
 mod gate;
@@ -115,6 +116,8 @@ struct Inner {
     streams: StreamHub,
     gate: Gate,
     health: health::Health,
+    /// Each provider's time to first byte, for least-latency pools.
+    latencies: balance::Latencies,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
     clock: Clock,
     tasks: Tasks,
@@ -192,6 +195,7 @@ impl Engine {
                 streams: StreamHub::default(),
                 gate,
                 health: health::Health::default(),
+                latencies: balance::Latencies::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
                 tasks: Tasks::default(),

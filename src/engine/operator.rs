@@ -100,9 +100,9 @@ impl Engine {
             Some(name) => return Err(ManualStartError::NotInChain(name)),
             None => {
                 // The next provider of the chain, or a new pass from its start.
-                let mut positions = super::plan::remaining(&route.chain, &attempts);
+                let mut positions = super::plan::remaining(&route, &attempts);
                 if positions.is_empty() {
-                    positions = 0..route.chain.len();
+                    positions = (0..route.chain.len()).collect();
                 }
                 match self.choose_provider(&route, positions, &request).await? {
                     Ok((name, _refused)) => name,
