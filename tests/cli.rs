@@ -212,6 +212,14 @@ fn config_check_refuses_what_serve_refuses() {
             shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\npools = [{ members = [\"sim-primary\", \"sim-fallback\"], weights = [1] }]", 1),
             "routes[0].pools[0].weights: one positive weight per member",
         ),
+        (
+            shipped.replacen("dialect = \"openai\"", "dialect = \"azure\"", 1),
+            "providers[0].api_version: is required with dialect = \"azure\"",
+        ),
+        (
+            shipped.replacen("dialect = \"openai\"", "dialect = \"openai\"\napi_version = \"2024-10-21\"", 1),
+            "providers[0].api_version: is for dialect = \"azure\" only",
+        ),
     ];
     for (text, expected) in cases {
         assert_ne!(text, shipped, "the case changed the config");

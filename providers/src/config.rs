@@ -101,6 +101,24 @@ pub struct ProviderSettings {
     /// (llama-cpp-python 0.3 validates assistant content as a string).
     pub null_content_as_empty: bool,
     pub answer_limits: AnswerLimits,
+    /// Azure OpenAI's addressing for an OpenAI-dialect provider: the
+    /// deployment in the path, `api-version` in the query, the key in
+    /// `api-key` (no `Authorization`). The body is OpenAI's.
+    pub azure: Option<AzureAddress>,
+}
+
+/// Where an Azure OpenAI deployment is reached (see [`ProviderSettings::azure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AzureAddress {
+    pub deployment: String,
+    pub api_version: String,
+}
+
+impl AzureAddress {
+    /// The path (and query) of `operation` (`chat/completions`, `embeddings`).
+    pub(crate) fn path(&self, operation: &str) -> String {
+        format!("/openai/deployments/{}/{operation}?api-version={}", self.deployment, self.api_version)
+    }
 }
 
 /// How large an answer may be: a provider that answers gigabytes must not
@@ -134,6 +152,7 @@ impl ProviderSettings {
             max_temperature: None,
             null_content_as_empty: false,
             answer_limits: AnswerLimits::default(),
+            azure: None,
         }
     }
 }

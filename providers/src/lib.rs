@@ -31,7 +31,7 @@ mod assemble;
 pub mod sim;
 
 pub use assemble::assemble;
-pub use config::{AnswerLimits, Dialect, ProviderSettings, SettingsError, Timeouts};
+pub use config::{AnswerLimits, AzureAddress, Dialect, ProviderSettings, SettingsError, Timeouts};
 pub use embeddings::EmbeddingRequest;
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
 pub use provider::{Anthropic, OpenAi, Provider};

@@ -14,6 +14,11 @@ pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
     vec![("authorization", format!("Bearer {key}"))]
 }
 
+/// Azure OpenAI's key header (it takes no `Authorization` for a key).
+pub(crate) fn azure_auth(key: &str) -> Vec<(&'static str, String)> {
+    vec![("api-key", key.to_owned())]
+}
+
 /// The caller's request as is, with the configured model and our stream flag.
 pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Result<Value, serde_json::Error> {
     let mut body = serde_json::to_value(req)?;

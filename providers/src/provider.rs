@@ -13,7 +13,7 @@ use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
 use crate::stream::{ChunkStream, Decoded, Decoder, chunk_stream};
-use crate::transport::{Endpoint, read_body};
+use crate::transport::{Endpoint, Paths, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
 
 /// A provider ready to call. Cheap to share behind an `Arc`; it owns its
@@ -35,12 +35,23 @@ pub struct Anthropic(Endpoint);
 impl Provider {
     pub fn new(config: ProviderSettings) -> Result<Self, SettingsError> {
         Ok(match config.dialect {
-            Dialect::OpenAi => {
-                Provider::OpenAi(OpenAi(Endpoint::new(config, openai::PATH, openai::auth, &[])?))
-            }
+            Dialect::OpenAi => match config.azure.clone() {
+                None => Provider::OpenAi(OpenAi(Endpoint::new(
+                    config,
+                    Paths { chat: openai::PATH.into(), embeddings: embeddings::PATH.into() },
+                    openai::auth,
+                    &[],
+                )?)),
+                Some(azure) => Provider::OpenAi(OpenAi(Endpoint::new(
+                    config,
+                    Paths { chat: azure.path("chat/completions"), embeddings: azure.path("embeddings") },
+                    openai::azure_auth,
+                    &[],
+                )?)),
+            },
             Dialect::Anthropic => Provider::Anthropic(Anthropic(Endpoint::new(
                 config,
-                anthropic::PATH,
+                Paths { chat: anthropic::PATH.into(), embeddings: embeddings::PATH.into() },
                 anthropic::auth,
                 &[anthropic::VERSION],
             )?)),

@@ -43,6 +43,12 @@ pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, Settings
         .map_err(|err| SettingsError::Client(error_chain(&err)))
 }
 
+/// Where a provider's operations are, under its `base_url`.
+pub(crate) struct Paths {
+    pub(crate) chat: String,
+    pub(crate) embeddings: String,
+}
+
 /// A configured provider URL with its headers and limits.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
@@ -66,16 +72,16 @@ impl Endpoint {
     /// sensitive so even a `Debug` of the header map does not show them.
     pub(crate) fn new(
         config: ProviderSettings,
-        path: &str,
+        paths: Paths,
         auth: impl Fn(&str) -> Vec<(&'static str, String)>,
         fixed: &[(&'static str, &'static str)],
     ) -> Result<Self, SettingsError> {
-        let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
+        let url = format!("{}{}", config.base_url.trim_end_matches('/'), paths.chat);
         let url = reqwest::Url::parse(&url).map_err(|err| SettingsError::BaseUrl {
             url: config.base_url.clone(),
             reason: err.to_string(),
         })?;
-        let embeddings_url = format!("{}{}", config.base_url.trim_end_matches('/'), crate::embeddings::PATH);
+        let embeddings_url = format!("{}{}", config.base_url.trim_end_matches('/'), paths.embeddings);
         let embeddings_url = reqwest::Url::parse(&embeddings_url).map_err(|err| SettingsError::BaseUrl {
             url: config.base_url.clone(),
             reason: err.to_string(),

@@ -367,6 +367,20 @@ fn default_role() -> Role {
 pub enum DialectConfig {
     Openai,
     Anthropic,
+    /// Azure OpenAI: OpenAI's body at a deployment's URL
+    /// (`{base_url}/openai/deployments/{deployment}/chat/completions?api-version=…`),
+    /// the key in `api-key`.
+    Azure,
+}
+
+impl DialectConfig {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DialectConfig::Openai => "openai",
+            DialectConfig::Anthropic => "anthropic",
+            DialectConfig::Azure => "azure",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -376,6 +390,11 @@ pub struct ProviderConfig {
     pub dialect: DialectConfig,
     pub base_url: String,
     pub model: String,
+    /// `dialect = "azure"`: the deployment the URL names (the model's name
+    /// when absent).
+    pub deployment: Option<String>,
+    /// `dialect = "azure"`: the `api-version` every request carries (required).
+    pub api_version: Option<String>,
     /// Environment variable holding the provider's API key; never the key itself.
     pub api_key_env: Option<String>,
     #[serde(default = "default_connect_timeout")]
@@ -489,11 +508,17 @@ impl ProviderConfig {
     /// from the environment now (it is never stored anywhere else).
     pub fn to_settings(&self) -> Result<intentgate_providers::ProviderSettings, ProviderSettingsError> {
         let dialect = match self.dialect {
-            DialectConfig::Openai => intentgate_providers::Dialect::OpenAi,
+            DialectConfig::Openai | DialectConfig::Azure => intentgate_providers::Dialect::OpenAi,
             DialectConfig::Anthropic => intentgate_providers::Dialect::Anthropic,
         };
         let mut config =
             intentgate_providers::ProviderSettings::new(&self.name, dialect, &self.base_url, &self.model);
+        if self.dialect == DialectConfig::Azure {
+            config.azure = Some(intentgate_providers::AzureAddress {
+                deployment: self.deployment.clone().unwrap_or_else(|| self.model.clone()),
+                api_version: self.api_version.clone().unwrap_or_default(),
+            });
+        }
         config.timeouts = intentgate_providers::Timeouts {
             connect: self.connect_timeout.into(),
             first_byte: self.first_byte_timeout.into(),

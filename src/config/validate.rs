@@ -156,6 +156,40 @@ fn validate_principals(config: &Config) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Azure's addressing: `api_version` is required there and a name made of
+/// URL-safe characters, as is `deployment`; neither means anything on
+/// another dialect.
+fn validate_azure(provider: &ProviderConfig) -> Result<(), Invalid> {
+    let url_safe = |text: &str| {
+        !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    if provider.dialect != super::DialectConfig::Azure {
+        for (field, value) in [("deployment", &provider.deployment), ("api_version", &provider.api_version)] {
+            if value.is_some() {
+                return Err((field.into(), "is for dialect = \"azure\" only".into()));
+            }
+        }
+        return Ok(());
+    }
+    match provider.api_version.as_deref() {
+        None => {
+            return Err((
+                "api_version".into(),
+                "is required with dialect = \"azure\" (e.g. \"2024-10-21\")".into(),
+            ));
+        }
+        Some(version) if !url_safe(version) => {
+            return Err(("api_version".into(), format!("`{version}` is not an API version")));
+        }
+        Some(_) => {}
+    }
+    let deployment = provider.deployment.as_deref().unwrap_or(&provider.model);
+    if !url_safe(deployment) {
+        return Err(("deployment".into(), format!("`{deployment}` cannot be a deployment name in a URL")));
+    }
+    Ok(())
+}
+
 fn validate_providers(config: &Config) -> Result<(), Invalid> {
     let mut names = HashSet::new();
     for (i, provider) in config.providers.iter().enumerate() {
@@ -169,6 +203,7 @@ fn validate_providers(config: &Config) -> Result<(), Invalid> {
         if !(provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://")) {
             return Err((key("base_url"), format!("`{}` is not an http(s) URL", provider.base_url)));
         }
+        validate_azure(provider).map_err(|(field, why)| (key(&field), why))?;
         if provider.api_key_env.as_deref() == Some("") {
             return Err((key("api_key_env"), "must name an environment variable".into()));
         }

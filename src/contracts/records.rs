@@ -31,11 +31,14 @@ pub enum RunError {
 
 /// The fingerprint of a provider's contract-relevant config.
 pub fn fingerprint_of(provider: &ProviderConfig) -> String {
-    let dialect = match provider.dialect {
-        crate::config::DialectConfig::Openai => "openai",
-        crate::config::DialectConfig::Anthropic => "anthropic",
-    };
+    let dialect = provider.dialect.as_str();
     let mut options = serde_json::Map::new();
+    if let Some(deployment) = &provider.deployment {
+        options.insert("deployment".into(), deployment.clone().into());
+    }
+    if let Some(version) = &provider.api_version {
+        options.insert("api_version".into(), version.clone().into());
+    }
     if !provider.request.is_empty() {
         options.insert("request".into(), serde_json::Value::Object(provider.request.clone()));
     }

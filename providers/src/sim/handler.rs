@@ -53,7 +53,7 @@ pub(crate) async fn handle(
         .iter()
         .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
-    sim.state.arrive(parts.uri.path(), key, headers);
+    sim.state.arrive(&parts.uri, key, headers);
 
     // Only a header script can act before the body is read: the model name
     // (and so a queued script for a model) lives in the body.

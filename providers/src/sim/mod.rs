@@ -5,6 +5,9 @@
 //! Routes:
 //! - `POST /v1/chat/completions` — OpenAI dialect (provider base_url `http://ADDR/v1`)
 //! - `POST /v1/messages` — Anthropic dialect (provider base_url `http://ADDR`)
+//! - `POST /openai/deployments/{d}/chat/completions?api-version=…` and
+//!   `…/{d}/embeddings?api-version=…` — Azure OpenAI's addressing of the
+//!   same (provider base_url `http://ADDR`); without `api-version`, 404
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -228,6 +231,8 @@ fn router(sim: Simulator) -> Router {
         .route("/v1/chat/completions", post(chat::<true>))
         .route("/v1/messages", post(chat::<false>))
         .route("/v1/embeddings", post(embeddings))
+        .route("/openai/deployments/{deployment}/chat/completions", post(azure::<false>))
+        .route("/openai/deployments/{deployment}/embeddings", post(azure::<true>))
         .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
         .route("/sim/requests/{key}", get(recorded))
         .route(
@@ -249,6 +254,23 @@ async fn chat<const OPENAI: bool>(
 ) -> Response {
     let dialect = if OPENAI { Dialect::OpenAi } else { Dialect::Anthropic };
     handler::handle(handler::Api::Chat(dialect), sim, kill, request).await
+}
+
+/// Azure OpenAI's addressing of the OpenAI dialect: a request without
+/// `api-version` is answered as Azure answers it, 404 `Resource not found`.
+async fn azure<const EMBEDDINGS: bool>(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    request: axum::extract::Request,
+) -> Response {
+    let versioned =
+        request.uri().query().is_some_and(|q| q.split('&').any(|pair| pair.starts_with("api-version=")));
+    if !versioned {
+        let body = serde_json::json!({"error": {"code": "404", "message": "Resource not found"}});
+        return (StatusCode::NOT_FOUND, Json(body)).into_response();
+    }
+    let api = if EMBEDDINGS { handler::Api::Embeddings } else { handler::Api::Chat(Dialect::OpenAi) };
+    handler::handle(api, sim, kill, request).await
 }
 
 async fn embeddings(

@@ -48,6 +48,9 @@ pub struct CallCounts {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordedRequest {
     pub path: String,
+    /// The query string, if any (Azure's `api-version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
     /// Header names lowercase. Auth headers included: this is the provider side.
     pub headers: BTreeMap<String, String>,
     /// `None` when the simulator does not record bodies (the default), or
@@ -107,14 +110,16 @@ impl State {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn arrive(&self, path: &str, key: Option<&str>, headers: BTreeMap<String, String>) {
+    pub(crate) fn arrive(&self, uri: &axum::http::Uri, key: Option<&str>, headers: BTreeMap<String, String>) {
+        let path = uri.path();
         let mut inner = self.lock();
         inner.total += 1;
         // Only the simulator's own chat routes arrive here: two paths at most.
         *inner.by_path.entry(path.to_owned()).or_default() += 1;
         if let Some(key) = key {
             *inner.by_key.touch(key, || 0) += 1;
-            inner.requests.put(key, RecordedRequest { path: path.to_owned(), headers, body: None });
+            let query = uri.query().map(str::to_owned);
+            inner.requests.put(key, RecordedRequest { path: path.to_owned(), query, headers, body: None });
         }
         let total = inner.total;
         drop(inner);
@@ -224,7 +229,11 @@ mod tests {
         let state = State::new();
         let n = COUNTED_KEYS + 10;
         for i in 0..n {
-            state.arrive("/v1/messages", Some(&format!("k{i}")), Default::default());
+            state.arrive(
+                &axum::http::Uri::from_static("/v1/messages"),
+                Some(&format!("k{i}")),
+                Default::default(),
+            );
         }
         let calls = state.calls();
         assert_eq!(calls.total, n as u64);
