@@ -287,3 +287,28 @@ async fn the_embeddings_suite_passes_only_a_provider_of_the_declared_vectors() {
         "6 cases, twice, on two OpenAI providers"
     );
 }
+
+/// The suites run against an Azure deployment like against any OpenAI-dialect
+/// provider: the same adapter, at the deployment's address.
+#[tokio::test]
+async fn the_suites_run_against_an_azure_deployment() {
+    let sim = sim().await;
+    let mut settings = ProviderSettings::new("azure", Dialect::OpenAi, &sim.base_url_anthropic(), "sim:ok");
+    settings.azure = Some(intentgate_providers::AzureAddress {
+        deployment: "gpt-4o-mini-prod".into(),
+        api_version: "2024-10-21".into(),
+    });
+    let provider = Provider::new(settings).unwrap();
+    for route in ["chat", "embeddings"] {
+        let (report, _) = run(&shipped_suite(route), &provider, Some(&o200k())).await;
+        assert!(report.passed, "{route}: {:?}", report.failures().collect::<Vec<_>>());
+    }
+    let paths: Vec<String> = sim.calls().by_path.keys().cloned().collect();
+    assert_eq!(
+        paths,
+        [
+            "/openai/deployments/gpt-4o-mini-prod/chat/completions",
+            "/openai/deployments/gpt-4o-mini-prod/embeddings"
+        ]
+    );
+}
