@@ -72,6 +72,10 @@ async fn outage_while_waiting(path: &str, body: Value, prefer: Option<&str>) {
     let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let mut doc = common::test_config_doc(&store.url_via(&proxy.addr.to_string()), Some(sim.addr()));
     common::set_provider(&mut doc, "sim-primary", "model", "sim:hold=answer");
+    // The chat door waits `[openai] wait` (60 s) for a job whose answer is
+    // held until the store returns; five seconds show the same.
+    let openai = doc.entry("openai").or_insert_with(|| toml::Table::new().into());
+    openai.as_table_mut().unwrap().insert("wait".into(), "5s".into());
     let mut gw = TestGateway::start_with(common::config_from_doc(&doc)).await;
     gw.sim = Some(sim);
 
