@@ -135,10 +135,15 @@ fn queued_attempt(
 
 /// The chain's next provider after `after` that the contract gate lets
 /// serve the route: the order the driver walks it in once the attempt on
-/// `after` is settled (`engine::plan::remaining`, then the gate).
+/// `after` is settled (`engine::plan::remaining`, then the gate) — the
+/// other members of its pool first, when it is in one (which of them the
+/// balancer takes is its choice then).
 fn next_provider(gate: &Gate, route: &RouteConfig, after: &str) -> Option<String> {
     let position = route.chain.iter().position(|name| name == after)?;
-    (position + 1..route.chain.len())
+    let step = route.step(position);
+    let pool_rest = step.clone().filter(|&index| index != position);
+    pool_rest
+        .chain(step.end..route.chain.len())
         .find(|&index| {
             gate.check(route, &route.chain[index], index).is_none_or(|verdict| verdict.is_eligible())
         })
