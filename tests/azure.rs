@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore};
+use common::{TestGateway, TestStore};
 use serde_json::{Value, json};
 
 store_matrix!(
@@ -108,14 +108,8 @@ async fn streams_tools_and_embeddings_speak_openai_at_the_deployment(store: Test
     assert_eq!(called["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "weather", "{called}");
 
     let embed = gw
-        .client
-        .post(gw.url("/v1/embeddings"))
-        .bearer_auth(ALICE)
-        .header("idempotency-key", "az-embed")
-        .json(&json!({"model": "azure-embeddings", "input": "a fox"}))
-        .send()
-        .await
-        .unwrap();
+        .post_door("/v1/embeddings", "az-embed", &json!({"model": "azure-embeddings", "input": "a fox"}))
+        .await;
     assert_eq!(embed.status(), 200);
     let job = job_of(&embed);
     assert_eq!(gw.sim().last_request(&job).unwrap().path, "/openai/deployments/gpt-4o-mini-prod/embeddings");

@@ -22,14 +22,7 @@ store_matrix!(
 );
 
 async fn post(gw: &TestGateway, key: &str, body: &Value) -> Response {
-    gw.client
-        .post(gw.url("/v1/embeddings"))
-        .bearer_auth(ALICE)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    gw.post_door("/v1/embeddings", key, body).await
 }
 
 fn norm(vector: &Value) -> f64 {

@@ -51,14 +51,7 @@ fn event_schema(kind: &str) -> String {
 }
 
 async fn post(gw: &TestGateway, path: &str, key: &str, body: &Value) -> reqwest::Response {
-    gw.client
-        .post(gw.url(path))
-        .bearer_auth(ALICE)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    gw.post_door(path, key, body).await
 }
 
 /// The `data:` payloads of an SSE body that are JSON.

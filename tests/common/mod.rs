@@ -310,7 +310,13 @@ impl TestGateway {
 
     /// `POST /v1/chat/completions` as alice, with a key and a JSON body.
     pub async fn chat_completion(&self, idem_key: &str, body: &Value) -> Response {
-        self.request(Method::POST, "/v1/chat/completions", ALICE)
+        self.post_door("/v1/chat/completions", idem_key, body).await
+    }
+
+    /// `POST` to a door (`/v1/embeddings`, `/v1/responses`…) as alice, with
+    /// a key and a JSON body.
+    pub async fn post_door(&self, path: &str, idem_key: &str, body: &Value) -> Response {
+        self.request(Method::POST, path, ALICE)
             .header("idempotency-key", idem_key)
             .json(body)
             .send()
