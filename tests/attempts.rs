@@ -371,6 +371,13 @@ async fn a_failing_primary_is_passed_over_while_it_cools_down_then_probed_back(s
     // The cool-down passes (the engine's clock, not a sleep): one probe,
     // which the primary, healthy again, answers; it serves first again.
     gw.gateway.engine.clock().advance(std::time::Duration::from_secs(61));
+    // A duplicate first: it is answered from the store and sends nothing,
+    // so it gives the probe back rather than holding it for a cool-down.
+    let replay = gw
+        .chat_completion("down-0", &json!({"model": "chat", "messages": [{"role": "user", "content": "x"}]}))
+        .await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(gw.sim().calls().total, 23, "a replay calls no provider");
     for i in 0..3 {
         let response = gw
             .chat_completion(

@@ -38,6 +38,8 @@ pub(super) struct Kickoff {
 /// The gate's choice among positions of a chain (see `pick_provider`).
 pub(super) struct Pick {
     pub provider: Option<String>,
+    /// The provider was let through as its circuit's probe.
+    pub probe: bool,
     /// `(provider, reason)` of every provider passed over.
     pub refused: Vec<(String, String)>,
 }
@@ -84,7 +86,15 @@ impl Engine {
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
         let reservation = first_provider.map(|provider| self.reservation(&new.owner, &request, provider));
         let first = first_provider.zip(reservation.as_ref());
-        let created = self.store().create_job(new, self.new_job_lease(), first, self.now_ms()).await?;
+        let created = self.store().create_job(new, self.new_job_lease(), first, self.now_ms()).await;
+        // A probe that sends nothing (a duplicate, a refusal, a failed write) is given back.
+        if let Some((_, pick)) = pick.as_ref().filter(|(_, pick)| pick.probe)
+            && !matches!(created, Ok(Created::New(_, Some(_))))
+            && let Some(provider) = &pick.provider
+        {
+            self.inner.health.release_probe(provider);
+        }
+        let created = created?;
         let refused = match (&created, &pick) {
             (Created::New(_, Some(_)), Some((route, pick))) => self.report_refused(route, &pick.refused),
             (Created::Refused(refusal), _) => {
@@ -366,18 +376,22 @@ impl Engine {
                 refused.push((name.clone(), reason));
                 continue;
             }
-            if let super::health::Verdict::CoolingDown(reason) = self.health_of(name) {
-                refused.push((name.clone(), reason));
-                cooling.get_or_insert_with(|| name.clone());
-                continue;
-            }
-            return Ok(Pick { provider: Some(name.clone()), refused });
+            let probe = match self.health_of(name) {
+                super::health::Verdict::CoolingDown(reason) => {
+                    refused.push((name.clone(), reason));
+                    cooling.get_or_insert_with(|| name.clone());
+                    continue;
+                }
+                super::health::Verdict::Probe => true,
+                super::health::Verdict::Healthy => false,
+            };
+            return Ok(Pick { provider: Some(name.clone()), probe, refused });
         }
         if let Some(name) = cooling {
             refused.retain(|(refused, _)| *refused != name);
-            return Ok(Pick { provider: Some(name), refused });
+            return Ok(Pick { provider: Some(name), probe: false, refused });
         }
-        Ok(Pick { provider: None, refused })
+        Ok(Pick { provider: None, probe: false, refused })
     }
 
     /// Why provider `name` cannot be sent `request`, if it cannot.

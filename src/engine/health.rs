@@ -49,6 +49,10 @@ impl Sign {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Healthy,
+    /// Cooling down no more: this attempt is the one probe let through.
+    /// Whoever took it and then sends nothing gives it back
+    /// ([`Health::release_probe`]), or the provider waits a cool-down more.
+    Probe,
     /// Cooling down: skip it, with this reason.
     CoolingDown(String),
 }
@@ -108,7 +112,7 @@ impl Health {
             }
             _ => {
                 circuit.probe_since_ms = Some(now_ms);
-                Verdict::Healthy
+                Verdict::Probe
             }
         }
     }
@@ -132,6 +136,16 @@ impl Health {
             return true;
         }
         false
+    }
+
+    /// Gives back the probe [`Health::check`] let through when nothing was
+    /// sent on it (the request was a duplicate, or a limit refused it), so
+    /// the next request probes instead of waiting a cool-down more.
+    pub fn release_probe(&self, provider: &str) {
+        let mut circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(circuit) = circuits.get_mut(provider) {
+            circuit.probe_since_ms = None;
+        }
     }
 
     /// What `provider`'s circuit says at `now_ms`, for a reader: unlike
@@ -172,11 +186,11 @@ mod tests {
         assert_eq!(health.check("p", &config, 1), Verdict::Healthy, "one failure is not a pattern");
         assert!(health.observe("p", &config, Sign::Trouble, 10), "the second opens it");
         assert!(matches!(health.check("p", &config, 500), Verdict::CoolingDown(_)));
-        assert_eq!(health.check("p", &config, 1010), Verdict::Healthy, "the probe");
+        assert_eq!(health.check("p", &config, 1010), Verdict::Probe, "the probe");
         assert!(matches!(health.check("p", &config, 1011), Verdict::CoolingDown(_)), "only one probe");
         assert!(health.observe("p", &config, Sign::Trouble, 1020), "a failed probe opens it again");
         assert!(matches!(health.check("p", &config, 1500), Verdict::CoolingDown(_)));
-        assert_eq!(health.check("p", &config, 2100), Verdict::Healthy, "the next probe");
+        assert_eq!(health.check("p", &config, 2100), Verdict::Probe, "the next probe");
         assert!(!health.observe("p", &config, Sign::Answered, 2110));
         assert_eq!(health.check("p", &config, 2111), Verdict::Healthy, "an answer closes it");
         assert!(health.unhealthy().is_empty());
@@ -187,9 +201,19 @@ mod tests {
         let (health, config) = (Health::default(), config());
         health.observe("p", &config, Sign::Trouble, 0);
         health.observe("p", &config, Sign::Trouble, 0);
-        assert_eq!(health.check("p", &config, 1000), Verdict::Healthy, "the probe, never heard of again");
+        assert_eq!(health.check("p", &config, 1000), Verdict::Probe, "the probe, never heard of again");
         assert!(matches!(health.check("p", &config, 1999), Verdict::CoolingDown(_)));
-        assert_eq!(health.check("p", &config, 2000), Verdict::Healthy, "another probe");
+        assert_eq!(health.check("p", &config, 2000), Verdict::Probe, "another probe");
+    }
+
+    #[test]
+    fn a_probe_given_back_is_the_next_requests() {
+        let (health, config) = (Health::default(), config());
+        health.observe("p", &config, Sign::Trouble, 0);
+        health.observe("p", &config, Sign::Trouble, 0);
+        assert_eq!(health.check("p", &config, 1000), Verdict::Probe, "taken by a duplicate");
+        health.release_probe("p");
+        assert_eq!(health.check("p", &config, 1001), Verdict::Probe, "and given back: the next one probes");
     }
 
     #[test]
