@@ -43,7 +43,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
             "this replica is shutting down: it finishes its jobs and late answers and takes no new requests",
         ));
     }
-    state.store.ping().await?;
+    state.store.ping().await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
     Ok(Json(json!({"status": "ready", "store": state.store.backend()})))
 }
 

@@ -25,7 +25,7 @@ use super::{AppState, Caller, Problem};
 )]
 pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, Problem> {
     let gate = state.engine.gate();
-    gate.refresh(&state.store).await?;
+    gate.refresh(&state.store).await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
     let routes: Vec<Value> = state
         .config
         .routes
