@@ -42,6 +42,7 @@ pub const FAILOVERS: &str = "intentgate_failovers_total";
 pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
 pub const PROVIDER_OPENED: &str = "intentgate_provider_circuit_opened_total";
 pub const PROVIDERS_UNHEALTHY: &str = "intentgate_provider_unhealthy";
+pub const CONFIG_INFO: &str = "intentgate_config_info";
 pub const PROVIDER_LATENCY: &str = "intentgate_provider_latency_seconds";
 pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
 pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
@@ -132,6 +133,10 @@ fn describe() {
     );
     metrics::describe_counter!(PROVIDER_OPENED, "Times a provider was found unhealthy and passed over.");
     metrics::describe_gauge!(PROVIDERS_UNHEALTHY, "1 while a provider's circuit is open in this process.");
+    metrics::describe_gauge!(
+        CONFIG_INFO,
+        "1, labelled with the version of the configuration this process runs."
+    );
     metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
     metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
     metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");

@@ -9,11 +9,33 @@ use intentgate::jobs::AttemptState;
 use serde_json::{Value, json};
 
 store_matrix!(
+    each_replica_reports_the_configuration_it_runs,
     cli_resolves_an_unknown_attempt_and_the_api_sees_it_at_once,
     shutdown_drains_a_drive_and_cuts_a_hung_listener_at_the_bound,
 );
 
 const BIN: &str = env!("CARGO_BIN_EXE_intentgate");
+
+/// Two replicas on one store, one with a changed file: `/readyz` and
+/// `/metrics` say which configuration each runs (the SHA-256 of its file,
+/// 12 hex digits), so a rollout shows who runs what.
+async fn each_replica_reports_the_configuration_it_runs(store: TestStore) {
+    let old = TestGateway::start(&store).await;
+    let new = TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "attempt_timeout", "9s")).await;
+    let version = |gw: &TestGateway| {
+        let url = gw.url("/readyz");
+        let client = gw.client.clone();
+        async move {
+            let ready: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+            ready["config_version"].as_str().unwrap().to_owned()
+        }
+    };
+    let (old_version, new_version) = (version(&old).await, version(&new).await);
+    assert!(old_version.len() == 12 && old_version.bytes().all(|b| b.is_ascii_hexdigit()), "{old_version}");
+    assert_ne!(old_version, new_version, "another file, another version");
+    let metrics = new.client.get(new.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(&format!("intentgate_config_info{{version=\"{new_version}\"}} 1")), "{metrics}");
+}
 
 async fn cli(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let output = tokio::process::Command::new(BIN)

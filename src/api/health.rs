@@ -44,7 +44,9 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
         ));
     }
     state.store.ping().await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
-    Ok(Json(json!({"status": "ready", "store": state.store.backend()})))
+    Ok(Json(
+        json!({"status": "ready", "store": state.store.backend(), "config_version": state.config.version}),
+    ))
 }
 
 // Schema-only types for the OpenAPI document, never constructed: the answers
@@ -66,4 +68,7 @@ pub struct Ready {
     status: String,
     /// `sqlite` or `postgres`
     store: String,
+    /// The configuration this replica runs: the first 12 hex digits of the
+    /// SHA-256 of its file.
+    config_version: String,
 }

@@ -40,6 +40,7 @@ pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> 
             0.0
         });
     }
+    metrics::gauge!(telemetry::CONFIG_INFO, "version" => state.config.version.clone()).set(1.0);
     let body = telemetry::handle().map(|handle| handle.render()).unwrap_or_default();
     let mut response = body.into_response();
     response

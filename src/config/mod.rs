@@ -53,6 +53,11 @@ pub struct Config {
     /// Requests and tokens per minute per owner and/or route.
     #[serde(default)]
     pub rate_limits: Vec<crate::budgets::RateLimitRule>,
+    /// Which configuration this is: the first 12 hex digits of the SHA-256
+    /// of the file's text, as replicas report it (`/readyz`, `/metrics`),
+    /// so a rollout shows which replica runs which file.
+    #[serde(skip)]
+    pub version: String,
 }
 
 /// How spend is counted (see `[[budgets]]` and the providers' `price`).
@@ -759,8 +764,9 @@ impl Config {
     /// Parses and validates `text` as if read from `path`, without looking
     /// at the environment.
     pub fn from_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let config = Config::parse(path, text)?;
+        let mut config = Config::parse(path, text)?;
         config.validate(path)?;
+        config.version = crate::jobs::sha256_hex(text.as_bytes()).chars().take(12).collect();
         Ok(config)
     }
 
