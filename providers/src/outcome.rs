@@ -26,8 +26,12 @@ pub type Outcome = Result<ChatResponse, Failure>;
 pub enum Failure {
     /// Nothing reached the provider: DNS failure, refused connection, connect
     /// timeout, TLS failure before the request was written.
+    ///
+    /// `local` when it was refused here, before any connection was tried
+    /// (the request cannot be encoded, the provider is not configured):
+    /// no sign of the provider's health, and not worth a retry.
     #[error("not sent: {reason}")]
-    NotSent { reason: String },
+    NotSent { reason: String, local: bool },
     /// The provider answered with an error status (or an explicit error event
     /// in a stream): it told us it will not deliver this answer.
     #[error("rejected with status {status}")]
@@ -91,7 +95,7 @@ impl Failure {
             return self;
         }
         match &mut self {
-            Failure::NotSent { reason } | Failure::Unknown { reason } => redact::text(reason, secret),
+            Failure::NotSent { reason, .. } | Failure::Unknown { reason } => redact::text(reason, secret),
             Failure::BadOutput { reason, raw } => {
                 redact::text(reason, secret);
                 redact::bytes(raw, secret);
@@ -180,7 +184,7 @@ mod tests {
 
     #[test]
     fn only_unknown_blocks_failover() {
-        assert!(Failure::NotSent { reason: String::new() }.may_fail_over());
+        assert!(Failure::NotSent { reason: String::new(), local: false }.may_fail_over());
         assert!(Failure::Rejected { status: 503, retry_after: None, body: String::new() }.may_fail_over());
         assert!(Failure::bad_output("x", Bytes::new()).may_fail_over());
         assert!(!Failure::unknown("x").may_fail_over());

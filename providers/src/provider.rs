@@ -232,8 +232,10 @@ impl Provider {
     /// The body an embeddings call sends: the request with the configured
     /// model and this provider's request overrides.
     pub fn render_embeddings(&self, req: &EmbeddingRequest) -> Result<Value, Failure> {
-        let mut body = embeddings::request_body(req, self.model())
-            .map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
+        let mut body = embeddings::request_body(req, self.model()).map_err(|err| Failure::NotSent {
+            reason: format!("cannot encode the request: {err}"),
+            local: true,
+        })?;
         overrides::apply(&mut body, &self.endpoint().request_overrides, None);
         Ok(body)
     }
@@ -249,8 +251,10 @@ impl Provider {
             Provider::OpenAi(_) => openai::request_body(req, model, stream),
             Provider::Anthropic(_) => anthropic::request_body(req, model, stream),
         };
-        let mut body =
-            body.map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
+        let mut body = body.map_err(|err| Failure::NotSent {
+            reason: format!("cannot encode the request: {err}"),
+            local: true,
+        })?;
         let endpoint = self.endpoint();
         overrides::apply(&mut body, &endpoint.request_overrides, endpoint.max_temperature);
         if endpoint.null_content_as_empty {

@@ -155,8 +155,10 @@ impl Endpoint {
         ctx: &CallContext,
         start: Instant,
     ) -> Result<reqwest::Response, Failure> {
-        let payload = serde_json::to_vec(body)
-            .map_err(|err| Failure::NotSent { reason: format!("cannot encode the request: {err}") })?;
+        let payload = serde_json::to_vec(body).map_err(|err| Failure::NotSent {
+            reason: format!("cannot encode the request: {err}"),
+            local: true,
+        })?;
         let request = self
             .client
             .post(url.clone())
@@ -291,7 +293,13 @@ pub(crate) fn too_large(limit: usize, start: &[u8]) -> Failure {
 /// connection exists may have reached the provider: `unknown`.
 pub(crate) fn classify(err: &reqwest::Error) -> Failure {
     let reason = error_chain(err);
-    if err.is_connect() || err.is_builder() { Failure::NotSent { reason } } else { Failure::unknown(reason) }
+    if err.is_connect() {
+        Failure::NotSent { reason, local: false }
+    } else if err.is_builder() {
+        Failure::NotSent { reason, local: true }
+    } else {
+        Failure::unknown(reason)
+    }
 }
 
 /// The error and its sources on one line. reqwest errors name the URL, never

@@ -94,7 +94,7 @@ async fn connect_timeout_is_not_sent() {
     config.timeouts = Timeouts { connect: Duration::from_millis(50), ..relaxed() };
     let outcome = Provider::new(config).unwrap().chat(&hello(), &ctx()).await;
     assert!(
-        matches!(&outcome, Err(Failure::NotSent { reason }) if reason.to_lowercase().contains("connect")),
+        matches!(&outcome, Err(Failure::NotSent { reason, .. }) if reason.to_lowercase().contains("connect")),
         "{outcome:?}"
     );
 }

@@ -77,7 +77,10 @@ impl RetryPolicy {
     fn retries(&self, failure: &Failure) -> bool {
         match failure {
             Failure::Rejected { status, .. } => self.statuses.contains(status),
-            Failure::NotSent { .. } => self.not_sent,
+            // Only a connection that could not be made is worth a retry; a
+            // request refused here (unencodable, an unknown provider) fails
+            // the same way again.
+            Failure::NotSent { local, .. } => self.not_sent && !local,
             _ => false,
         }
     }
@@ -237,7 +240,7 @@ mod tests {
 
     #[test]
     fn proven_failures_fail_over_live_and_resume_late() {
-        let not_sent = Failure::NotSent { reason: "refused".into() };
+        let not_sent = Failure::NotSent { reason: "refused".into(), local: false };
         let bad = Failure::BadOutput { reason: "garbage".into(), raw: Default::default() };
         for failure in [&not_sent, &bad, &rejected(500, None)] {
             let live = decide(LIVE, Observed::Failure(failure), POLICY);
@@ -269,7 +272,7 @@ mod tests {
         assert_eq!(decide(minted, Observed::Failure(&unknown()), POLICY), ends);
         assert_eq!(decide(minted, Observed::Silence, POLICY), ends);
         // Proven failures still fail over: nothing was executed.
-        let refused = Failure::NotSent { reason: "refused".into() };
+        let refused = Failure::NotSent { reason: "refused".into(), local: false };
         let over = Step::Fail { outcome: refused.class().into(), then: AfterFailure::FailOver };
         assert_eq!(decide(minted, Observed::Failure(&refused), POLICY), over);
     }
@@ -302,7 +305,9 @@ mod tests {
         for status in [429, 500, 502, 503, 529] {
             assert_eq!(then(&rejected(status, None)), retry, "{status}");
         }
-        assert_eq!(then(&Failure::NotSent { reason: "connection refused".into() }), retry);
+        assert_eq!(then(&Failure::NotSent { reason: "connection refused".into(), local: false }), retry);
+        let unencodable = Failure::NotSent { reason: "cannot encode the request".into(), local: true };
+        assert_ne!(then(&unencodable), retry, "a request that cannot be encoded is not retried");
         assert_eq!(
             then(&rejected(400, None)),
             AfterFailure::FailOver,

@@ -450,8 +450,10 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         let live = Phase::Live { retries, collectable: !IdempotencyKey::was_minted(&job.idempotency_key) };
         let Some(entry) = self.provider(&attempt.provider) else {
-            let failure =
-                Failure::NotSent { reason: format!("provider `{}` is not configured", attempt.provider) };
+            let failure = Failure::NotSent {
+                reason: format!("provider `{}` is not configured", attempt.provider),
+                local: true,
+            };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
         let work = self.outgoing(&job.owner, request, &attempt.provider);

@@ -40,6 +40,7 @@ impl Sign {
         match failure {
             Failure::Rejected { status, .. } if *status == 429 || *status >= 500 => Sign::Trouble,
             Failure::Rejected { .. } => Sign::Neutral,
+            Failure::NotSent { local: true, .. } => Sign::Neutral,
             Failure::NotSent { .. } | Failure::BadOutput { .. } | Failure::Unknown { .. } => Sign::Trouble,
         }
     }
@@ -214,6 +215,14 @@ mod tests {
         assert_eq!(health.check("p", &config, 1000), Verdict::Probe, "taken by a duplicate");
         health.release_probe("p");
         assert_eq!(health.check("p", &config, 1001), Verdict::Probe, "and given back: the next one probes");
+    }
+
+    #[test]
+    fn a_request_refused_before_any_connection_says_nothing_of_the_provider() {
+        let local = Failure::NotSent { reason: "cannot encode the request".into(), local: true };
+        assert_eq!(Sign::of_failure(&local), Sign::Neutral);
+        let refused = Failure::NotSent { reason: "connection refused".into(), local: false };
+        assert_eq!(Sign::of_failure(&refused), Sign::Trouble);
     }
 
     #[test]
