@@ -77,6 +77,26 @@ impl Engine {
         LeaseHeld { leases, job_id }
     }
 
+    /// A held lease the store did not renew: the drive's own result released
+    /// it (a job that ended between the tick and the drive's end), or another
+    /// instance took it over. Either way renewals stop; only the second is
+    /// worth a warning, so a job read tells them apart.
+    async fn lease_not_renewed(&self, job_id: Uuid) {
+        let still_held = match self.inner.leases.by_job.lock() {
+            Ok(mut map) => map.get_mut(&job_id).map(|holding| holding.lost = true).is_some(),
+            Err(_) => false,
+        };
+        if !still_held {
+            return; // its drive ended meanwhile and let it go
+        }
+        match self.store().job(job_id).await {
+            Ok(Some(job)) if job.status.is_terminal() => {
+                tracing::debug!(%job_id, status = %job.status, "lease released with the job's end");
+            }
+            _ => tracing::warn!(%job_id, "lease lost to another instance"),
+        }
+    }
+
     /// Every `lease_ttl / 3`, renews every held lease (concurrently: on
     /// SQLite they share the writer's next commit). A lease claimed just
     /// before a tick is renewed early, never late: its first renewal comes
@@ -102,15 +122,7 @@ impl Engine {
             for (job_id, renewed) in futures_util::future::join_all(renewals).await {
                 match renewed {
                     Ok(true) => {}
-                    // Lost, unless its drive ended meanwhile and let it go.
-                    Ok(false) => {
-                        if let Ok(mut map) = self.inner.leases.by_job.lock()
-                            && let Some(holding) = map.get_mut(&job_id)
-                        {
-                            holding.lost = true;
-                            tracing::warn!(%job_id, "lease lost to another instance");
-                        }
-                    }
+                    Ok(false) => self.lease_not_renewed(job_id).await,
                     Err(err) => tracing::warn!(%job_id, error = %err, "cannot renew the lease"),
                 }
             }
