@@ -552,6 +552,13 @@ mod tests {
         let (first, _) = on(normal.clone()).await;
         assert_ne!(first, here, "the first commit writes and fsyncs the WAL's header: through the thread");
         normal.shared.wal_restarts.store(false, Ordering::SeqCst);
+        // The thread answers the op before it lets go of the connection:
+        // idle means it has let go.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while normal.shared.conn.try_lock().is_err() {
+            assert!(std::time::Instant::now() < deadline, "the writer thread keeps the connection");
+            std::thread::yield_now();
+        }
         let (then, _) = on(normal).await;
         assert_eq!(then, here, "NORMAL: an idle writer's op runs inline");
         let (full, name) = on(open(&dir.join("full"), "FULL")).await;
