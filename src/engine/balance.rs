@@ -96,7 +96,7 @@ fn weighted_order(mut members: Vec<usize>, weight: impl Fn(usize) -> u32) -> Vec
     let mut out = Vec::with_capacity(members.len());
     while !members.is_empty() {
         let total: u64 = members.iter().map(|&m| u64::from(weight(m))).sum();
-        let mut draw = random_below(total.max(1));
+        let mut draw = super::random::below(total.max(1));
         let index = members
             .iter()
             .position(|&m| {
@@ -120,20 +120,12 @@ fn least_latency_order(mut members: Vec<usize>, latency: impl Fn(usize) -> f64) 
         return members;
     }
     let len = members.len() as u64;
-    let a = random_below(len) as usize;
-    let b = (a + 1 + random_below(len - 1) as usize) % members.len();
+    let a = super::random::below(len) as usize;
+    let b = (a + 1 + super::random::below(len - 1) as usize) % members.len();
     let first = if latency(members[a]) <= latency(members[b]) { members[a] } else { members[b] };
     members.retain(|&m| m != first);
     members.sort_by(|x, y| latency(*x).total_cmp(&latency(*y)));
     std::iter::once(first).chain(members).collect()
-}
-
-/// A number in `0..bound`, from a hasher seeded by the OS: random enough to
-/// spread jobs, and no dependency for it.
-fn random_below(bound: u64) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
-    random % bound.max(1)
 }
 
 #[cfg(test)]

@@ -497,9 +497,6 @@ fn cas_result(
 /// `wait` stretched by a random 0–25 %: never shorter (a `Retry-After` is a
 /// floor), but jobs rejected together do not all return at the same instant.
 fn jittered(wait: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    // A fresh RandomState is seeded from the OS: random enough for spread.
-    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
     let spread = u64::try_from((wait / 4).as_nanos()).unwrap_or(u64::MAX);
-    wait + Duration::from_nanos(random.checked_rem(spread).unwrap_or(0))
+    wait + Duration::from_nanos(super::random::below(spread))
 }

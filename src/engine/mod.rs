@@ -25,6 +25,7 @@ mod late;
 mod leases;
 mod operator;
 mod plan;
+mod random;
 mod recovery;
 mod remote;
 mod request;
