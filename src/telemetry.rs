@@ -39,6 +39,10 @@ pub const ATTEMPTS: &str = "intentgate_attempts_total";
 pub const RACES_LOST: &str = "intentgate_cas_races_lost_total";
 pub const UNKNOWN_ATTEMPTS: &str = "intentgate_attempts_unknown";
 pub const FAILOVERS: &str = "intentgate_failovers_total";
+pub const HEDGES: &str = "intentgate_hedged_attempts_total";
+pub const HEDGES_NOT_STARTED: &str = "intentgate_hedges_not_started_total";
+pub const DUPLICATE_EXECUTIONS: &str = "intentgate_duplicate_executions_total";
+pub const DUPLICATE_SPEND: &str = "intentgate_duplicate_spend_nanos_total";
 pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
 pub const PROVIDER_OPENED: &str = "intentgate_provider_circuit_opened_total";
 pub const PROVIDERS_UNHEALTHY: &str = "intentgate_provider_unhealthy";
@@ -127,6 +131,22 @@ fn describe() {
     metrics::describe_counter!(RACES_LOST, "Answers that lost the compare-and-swap and were superseded.");
     metrics::describe_gauge!(UNKNOWN_ATTEMPTS, "Attempts whose outcome is unknown now.");
     metrics::describe_counter!(FAILOVERS, "Attempts started on another provider after a failure.");
+    metrics::describe_counter!(
+        HEDGES,
+        "Attempts a route's hedge started beside a silent one, by route and provider; each may execute the intent again."
+    );
+    metrics::describe_counter!(
+        HEDGES_NOT_STARTED,
+        "Hedges due but not started, by route and why: budget (its reservation did not fit), no_provider, blocked."
+    );
+    metrics::describe_counter!(
+        DUPLICATE_EXECUTIONS,
+        "Answers that arrived after another attempt had completed the job: the intent ran twice, by route."
+    );
+    metrics::describe_counter!(
+        DUPLICATE_SPEND,
+        "What those second executions were charged, in nano-units of the currency, by route."
+    );
     metrics::describe_counter!(
         FAILOVERS_REFUSED,
         "Providers passed over: contract, dialect, context window or health."

@@ -213,6 +213,18 @@ fn config_check_refuses_what_serve_refuses() {
             "routes[0].pools[0].weights: one positive weight per member",
         ),
         (
+            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\nhedge = { after = \"10s\" }", 1),
+            "routes[0].hedge.after: must be longer than zero and shorter than attempt_timeout (10s)",
+        ),
+        (
+            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\nhedge = { after = \"2s\", open_attempts = 4 }", 1),
+            "routes[0].hedge.open_attempts: must be 2 or 3",
+        ),
+        (
+            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\nhedge = { after = \"2s\", when = \"always\" }", 1),
+            "unknown field `when`",
+        ),
+        (
             shipped.replacen("dialect = \"openai\"", "dialect = \"azure\"", 1),
             "providers[0].api_version: is required with dialect = \"azure\"",
         ),

@@ -54,7 +54,7 @@ async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(st
     let created = gw
         .gateway
         .store
-        .create_job(&new, dead, Some(("sim-primary", &Reservation::default())), now)
+        .create_job(&new, dead, Some(("sim-primary", &Reservation::default())), 1, now)
         .await
         .unwrap();
     let Created::New(job, Some(_)) = created else { panic!("expected a job inserted with its attempt 1") };

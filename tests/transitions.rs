@@ -17,6 +17,7 @@ store_matrix!(
     attempt_transitions_match_the_domain,
     job_transitions_match_the_domain,
     one_open_attempt_per_job,
+    open_attempts_are_bounded_by_the_jobs_lanes,
     settling_needs_a_charge,
     racing_drivers_start_one_attempt,
     a_failing_write_spares_the_writes_beside_it,
@@ -175,6 +176,50 @@ async fn one_open_attempt_per_job(store: TestStore) {
     assert!(same_number.is_err(), "UNIQUE (job_id, number)");
 }
 
+/// R4 with a hedge, in the schema: a job created with `open_attempts = 2`
+/// holds at most two open attempts, one per lane; a third lane, a lane
+/// taken twice, or rewriting either number is refused to SQL that bypasses
+/// the code. A job without a hedge keeps the one lane.
+async fn open_attempts_are_bounded_by_the_jobs_lanes(store: TestStore) {
+    let raw = Raw::open(&store).await;
+    let insert = |key: &str, number: i32, lane: i32, state: &str| {
+        let (finished, charged) = if state == "failed" { ("1", "0") } else { ("NULL", "NULL") };
+        format!(
+            "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, finished_at, \
+             cost_nanos, tokens, lane) SELECT {}, id, {number}, 'p', '{state}', 0, 0, {finished}, {charged}, \
+             {charged}, {lane} FROM jobs WHERE idempotency_key = '{key}'",
+            raw.new_uuid()
+        )
+    };
+    raw.exec(format!(
+        "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, status, version, \
+         created_at, updated_at, open_attempts) VALUES ({}, 'tester', 'hedged', '{}', 'chat', '{{}}', \
+         'running', 0, 0, 0, 2)",
+        raw.new_uuid(),
+        "0".repeat(64)
+    ))
+    .await
+    .unwrap();
+    raw.exec(insert("hedged", 1, 1, "starting")).await.expect("lane 1");
+    raw.exec(insert("hedged", 2, 2, "unknown")).await.expect("lane 2: the job's bound is 2");
+    let third = raw.exec(insert("hedged", 3, 3, "starting")).await;
+    assert!(third.is_err(), "a third open attempt is past the job's bound: {third:?}");
+    let same_lane = raw.exec(insert("hedged", 3, 2, "starting")).await;
+    assert!(same_lane.is_err(), "one open attempt per lane: {same_lane:?}");
+    raw.exec(insert("hedged", 3, 2, "failed")).await.expect("closed attempts hold no lane");
+    let moved = raw.exec("UPDATE attempts SET lane = 1 WHERE number = 2".into()).await;
+    assert!(moved.is_err(), "a lane never changes: {moved:?}");
+    let widened = raw.exec("UPDATE jobs SET open_attempts = 3 WHERE idempotency_key = 'hedged'".into()).await;
+    assert!(widened.is_err(), "a job's bound never changes: {widened:?}");
+
+    raw.insert_job("plain", "running").await;
+    raw.exec(insert("plain", 1, 1, "starting")).await.expect("lane 1");
+    let beside = raw.exec(insert("plain", 2, 2, "starting")).await;
+    assert!(beside.is_err(), "a job without a hedge has one lane: {beside:?}");
+    let past_any = raw.exec(insert("plain", 2, 4, "failed")).await;
+    assert!(past_any.is_err(), "no job has a fourth lane: {past_any:?}");
+}
+
 /// Budgets: an attempt cannot leave its open states without its charge,
 /// so a meter's reservation is never left behind.
 async fn settling_needs_a_charge(store: TestStore) {
@@ -208,7 +253,7 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
         NewJob::of_body("alice".into(), IdempotencyKey::parse("race").unwrap(), &common::chat_body("x"))
             .unwrap();
     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-    let job = match real.create_job(&new, lease, None, now_ms()).await.unwrap() {
+    let job = match real.create_job(&new, lease, None, 1, now_ms()).await.unwrap() {
         intentgate::store::Created::New(job, None) => job,
         other => panic!("{other:?}"),
     };
@@ -218,7 +263,9 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
             let (real, barrier) = (real.clone(), barrier.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                real.start_attempt(job.id, &format!("p{i}"), &Reservation::default(), now_ms()).await.unwrap()
+                real.start_attempt(job.id, &format!("p{i}"), &Reservation::default(), 1, now_ms())
+                    .await
+                    .unwrap()
             })
         })
         .collect();
@@ -269,7 +316,10 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
                     let key = IdempotencyKey::parse(&format!("k{i}")).unwrap();
                     let new = NewJob::of_body("alice".into(), key, &common::chat_body("x")).unwrap();
                     let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
-                    match real.create_job(&new, lease, Some(("p", &Reservation::default())), now_ms()).await {
+                    match real
+                        .create_job(&new, lease, Some(("p", &Reservation::default())), 1, now_ms())
+                        .await
+                    {
                         Ok(Created::New(_, Some(_))) => Ok(()),
                         other => panic!("job {i}: {other:?}"),
                     }

@@ -51,6 +51,14 @@ pub struct AttemptView<'a> {
     pub started_at: String,
     pub finished_at: Option<String>,
     pub usage: AttemptUsage<'a>,
+    /// It started while another attempt of the job was still open: a
+    /// route's hedge sent it beside a silent one, so the intent may have
+    /// run twice (the later answer, if any, is `superseded`, and charged).
+    /// Shown in a job's view; `false` where an attempt is shown alone.
+    pub hedged: bool,
+    /// The job's lane it held while open (1 unless hedged; see
+    /// `attempts_one_open_per_lane` in the schema).
+    pub lane: i32,
 }
 
 /// What an attempt used and cost, in `[billing] currency` (and exactly,
@@ -88,7 +96,13 @@ impl<'a> JobView<'a> {
             completed_by: job.completed_by,
             created_at: rfc3339(job.created_at_ms),
             updated_at: rfc3339(job.updated_at_ms),
-            attempts: attempts.iter().map(AttemptView::new).collect(),
+            attempts: attempts
+                .iter()
+                .map(|attempt| AttemptView {
+                    hedged: started_beside(attempt, attempts),
+                    ..AttemptView::new(attempt)
+                })
+                .collect(),
         }
     }
 }
@@ -106,6 +120,8 @@ impl<'a> AttemptView<'a> {
             resolved_by: attempt.resolved_by.as_deref(),
             started_at: rfc3339(attempt.started_at_ms),
             finished_at: attempt.finished_at_ms.map(rfc3339),
+            hedged: false,
+            lane: attempt.lane,
             usage: AttemptUsage {
                 reported: raw_json(attempt.usage.as_deref()),
                 cost: attempt.charged.map(|c| nanos_to_decimal(c.nanos)),
@@ -117,6 +133,14 @@ impl<'a> AttemptView<'a> {
             },
         }
     }
+}
+
+/// Whether `attempt` started while an earlier attempt of its job was open.
+fn started_beside(attempt: &Attempt, attempts: &[Attempt]) -> bool {
+    attempts.iter().any(|earlier| {
+        earlier.number < attempt.number
+            && earlier.finished_at_ms.is_none_or(|done| done > attempt.started_at_ms)
+    })
 }
 
 /// Stored JSON text, embedded as-is. Text that is not JSON (which the

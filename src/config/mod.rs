@@ -642,6 +642,32 @@ pub struct RouteConfig {
     /// before the next step.
     #[serde(default)]
     pub pools: Vec<PoolConfig>,
+    /// Off unless set: availability bought with a possible second
+    /// execution, for a route whose requests are harmless to run twice.
+    pub hedge: Option<HedgeConfig>,
+}
+
+/// A route's hedge (see [`RouteConfig::hedge`] and `engine::hedge`): when an
+/// attempt has been silent for `after` (or its connection broke after the
+/// request was sent), it stays open — not failed, not cancelled, not sent
+/// again — and the chain's next eligible provider starts beside it. The
+/// first to finish wins the compare-and-swap; the other is `superseded`,
+/// its answer kept, and both are charged. Never for a streamed request:
+/// the client's first byte would have to come from one of two streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HedgeConfig {
+    /// Silence that starts the next attempt; shorter than `attempt_timeout`.
+    pub after: HumanDuration,
+    /// The most attempts of one job open at once, the first included: 2
+    /// or 3. The job carries it from its creation and the schema enforces
+    /// it (`attempts_one_open_per_lane`).
+    #[serde(default = "default_open_attempts")]
+    pub open_attempts: u8,
+}
+
+fn default_open_attempts() -> u8 {
+    2
 }
 
 /// One pool of a route's chain (see [`RouteConfig::pools`]).
@@ -670,6 +696,11 @@ pub enum Balance {
 }
 
 impl RouteConfig {
+    /// The bound on open attempts a job of this route is created with.
+    pub fn open_attempts(&self) -> i32 {
+        self.hedge.map_or(1, |hedge| i32::from(hedge.open_attempts))
+    }
+
     /// The positions of `chain` that make the step `index` is in: its
     /// pool's members, or `index` alone.
     pub fn step(&self, index: usize) -> std::ops::Range<usize> {

@@ -292,6 +292,24 @@ fn validate_pools(route: &crate::config::RouteConfig) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// A hedge that could never start, or more open attempts than the
+/// schema's lanes (`migrations/*/0006_hedged_attempts.sql`) allow.
+fn validate_hedge(route: &crate::config::RouteConfig) -> Result<(), Invalid> {
+    let Some(hedge) = route.hedge else { return Ok(()) };
+    if !(2..=3).contains(&hedge.open_attempts) {
+        return Err(("hedge.open_attempts".into(), "must be 2 or 3".into()));
+    }
+    if hedge.after.0.is_zero() || hedge.after.0 >= route.attempt_timeout.0 {
+        let why =
+            format!("must be longer than zero and shorter than attempt_timeout ({})", route.attempt_timeout);
+        return Err(("hedge.after".into(), why));
+    }
+    if route.chain.len() < 2 {
+        return Err(("hedge".into(), "needs a chain of at least two providers to hedge on".into()));
+    }
+    Ok(())
+}
+
 fn validate_routes(config: &Config) -> Result<(), Invalid> {
     let mut names = HashSet::new();
     let mut aliases = HashSet::new();
@@ -328,6 +346,7 @@ fn validate_routes(config: &Config) -> Result<(), Invalid> {
             }
         }
         validate_pools(route).map_err(|(field, why)| (key(&field), why))?;
+        validate_hedge(route).map_err(|(field, why)| (key(&field), why))?;
         for (j, status) in route.retry_statuses.iter().enumerate() {
             // A 2xx or 3xx is never a rejection, and a 4xx other than 429
             // is the request's fault: the same provider would refuse it again.

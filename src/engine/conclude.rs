@@ -105,13 +105,14 @@ impl Engine {
                 Phase::Live { .. } => what,
                 Phase::Streamed => format!("after its first chunk reached the client: {what}"),
                 Phase::Late => format!("late: {what}"),
+                Phase::Hedged => format!("beside a hedge: {what}"),
             }
         };
         tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, ?phase, ?step, "outcome decided");
         match step {
             Step::Deliver => {
                 let Seen::Answer { response, streamed, .. } = seen else { return Ok(Next::Stop) };
-                self.deliver(attempt, response, streamed).await
+                self.deliver(attempt, route, response, streamed).await
             }
             Step::Fail { outcome, then } => {
                 let detail = detail();
@@ -150,6 +151,7 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         Ok(match then {
             AfterFailure::FailOver => Next::FailOver,
+            AfterFailure::Beside => Next::Stop,
             AfterFailure::RetryAfter(after) => {
                 let after = jittered(after);
                 tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, ?after, "retrying after rejection");
@@ -189,7 +191,9 @@ impl Engine {
         pending: Option<LateCall>,
         fail_job: bool,
     ) -> Result<(), EngineError> {
-        self.declare_unknown(attempt, detail).await?;
+        // Beside a hedge the job goes on with the other attempt; it waits
+        // on this one only once none is left (see `hedge::race`).
+        self.declare_unknown(attempt, detail, phase != Phase::Hedged).await?;
         self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
         if !fail_job {
             return Ok(());
@@ -226,6 +230,7 @@ impl Engine {
     async fn deliver(
         &self,
         attempt: &Attempt,
+        route: &str,
         response: ChatResponse,
         streamed: bool,
     ) -> Result<Next, EngineError> {
@@ -271,6 +276,13 @@ impl Engine {
         tracing::Span::current().record("outcome", AttemptOutcome::Ok.as_str());
         if !matches!(outcome, CasOutcome::NotDeliverable) {
             self.record_charge(attempt, Some(charged));
+        }
+        if let CasOutcome::Superseded { winner: Some(_) } = outcome {
+            // Both answered: the intent ran twice (a hedge, or a late answer
+            // after the chain went on), and this one was paid for too.
+            metrics::counter!(telemetry::DUPLICATE_EXECUTIONS, "route" => route.to_owned()).increment(1);
+            metrics::counter!(telemetry::DUPLICATE_SPEND, "route" => route.to_owned())
+                .increment(u64::try_from(charged.nanos).unwrap_or(0));
         }
         let (next, settled, event) = cas_result(attempt, outcome, finish_reason);
         if streamed {
@@ -322,9 +334,15 @@ impl Engine {
         Ok(settled)
     }
 
-    /// R5: the attempt may have done the work. It and its job become
-    /// `unknown`, and nothing else starts until it is settled.
-    async fn declare_unknown(&self, attempt: &Attempt, reason: &str) -> Result<(), EngineError> {
+    /// R5: the attempt may have done the work. It becomes `unknown` — and
+    /// with `job_waits` its job too, and nothing else starts until it is
+    /// settled.
+    async fn declare_unknown(
+        &self,
+        attempt: &Attempt,
+        reason: &str,
+        job_waits: bool,
+    ) -> Result<(), EngineError> {
         let settle = Settle {
             from: AttemptState::Starting,
             to: AttemptState::Unknown,
@@ -342,10 +360,9 @@ impl Engine {
             })
             .await?;
         if settled {
-            // A cancelled job stays cancelled; only a running one waits.
-            self.store()
-                .set_job_status(attempt.job_id, JobStatus::Running, JobStatus::Unknown, None, self.now_ms())
-                .await?;
+            if job_waits {
+                self.wait_on_unknown(attempt.job_id).await?;
+            }
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Unknown.as_str())
                 .increment(1);
             tracing::Span::current().record("outcome", AttemptOutcome::Unknown.as_str());
@@ -358,6 +375,15 @@ impl Engine {
         };
         self.streams().publish(attempt.job_id, event);
         self.notify(attempt.job_id);
+        Ok(())
+    }
+
+    /// A running job whose way on is an `unknown` attempt becomes `unknown`
+    /// (a cancelled job stays cancelled; only a running one waits).
+    pub(super) async fn wait_on_unknown(&self, job_id: Uuid) -> Result<(), EngineError> {
+        self.store()
+            .set_job_status(job_id, JobStatus::Running, JobStatus::Unknown, None, self.now_ms())
+            .await?;
         Ok(())
     }
 

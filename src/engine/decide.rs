@@ -30,6 +30,11 @@ pub enum Phase {
     /// The attempt was declared `unknown` (and may have been abandoned since):
     /// its answer, or its failure, arrives late.
     Late,
+    /// The attempt is `starting`, nothing of it reached a client, and a
+    /// route's hedge opened another attempt of the job beside it (which may
+    /// have won already): its outcome settles this attempt alone, and the
+    /// other carries the job on.
+    Hedged,
 }
 
 /// What was observed of the call.
@@ -124,6 +129,9 @@ pub enum AfterFailure {
     /// The job fails: a client already received part of this attempt's
     /// answer, so no other provider may answer it.
     FailJob,
+    /// Nothing more: another attempt of the job is open beside this one
+    /// (a hedge) and carries the job on.
+    Beside,
     /// The job fails with the provider's content-policy refusal as its
     /// reason: a verdict on the request, not on the provider (unless the
     /// route opts into failing over).
@@ -149,6 +157,7 @@ pub fn decide(phase: Phase, observed: Observed<'_>, policy: &RetryPolicy) -> Ste
         (phase, Observed::Failure(failure)) if failure.may_fail_over() => {
             fail(failure.class().into(), after_proven_failure(phase, Some(failure), policy))
         }
+        (Phase::Hedged, Observed::Failure(_) | Observed::Silence) => Step::Unknown { fail_job: false },
         (Phase::Live { collectable, .. }, Observed::Failure(_) | Observed::Silence) => {
             Step::Unknown { fail_job: !collectable }
         }
@@ -167,6 +176,7 @@ fn after_proven_failure(phase: Phase, failure: Option<&Failure>, policy: &RetryP
         },
         Phase::Streamed => AfterFailure::FailJob,
         Phase::Late => AfterFailure::Resume,
+        Phase::Hedged => AfterFailure::Beside,
     }
 }
 
@@ -336,6 +346,36 @@ mod tests {
             over,
             "another 400 fails over"
         );
+    }
+
+    /// Beside a hedge, an attempt's outcome moves nothing but itself: a
+    /// proven failure neither fails over nor retries (the other attempt
+    /// is the job's way on), and what proves nothing leaves it `unknown`
+    /// without ending the job.
+    #[test]
+    fn an_attempt_beside_a_hedge_settles_only_itself() {
+        let policy = classes(&[429, 500], true);
+        let beside = |failure: &Failure| decide(Phase::Hedged, Observed::Failure(failure), &policy);
+        assert_eq!(
+            decide(Phase::Hedged, Observed::Answer { breaks_contract: false }, &policy),
+            Step::Deliver
+        );
+        assert_eq!(
+            beside(&rejected(429, None)),
+            Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::Beside },
+            "no retry while the other attempt runs"
+        );
+        let refusal = Failure::Rejected {
+            status: 400,
+            retry_after: None,
+            body: r#"{"error":{"code":"content_policy_violation"}}"#.into(),
+        };
+        assert_eq!(
+            beside(&refusal),
+            Step::Fail { outcome: AttemptOutcome::Rejected, then: AfterFailure::Beside }
+        );
+        assert_eq!(beside(&unknown()), Step::Unknown { fail_job: false });
+        assert_eq!(decide(Phase::Hedged, Observed::Silence, &policy), Step::Unknown { fail_job: false });
     }
 
     #[test]

@@ -44,6 +44,36 @@ pub(super) struct Pick {
     pub refused: Vec<(String, String)>,
 }
 
+/// A plain provider call under way, and its attempt.
+pub(super) struct RunningCall {
+    pub attempt: Attempt,
+    pub call: tokio::task::JoinHandle<Option<intentgate_providers::Outcome>>,
+    pub sent_at: tokio::time::Instant,
+    /// Its `attempt_timeout` from when it was sent.
+    pub deadline: tokio::time::Instant,
+    pub offer: super::conclude::Offered,
+}
+
+/// What a provider call task ended with, as the executor sees it.
+fn seen_of(
+    joined: Result<Option<intentgate_providers::Outcome>, tokio::task::JoinError>,
+    offer: super::conclude::Offered,
+) -> Seen {
+    match joined {
+        Ok(Some(Ok(response))) => Seen::Answer { response, streamed: false, offer },
+        Ok(Some(Err(failure))) => Seen::Failure(failure),
+        Ok(None) => Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() }),
+        Err(join) => {
+            Seen::Failure(Failure::Unknown { reason: format!("the provider call task failed: {join}") })
+        }
+    }
+}
+
+fn call_context(attempt: &Attempt) -> CallContext {
+    let number = u32::try_from(attempt.number).unwrap_or(u32::MAX);
+    CallContext { job_id: attempt.job_id, attempt: number, expect_json: false }
+}
+
 /// A job this drive completed: the job as the winning write left it, and
 /// the number of the attempt that won.
 #[derive(Debug)]
@@ -86,7 +116,9 @@ impl Engine {
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
         let reservation = first_provider.map(|provider| self.reservation(&new.owner, &request, provider));
         let first = first_provider.zip(reservation.as_ref());
-        let created = self.store().create_job(new, self.new_job_lease(), first, self.now_ms()).await;
+        let open_attempts = pick.as_ref().map_or(1, |(route, _)| route.open_attempts());
+        let created =
+            self.store().create_job(new, self.new_job_lease(), first, open_attempts, self.now_ms()).await;
         // A probe that sends nothing (a duplicate, a refusal, a failed write) is given back.
         if let Some((_, pick)) = pick.as_ref().filter(|(_, pick)| pick.probe)
             && !matches!(created, Ok(Created::New(_, Some(_))))
@@ -262,6 +294,11 @@ impl Engine {
                     // Only one driver holds the lease, but say it here too: an
                     // attempt in flight is never counted as a failed link of the chain.
                     tracing::debug!(%job_id, attempt = open.number, state = %open.state, "an attempt is open; not driving on");
+                    if !attempts.iter().any(|a| a.state == AttemptState::Starting) {
+                        // A hedged job resumed when one of its unknown
+                        // attempts was settled: it still waits on another.
+                        self.wait_on_unknown(job_id).await?;
+                    }
                     return Ok(None);
                 }
                 let remaining = plan::remaining(route, &attempts);
@@ -283,7 +320,7 @@ impl Engine {
             }
         };
         let reservation = self.reservation(&job.owner, request, &provider);
-        Ok(match self.store().start_attempt(job_id, &provider, &reservation, self.now_ms()).await? {
+        Ok(match self.store().start_attempt(job_id, &provider, &reservation, 1, self.now_ms()).await? {
             StartOutcome::Started(attempt) => Some(attempt),
             StartOutcome::Blocked(blocked) => {
                 tracing::debug!(%job_id, ?blocked, "no new attempt");
@@ -439,7 +476,8 @@ impl Engine {
     }
 
     /// One attempt, whose row is already `starting`: call, then conclude
-    /// what its outcome means.
+    /// what its outcome means — raced against hedges if its route hedges
+    /// and the request is not streamed (see `hedge.rs`).
     async fn run_attempt(
         &self,
         job: &Job,
@@ -456,45 +494,73 @@ impl Engine {
             };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
-        let work = self.outgoing(&job.owner, request, &attempt.provider);
-        let context = CallContext {
-            job_id: job.id,
-            attempt: u32::try_from(attempt.number).unwrap_or(u32::MAX),
-            expect_json: false,
-        };
-        let offer = match work {
+        let work = match self.outgoing(&job.owner, request, &attempt.provider) {
             Work::Chat(chat) if request.stream => {
-                return self
-                    .run_stream_attempt(route, attempt, entry.provider.clone(), chat, context, live)
-                    .await;
+                let (provider, context) = (entry.provider.clone(), call_context(&attempt));
+                return self.run_stream_attempt(route, attempt, provider, chat, context, live).await;
             }
-            Work::Chat(ref chat) => self.gate().offer(&route.name, chat),
+            work => work,
+        };
+        let running = self.spawn_call(route, entry.provider.clone(), work, attempt);
+        match route.hedge {
+            Some(hedge) => self.race(job, route, request, running, hedge, live).await,
+            None => {
+                let (attempt, seen) = self.await_call(route, running).await;
+                self.conclude(&attempt, &route.name, live, seen).await
+            }
+        }
+    }
+
+    /// Sends a plain (not streamed) call of `attempt` in the background.
+    pub(super) fn spawn_call(
+        &self,
+        route: &RouteConfig,
+        provider: std::sync::Arc<intentgate_providers::Provider>,
+        work: Work,
+        attempt: Attempt,
+    ) -> RunningCall {
+        let offer = match &work {
+            Work::Chat(chat) => self.gate().offer(&route.name, chat),
             Work::Embed(_) => None,
         };
-        let provider = entry.provider.clone();
-        let call_started = std::time::Instant::now();
-        let mut call = self.tasks().spawn_watch(async move { work.call(&provider, &context).await });
-        let attempt_timeout: Duration = route.attempt_timeout.into();
-        let joined = tokio::select! {
-            joined = &mut call => Some(joined),
-            () = tokio::time::sleep(attempt_timeout) => None,
-        };
-        self.record_call_time(&attempt, call_started.elapsed(), joined.is_some());
-        let seen = match joined {
-            Some(Ok(Some(Ok(response)))) => Seen::Answer { response, streamed: false, offer },
-            Some(Ok(Some(Err(failure)))) => Seen::Failure(failure),
-            Some(Ok(None)) => {
-                Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() })
-            }
-            Some(Err(join)) => {
-                Seen::Failure(Failure::Unknown { reason: format!("the provider call task failed: {join}") })
-            }
-            None => Seen::Silence {
-                reason: format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout),
-                call: Some(LateCall { call, streamed: false, offer }),
-            },
-        };
-        self.conclude(&attempt, &route.name, live, seen).await
+        let context = call_context(&attempt);
+        let call = self.tasks().spawn_watch(async move { work.call(&provider, &context).await });
+        let sent_at = tokio::time::Instant::now();
+        RunningCall {
+            attempt,
+            call,
+            sent_at,
+            deadline: sent_at + Duration::from(route.attempt_timeout),
+            offer,
+        }
+    }
+
+    /// Waits for `running` until its `attempt_timeout` and says what was
+    /// seen of it.
+    pub(super) async fn await_call(&self, route: &RouteConfig, mut running: RunningCall) -> (Attempt, Seen) {
+        tokio::select! {
+            joined = &mut running.call => self.ended(running, joined),
+            () = tokio::time::sleep_until(running.deadline) => self.timed_out(route, running),
+        }
+    }
+
+    /// `running`'s call ended with `joined`.
+    pub(super) fn ended(
+        &self,
+        running: RunningCall,
+        joined: Result<Option<intentgate_providers::Outcome>, tokio::task::JoinError>,
+    ) -> (Attempt, Seen) {
+        self.record_call_time(&running.attempt, running.sent_at.elapsed(), true);
+        (running.attempt, seen_of(joined, running.offer))
+    }
+
+    /// `running` reached its `attempt_timeout`: its call goes on, and its
+    /// answer may yet come.
+    pub(super) fn timed_out(&self, route: &RouteConfig, running: RunningCall) -> (Attempt, Seen) {
+        self.record_call_time(&running.attempt, running.sent_at.elapsed(), false);
+        let reason = format!("no answer within the route's attempt_timeout of {}", route.attempt_timeout);
+        let call = Some(LateCall { call: running.call, streamed: false, offer: running.offer });
+        (running.attempt, Seen::Silence { reason, call })
     }
 
     async fn fail_exhausted(

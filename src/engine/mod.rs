@@ -21,6 +21,7 @@ mod decide;
 mod driver;
 mod gate;
 mod health;
+mod hedge;
 mod late;
 mod leases;
 mod operator;

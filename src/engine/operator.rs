@@ -94,7 +94,7 @@ impl Engine {
         let request = super::PreparedRequest::from_stored(&job.request)
             .map_err(|err| ManualStartError::Engine(super::EngineError::Unsendable(err.to_string())))?;
         let attempts = self.store().attempts(job.id).await?;
-        may_start_attempt(job.status, &attempts).map_err(ManualStartError::Blocked)?;
+        may_start_attempt(job.status, &attempts, 1).map_err(ManualStartError::Blocked)?;
         let provider = match provider {
             Some(name) if route.chain.contains(&name) => name,
             Some(name) => return Err(ManualStartError::NotInChain(name)),
@@ -114,21 +114,22 @@ impl Engine {
             return Err(ManualStartError::Driven);
         }
         let reservation = self.reservation(&job.owner, &request, &provider);
-        let attempt = match self.store().start_attempt(job.id, &provider, &reservation, self.now_ms()).await {
-            Ok(StartOutcome::Started(attempt)) => attempt,
-            refused => {
-                let _ = self.store().release_lease(job.id, self.instance()).await;
-                return Err(match refused {
-                    Ok(StartOutcome::Blocked(blocked)) => ManualStartError::Blocked(blocked),
-                    Ok(StartOutcome::Refused(refusal)) => {
-                        self.record_refusal(&job.owner, &job.route, &refusal);
-                        ManualStartError::Refused(refusal)
-                    }
-                    Ok(StartOutcome::Started(_)) => ManualStartError::Driven,
-                    Err(err) => err.into(),
-                });
-            }
-        };
+        let attempt =
+            match self.store().start_attempt(job.id, &provider, &reservation, 1, self.now_ms()).await {
+                Ok(StartOutcome::Started(attempt)) => attempt,
+                refused => {
+                    let _ = self.store().release_lease(job.id, self.instance()).await;
+                    return Err(match refused {
+                        Ok(StartOutcome::Blocked(blocked)) => ManualStartError::Blocked(blocked),
+                        Ok(StartOutcome::Refused(refusal)) => {
+                            self.record_refusal(&job.owner, &job.route, &refusal);
+                            ManualStartError::Refused(refusal)
+                        }
+                        Ok(StartOutcome::Started(_)) => ManualStartError::Driven,
+                        Err(err) => err.into(),
+                    });
+                }
+            };
         let engine = self.clone();
         let started = attempt.clone();
         self.tasks().spawn_drive(async move {

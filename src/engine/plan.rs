@@ -45,6 +45,7 @@ mod tests {
             reserved: Default::default(),
             charged: None,
             usage: None,
+            lane: 1,
         }
     }
 

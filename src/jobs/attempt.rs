@@ -40,8 +40,9 @@ impl AttemptState {
         }
     }
 
-    /// Open attempts block any new attempt of the same job (R4). The schema's
-    /// partial unique index `attempts_one_open_per_job` lists the same states.
+    /// Open attempts block any new attempt of the same job beyond its bound
+    /// (R4). The schema's partial unique index `attempts_one_open_per_lane`
+    /// lists the same states.
     pub fn is_open(self) -> bool {
         matches!(self, AttemptState::Starting | AttemptState::Unknown)
     }
@@ -87,6 +88,9 @@ pub struct Attempt {
     pub charged: Option<Amounts>,
     /// The usage the provider reported (OpenAI's `usage` object, JSON).
     pub usage: Option<String>,
+    /// Which of the job's lanes it holds while open (1 unless a hedged
+    /// route opened it beside another; see `may_start_attempt`).
+    pub lane: i32,
 }
 
 impl Attempt {
@@ -108,6 +112,7 @@ impl Attempt {
             reserved,
             charged: None,
             usage: None,
+            lane: 1,
         }
     }
 }

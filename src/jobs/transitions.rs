@@ -56,19 +56,30 @@ pub enum StartBlocked {
     Completed { status: JobStatus },
 }
 
-/// May a new attempt of a job in `status`, with these attempts, start?
-pub fn may_start_attempt(status: JobStatus, attempts: &[super::Attempt]) -> Result<(), StartBlocked> {
-    if let Some(open) = attempts.iter().find(|a| a.state.is_open()) {
-        return Err(match open.state {
-            AttemptState::Starting => StartBlocked::InFlight { attempt_id: open.id, number: open.number },
-            _ => StartBlocked::OutcomeUnknown { attempt_id: open.id, number: open.number },
+/// May a new attempt of a job in `status`, with these attempts, start while
+/// at most `open_attempts` of them may be open at once (1, or a hedged
+/// route's bound)? If so, the lane it takes: the lowest one no open attempt
+/// holds. The schema gives each open attempt its own lane up to the job's
+/// bound, so this answer and the database's are the same rule.
+pub fn may_start_attempt(
+    status: JobStatus,
+    attempts: &[super::Attempt],
+    open_attempts: i32,
+) -> Result<i32, StartBlocked> {
+    let bound = open_attempts.max(1);
+    let open: Vec<&super::Attempt> = attempts.iter().filter(|a| a.state.is_open()).collect();
+    if let Some(blocking) = open.first().filter(|_| open.len() >= usize::try_from(bound).unwrap_or(1)) {
+        return Err(match blocking.state {
+            AttemptState::Starting => {
+                StartBlocked::InFlight { attempt_id: blocking.id, number: blocking.number }
+            }
+            _ => StartBlocked::OutcomeUnknown { attempt_id: blocking.id, number: blocking.number },
         });
     }
-    if status.can_become(JobStatus::Running) || status == JobStatus::Running {
-        Ok(())
-    } else {
-        Err(StartBlocked::Completed { status })
+    if !(status.can_become(JobStatus::Running) || status == JobStatus::Running) {
+        return Err(StartBlocked::Completed { status });
     }
+    Ok((1..=bound).find(|&lane| !open.iter().any(|a| a.lane == lane)).unwrap_or(1))
 }
 
 #[cfg(test)]
@@ -106,13 +117,54 @@ mod tests {
             reserved: Default::default(),
             charged: None,
             usage: None,
+            lane: 1,
         };
         assert_eq!(
-            may_start_attempt(JobStatus::Unknown, std::slice::from_ref(&attempt)),
+            may_start_attempt(JobStatus::Unknown, std::slice::from_ref(&attempt), 1),
             Err(StartBlocked::OutcomeUnknown { attempt_id: attempt.id, number: 1 })
         );
         let settled = crate::jobs::Attempt { state: AttemptState::Abandoned, ..attempt };
-        assert_eq!(may_start_attempt(JobStatus::Unknown, &[settled]), Ok(()));
-        assert!(matches!(may_start_attempt(JobStatus::Succeeded, &[]), Err(StartBlocked::Completed { .. })));
+        assert_eq!(may_start_attempt(JobStatus::Unknown, &[settled], 1), Ok(1));
+        assert!(matches!(
+            may_start_attempt(JobStatus::Succeeded, &[], 1),
+            Err(StartBlocked::Completed { .. })
+        ));
+    }
+
+    /// A hedged job's bound: each open attempt holds a lane, a new one takes
+    /// the lowest free lane, and none starts while every lane is held.
+    #[test]
+    fn a_hedged_job_opens_attempts_up_to_its_bound_in_free_lanes() {
+        let open = |number: i32, lane: i32, state: AttemptState| crate::jobs::Attempt {
+            id: uuid::Uuid::from_u128(number as u128),
+            job_id: uuid::Uuid::nil(),
+            number,
+            provider: "p".into(),
+            state,
+            job_version: 0,
+            outcome: None,
+            detail: None,
+            response: None,
+            resolved_by: None,
+            started_at_ms: 0,
+            finished_at_ms: None,
+            reserved: Default::default(),
+            charged: None,
+            usage: None,
+            lane,
+        };
+        let first = open(1, 1, AttemptState::Starting);
+        let running = JobStatus::Running;
+        assert_eq!(may_start_attempt(running, std::slice::from_ref(&first), 2), Ok(2));
+        let both = [first.clone(), open(2, 2, AttemptState::Unknown)];
+        assert_eq!(
+            may_start_attempt(running, &both, 2),
+            Err(StartBlocked::InFlight { attempt_id: first.id, number: 1 }),
+            "both lanes held"
+        );
+        assert_eq!(may_start_attempt(running, &both, 3), Ok(3));
+        let lane_one_free = [open(1, 1, AttemptState::Failed), open(2, 2, AttemptState::Starting)];
+        assert_eq!(may_start_attempt(running, &lane_one_free, 2), Ok(1));
+        assert!(may_start_attempt(running, std::slice::from_ref(&first), 1).is_err(), "no hedge: one lane");
     }
 }

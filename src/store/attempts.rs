@@ -64,23 +64,27 @@ impl Store {
         row.map(Attempt::try_from).transpose()
     }
 
-    /// R4: writes attempt `starting` (with the job version it read) and moves
+    /// R4: writes attempt `starting` (with the job version it read), in a
+    /// free lane if fewer than `open_attempts` attempts are open (1 for
+    /// any attempt but a hedged one, which needs none open), and moves
     /// the job to `running`, and books its `reservation` on the meters of
     /// its budgets and rate limits, in one transaction — or says why not
     /// (then nothing is written). The domain
     /// answers first; if two drivers race past it, the partial unique index
-    /// `attempts_one_open_per_job` (or `UNIQUE (job_id, number)`) refuses the
+    /// `attempts_one_open_per_lane` (or `UNIQUE (job_id, number)`) refuses the
     /// second insert and this returns `Blocked` for it too.
     pub async fn start_attempt(
         &self,
         job_id: Uuid,
         provider: &str,
         reservation: &Reservation,
+        open_attempts: i32,
         now_ms: i64,
     ) -> Result<StartOutcome, StoreError> {
+        let start = NewAttempt { job_id, provider, reservation, open_attempts, now_ms };
         match self {
-            Store::Sqlite(store) => start_attempt_sqlite(store, job_id, provider, reservation, now_ms).await,
-            Store::Postgres(store) => start_attempt_pg(store, job_id, provider, reservation, now_ms).await,
+            Store::Sqlite(store) => start_attempt_sqlite(store, start).await,
+            Store::Postgres(store) => start_attempt_pg(store, start).await,
         }
     }
 
@@ -212,10 +216,20 @@ impl Store {
     }
 }
 
+/// What [`Store::start_attempt`] is asked to write.
+struct NewAttempt<'a> {
+    job_id: Uuid,
+    provider: &'a str,
+    reservation: &'a Reservation,
+    open_attempts: i32,
+    now_ms: i64,
+}
+
 /// What the domain allows, read inside `start_attempt`'s transaction.
 struct StartPlan {
     job: Job,
     number: i32,
+    lane: i32,
 }
 
 /// R4 decided once for both backends: may this job start another attempt,
@@ -224,17 +238,19 @@ fn plan_start(
     job_id: Uuid,
     job: Option<JobRow>,
     attempts: Vec<AttemptRow>,
+    open_attempts: i32,
 ) -> Result<Result<StartPlan, StartBlocked>, StoreError> {
     let Some(job) = job else {
         return Err(StoreError::Corrupt(format!("attempt for missing job {job_id}")));
     };
     let job = Job::try_from(job)?;
     let attempts: Vec<Attempt> = attempts.into_iter().map(Attempt::try_from).collect::<Result<_, _>>()?;
-    if let Err(blocked) = may_start_attempt(job.status, &attempts) {
-        return Ok(Err(blocked));
-    }
+    let lane = match may_start_attempt(job.status, &attempts, open_attempts) {
+        Ok(lane) => lane,
+        Err(blocked) => return Ok(Err(blocked)),
+    };
     let number = attempts.last().map_or(1, |a| a.number + 1);
-    Ok(Ok(StartPlan { job, number }))
+    Ok(Ok(StartPlan { job, number, lane }))
 }
 
 impl StartPlan {
@@ -259,22 +275,19 @@ fn settled_state(won: bool) -> &'static str {
 /// the booking in one writer op.
 async fn start_attempt_sqlite(
     store: &super::sqlite::SqliteStore,
-    job_id: Uuid,
-    provider: &str,
-    reservation: &Reservation,
-    now_ms: i64,
+    start: NewAttempt<'_>,
 ) -> Result<StartOutcome, StoreError> {
     let attempt_id = Uuid::now_v7();
-    let Amounts { nanos, tokens } = reservation.amounts;
-
-    let provider = provider.to_owned();
-    let holds = reservation.holds.clone();
+    let NewAttempt { job_id, now_ms, open_attempts, .. } = start;
+    let Amounts { nanos, tokens } = start.reservation.amounts;
+    let provider = start.provider.to_owned();
+    let holds = start.reservation.holds.clone();
     store
         .writer
         .write(move |conn| {
             let job = fetch_optional(conn, sql::SELECT_JOB_BY_ID, &[&job_id], JobRow::from_sqlite)?;
             let attempts = fetch_all(conn, sql::SELECT_ATTEMPTS, &[&job_id], AttemptRow::from_sqlite)?;
-            let plan = match plan_start(job_id, job, attempts)? {
+            let plan = match plan_start(job_id, job, attempts, open_attempts)? {
                 Ok(plan) => plan,
                 Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
             };
@@ -284,7 +297,17 @@ async fn start_attempt_sqlite(
             let inserted = fetch_optional(
                 conn,
                 sql::INSERT_ATTEMPT,
-                &[&attempt_id, &job_id, &plan.number, &provider, &plan.job.version, &now_ms, &nanos, &tokens],
+                &[
+                    &attempt_id,
+                    &job_id,
+                    &plan.number,
+                    &provider,
+                    &plan.job.version,
+                    &now_ms,
+                    &nanos,
+                    &tokens,
+                    &plan.lane,
+                ],
                 AttemptRow::from_sqlite,
             );
             let row = match inserted {
@@ -308,12 +331,10 @@ async fn start_attempt_sqlite(
 /// booking rolls the attempt back with it.
 async fn start_attempt_pg(
     store: &super::postgres::PostgresStore,
-    job_id: Uuid,
-    provider: &str,
-    reservation: &Reservation,
-    now_ms: i64,
+    start: NewAttempt<'_>,
 ) -> Result<StartOutcome, StoreError> {
     let attempt_id = Uuid::now_v7();
+    let NewAttempt { job_id, provider, reservation, open_attempts, now_ms } = start;
     let Amounts { nanos, tokens } = reservation.amounts;
 
     let mut tx = store.pool.begin().await?;
@@ -321,7 +342,7 @@ async fn start_attempt_pg(
         sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).fetch_optional(&mut *tx).await?;
     let attempts: Vec<AttemptRow> =
         sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(&mut *tx).await?;
-    let plan = match plan_start(job_id, job, attempts)? {
+    let plan = match plan_start(job_id, job, attempts, open_attempts)? {
         Ok(plan) => plan,
         Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
     };
@@ -334,6 +355,7 @@ async fn start_attempt_pg(
         .bind(now_ms)
         .bind(nanos)
         .bind(tokens)
+        .bind(plan.lane)
         .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::from);

@@ -47,9 +47,11 @@ impl Store {
         new: &NewJob,
         lease: Lease<'_>,
         first: Option<(&str, &Reservation)>,
+        open_attempts: i32,
         now_ms: i64,
     ) -> Result<Created, StoreError> {
         let insert = FirstInsert {
+            open_attempts,
             attempt_id: Uuid::now_v7(),
             provider: first.map(|(provider, _)| provider),
             reserved: first.map(|(_, reservation)| reservation.amounts).unwrap_or_default(),
@@ -198,6 +200,8 @@ impl Store {
 
 /// A new job's attempt 1, when the gate let one start with it.
 struct FirstInsert<'a> {
+    /// The job's bound on open attempts (its route's hedge, or 1).
+    open_attempts: i32,
     attempt_id: Uuid,
     provider: Option<&'a str>,
     reserved: Amounts,
@@ -219,6 +223,7 @@ async fn create_job_sqlite(
     now_ms: i64,
 ) -> Result<Created, StoreError> {
     let (attempt_id, reserved, status) = (first.attempt_id, first.reserved, first.status());
+    let open_attempts = first.open_attempts;
     let provider = first.provider.map(str::to_owned);
     let attempt_holds = first.holds.to_vec();
     let new = new.clone();
@@ -242,7 +247,7 @@ async fn create_job_sqlite(
                     None => Ok(Created::Refused(refusal)),
                 };
             }
-            let args: [&dyn rusqlite::ToSql; 14] = [
+            let args: [&dyn rusqlite::ToSql; 15] = [
                 &new.id,
                 &new.owner,
                 &new.idempotency_key.as_str(),
@@ -257,6 +262,7 @@ async fn create_job_sqlite(
                 &provider,
                 &reserved.nanos,
                 &reserved.tokens,
+                &open_attempts,
             ];
             if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)? {
                 if provider.is_some() {
@@ -300,6 +306,7 @@ impl Store {
             lease_expires_at_ms: lease.expires_at_ms,
             status: status.as_str(),
             first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
+            open_attempts: first.open_attempts,
         };
         let inserted = if attempt_holds.is_empty() {
             store.batches.inserts.write(insert).await?

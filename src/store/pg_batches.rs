@@ -85,6 +85,8 @@ pub(super) struct JobInsert {
     pub status: &'static str,
     /// Attempt 1: its id, provider and reservation.
     pub first_attempt: Option<(Uuid, String, Amounts)>,
+    /// The job's bound on open attempts (its route's hedge, or 1).
+    pub open_attempts: i32,
 }
 
 impl JobInsert {
@@ -161,6 +163,7 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.first_attempt.as_ref().map(|(_, provider, _)| provider.as_str())))
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.nanos)))
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.tokens)))
+        .bind(column(jobs, |job| job.open_attempts))
         .fetch_all(executor)
         .await?;
     Ok(rows)
@@ -348,6 +351,7 @@ mod tests {
             lease_expires_at_ms: 60_000,
             status: if with_attempt { "running" } else { "pending" },
             first_attempt: with_attempt.then(|| (Uuid::now_v7(), "sim".to_owned(), Amounts::default())),
+            open_attempts: 1,
         }
     }
 

@@ -65,6 +65,7 @@ pub(super) struct AttemptRow {
     cost_nanos: Option<i64>,
     tokens: Option<i64>,
     usage: Option<String>,
+    lane: i32,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -94,6 +95,7 @@ impl TryFrom<AttemptRow> for Attempt {
                 _ => None,
             },
             usage: row.usage,
+            lane: row.lane,
         })
     }
 }
@@ -145,6 +147,7 @@ impl AttemptRow {
             cost_nanos: row.get(14)?,
             tokens: row.get(15)?,
             usage: row.get(16)?,
+            lane: row.get(17)?,
         })
     }
 }

@@ -14,7 +14,7 @@ macro_rules! attempt_columns {
     () => {
         "id, job_id, number, provider, state, job_version, outcome, detail, response, \
          resolved_by, started_at, finished_at, reserved_nanos, reserved_tokens, cost_nanos, \
-         tokens, usage"
+         tokens, usage, lane"
     };
 }
 
@@ -23,11 +23,12 @@ macro_rules! attempt_columns {
 /// SQLite: R2, the unique constraint decides; the inserting instance holds
 /// the lease from the first moment, so a crash right after the insert is
 /// recovered. `$10` is the status: `pending`, or `running` when the first
-/// attempt is inserted with it. (PostgreSQL: [`INSERT_JOBS_PG`].)
+/// attempt is inserted with it; `$15` its bound on open attempts.
+/// (PostgreSQL: [`INSERT_JOBS_PG`].)
 pub(super) const INSERT_JOB: &str = concat!(
     "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
-     status, version, created_at, updated_at, lease_owner, lease_expires_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9) \
+     status, version, created_at, updated_at, lease_owner, lease_expires_at, open_attempts) \
+     VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9, $15) \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
      RETURNING ",
     job_columns!()
@@ -41,7 +42,7 @@ pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id,
 
 /// PostgreSQL: a batch of new jobs (`pg_batches.rs`) and, for each job
 /// that was inserted and has a provider, its attempt 1 `starting` — one
-/// statement, one commit. `$1`…`$14` are arrays, one element per job, in
+/// statement, one commit. `$1`…`$15` are arrays, one element per job, in
 /// the order of [`INSERT_JOB`]'s parameters. Jobs are inserted in key order,
 /// so two batches racing on the same keys wait for each other in one order
 /// and cannot deadlock. A key that exists (or appears twice in the batch)
@@ -49,12 +50,13 @@ pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id,
 pub(super) const INSERT_JOBS_PG: &str = concat!(
     "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
      $6::text[], $7::bigint[], $8::text[], $9::bigint[], $10::text[], $11::uuid[], $12::text[], \
-     $13::bigint[], $14::bigint[]) AS i(id, owner_id, idempotency_key, fingerprint, route, request, at_ms, \
-     lease_owner, lease_expires_at, status, attempt_id, provider, reserved_nanos, reserved_tokens)), \
+     $13::bigint[], $14::bigint[], $15::integer[]) AS i(id, owner_id, idempotency_key, fingerprint, route, \
+     request, at_ms, lease_owner, lease_expires_at, status, attempt_id, provider, reserved_nanos, \
+     reserved_tokens, open_attempts)), \
      job AS (INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, status, version, \
-     created_at, updated_at, lease_owner, lease_expires_at) \
+     created_at, updated_at, lease_owner, lease_expires_at, open_attempts) \
      SELECT id, owner_id, idempotency_key, fingerprint, route, request, status, 0, at_ms, at_ms, \
-     lease_owner, lease_expires_at FROM input ORDER BY owner_id, idempotency_key \
+     lease_owner, lease_expires_at, open_attempts FROM input ORDER BY owner_id, idempotency_key \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING ",
     job_columns!(),
     "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
@@ -274,7 +276,7 @@ pub(super) const SELECT_ATTEMPT: &str =
 /// call. `$7`/`$8`: its reservation (nano-units, tokens).
 pub(super) const INSERT_ATTEMPT: &str = concat!(
     "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8) RETURNING ",
+     reserved_nanos, reserved_tokens, lane) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9) RETURNING ",
     attempt_columns!()
 );
 

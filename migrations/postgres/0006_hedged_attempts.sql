@@ -1,0 +1,60 @@
+-- Hedging: a route may let a job have more than one attempt open at once
+-- (its `hedge`, see src/engine/hedge.rs), up to a bound the job carries
+-- from its route from the moment it is created. Side by side with
+-- migrations/sqlite/0006_hedged_attempts.sql.
+--
+-- R4 becomes: at most `open_attempts` attempts of a job are `starting` or
+-- `unknown`. Each open attempt holds a lane, 1 … `open_attempts`, and a lane
+-- holds at most one open attempt (the unique index), so the bound holds
+-- whoever inserts — a racing driver, an operator, a hand-written INSERT. A
+-- job created without a hedge has one lane: the old rule, unchanged.
+ALTER TABLE jobs ADD COLUMN open_attempts INTEGER NOT NULL DEFAULT 1
+    CHECK (open_attempts BETWEEN 1 AND 3);
+ALTER TABLE attempts ADD COLUMN lane INTEGER NOT NULL DEFAULT 1
+    CHECK (lane BETWEEN 1 AND 3);
+
+DROP INDEX attempts_one_open_per_job;
+CREATE UNIQUE INDEX attempts_one_open_per_lane ON attempts (job_id, lane)
+    WHERE state IN ('starting', 'unknown');
+
+-- Lane 1 is every job's; the look-up runs only for a hedged attempt. A
+-- plpgsql test, not a trigger WHEN (see 0005: a WHEN is parsed for every
+-- statement, the function compiled once per connection).
+CREATE FUNCTION attempts_lane_within_bound() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.lane > 1 AND NEW.lane > (SELECT open_attempts FROM jobs WHERE id = NEW.job_id) THEN
+        RAISE EXCEPTION 'more open attempts than the job''s open_attempts'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER attempts_lane_within_bound BEFORE INSERT ON attempts
+    FOR EACH ROW EXECUTE FUNCTION attempts_lane_within_bound();
+
+-- Neither number moves once written, or the bound could be walked around.
+-- `UPDATE OF` fires only for a statement that sets the column, which the
+-- gateway never does.
+CREATE FUNCTION attempts_lane_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.lane IS DISTINCT FROM OLD.lane THEN
+        RAISE EXCEPTION 'an attempt''s lane never changes' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE FUNCTION jobs_open_attempts_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.open_attempts IS DISTINCT FROM OLD.open_attempts THEN
+        RAISE EXCEPTION 'a job''s open_attempts never changes' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER attempts_lane_immutable BEFORE UPDATE OF lane ON attempts
+    FOR EACH ROW EXECUTE FUNCTION attempts_lane_immutable();
+CREATE TRIGGER jobs_open_attempts_immutable BEFORE UPDATE OF open_attempts ON jobs
+    FOR EACH ROW EXECUTE FUNCTION jobs_open_attempts_immutable();

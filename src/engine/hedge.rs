@@ -1,0 +1,203 @@
+//! The hedge: availability a route buys, knowingly, with a possible second
+//! execution (its `hedge` setting, off by default).
+//!
+//! Without a hedge, an attempt that goes silent becomes `unknown` and its
+//! job waits (R5): sending the intent elsewhere could run it twice. A route
+//! whose requests are harmless to run twice may hedge instead: when the
+//! newest open attempt has been silent for `hedge.after` — or one's
+//! connection broke after its request was sent — the chain's next eligible
+//! provider starts an attempt *beside* it. The silent one stays open: not
+//! failed, not cancelled, not sent again. Whichever answers first wins the
+//! compare-and-swap; an answer that comes after is kept as `superseded`,
+//! charged, and counted (`intentgate_duplicate_executions_total`).
+//!
+//! What keeps it in bounds:
+//! - a hedged attempt books its reservation in the transaction that starts
+//!   it, so a budget is never passed: a hedge its budget cannot cover is
+//!   not started, and the open attempts go on;
+//! - a job's open attempts are bounded by `hedge.open_attempts`, which the
+//!   job carries from its creation and the schema enforces (one open attempt
+//!   per lane, `migrations/*/0006_hedged_attempts.sql`);
+//! - a streamed request is never hedged (see `RouteConfig::hedge`).
+//!
+//! Every outcome goes through the one executor: in phase `Hedged` while
+//! another attempt is open beside it (it settles only itself), in the
+//! drive's `Live` phase when it is the last one left (it decides how the
+//! job goes on, exactly as without a hedge).
+
+use tokio::task::JoinError;
+use tokio::time::Instant;
+
+use intentgate_providers::Outcome;
+
+use super::conclude::Seen;
+use super::decide::Phase;
+use super::driver::{Next, RunningCall};
+use super::{Engine, EngineError, PreparedRequest, plan};
+use crate::config::{HedgeConfig, RouteConfig};
+use crate::jobs::Job;
+use crate::store::StartOutcome;
+use crate::telemetry;
+
+/// What happened next in a race.
+enum Event {
+    /// The call of `open[index]` ended.
+    Ended(usize, Result<Option<Outcome>, JoinError>),
+    /// `open[index]` reached its `attempt_timeout`.
+    TimedOut(usize),
+    /// The newest attempt has been silent for `hedge.after`.
+    HedgeDue,
+}
+
+impl Engine {
+    /// Runs `first` (its row `starting`, its call sent) under the route's
+    /// hedge until the job has its answer or no attempt is left open.
+    pub(super) async fn race(
+        &self,
+        job: &Job,
+        route: &RouteConfig,
+        request: &PreparedRequest,
+        first: RunningCall,
+        hedge: HedgeConfig,
+        live: Phase,
+    ) -> Result<Next, EngineError> {
+        let bound = usize::from(hedge.open_attempts);
+        let mut open = vec![first];
+        // False once a hedge could not start: the open attempts go on alone.
+        let mut may_hedge = true;
+        // An attempt of this race was left `unknown`: if none answers, the
+        // job waits on it.
+        let mut left_unknown = false;
+        loop {
+            let newest = open.iter().map(|running| running.sent_at).max();
+            let hedge_at = newest.filter(|_| may_hedge && open.len() < bound).map(|at| at + hedge.after.0);
+            let (attempt, seen) = match next_event(&mut open, hedge_at).await {
+                None => return Ok(Next::Stop),
+                Some(Event::HedgeDue) => {
+                    may_hedge = self.add_hedge(job, route, request, &mut open).await;
+                    continue;
+                }
+                Some(Event::Ended(index, joined)) => self.ended(open.remove(index), joined),
+                Some(Event::TimedOut(index)) => self.timed_out(route, open.remove(index)),
+            };
+            let proves_nothing = match &seen {
+                Seen::Silence { .. } => true,
+                Seen::Failure(failure) => !failure.may_fail_over(),
+                Seen::Answer { .. } => false,
+            };
+            // A broken connection or a timeout is what the hedge is for: the
+            // next provider starts at once, while this attempt still holds
+            // its lane, and this one stays open beside it.
+            if open.is_empty() && proves_nothing && may_hedge && bound > 1 {
+                may_hedge = self.add_hedge(job, route, request, &mut open).await;
+            }
+            if open.is_empty() {
+                let next = self.conclude(&attempt, &route.name, live, seen).await?;
+                if left_unknown && matches!(next, Next::FailOver | Next::Retry { .. }) {
+                    // No answer, and one attempt may still have done the work.
+                    self.wait_on_unknown(job.id).await?;
+                    return Ok(Next::Stop);
+                }
+                return Ok(next);
+            }
+            left_unknown |= proves_nothing;
+            if let Next::Completed(done) = self.conclude(&attempt, &route.name, Phase::Hedged, seen).await? {
+                for running in open {
+                    self.trail(route, running);
+                }
+                return Ok(Next::Completed(done));
+            }
+        }
+    }
+
+    /// Starts a hedged attempt beside the open ones, on the chain's next
+    /// eligible provider none of them is on, booking its reservation; the
+    /// call is added to `open`. False when none started (and none will):
+    /// no provider left, a budget or limit refused its reservation, or
+    /// the job's bound on open attempts is reached.
+    async fn add_hedge(
+        &self,
+        job: &Job,
+        route: &RouteConfig,
+        request: &PreparedRequest,
+        open: &mut Vec<RunningCall>,
+    ) -> bool {
+        let not_started = |reason: &'static str, detail: &str| {
+            tracing::info!(job_id = %job.id, route = %route.name, reason, detail, "hedge due but not started; the open attempts go on");
+            metrics::counter!(telemetry::HEDGES_NOT_STARTED, "route" => route.name.clone(), "reason" => reason)
+                .increment(1);
+            false
+        };
+        let attempts = match self.store().attempts(job.id).await {
+            Ok(attempts) => attempts,
+            Err(err) => return not_started("store", &err.to_string()),
+        };
+        let busy =
+            |position: &usize| open.iter().any(|running| running.attempt.provider == route.chain[*position]);
+        let positions = plan::remaining(route, &attempts).into_iter().filter(|p| !busy(p)).collect();
+        let provider = match self.choose_provider(route, positions, request).await {
+            Ok(Ok((name, _refused))) => name,
+            Ok(Err(refused)) => return not_started("no_provider", &refused.join("; ")),
+            Err(err) => return not_started("store", &err.to_string()),
+        };
+        let Some(entry) = self.provider(&provider) else { return not_started("no_provider", &provider) };
+        let reservation = self.reservation(&job.owner, request, &provider);
+        let started = self
+            .store()
+            .start_attempt(job.id, &provider, &reservation, route.open_attempts(), self.now_ms())
+            .await;
+        let attempt = match started {
+            Ok(StartOutcome::Started(attempt)) => attempt,
+            Ok(StartOutcome::Refused(refusal)) => {
+                self.record_refusal(&job.owner, &job.route, &refusal);
+                return not_started("budget", &refusal.to_string());
+            }
+            Ok(StartOutcome::Blocked(blocked)) => return not_started("blocked", &format!("{blocked:?}")),
+            Err(err) => return not_started("store", &err.to_string()),
+        };
+        tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %provider, beside = open.len(),
+            "hedging: a second execution of this intent is possible; the first answer wins");
+        metrics::counter!(telemetry::HEDGES, "route" => route.name.clone(), "provider" => provider.clone())
+            .increment(1);
+        let _ = self.inner.events.send(super::EngineEvent::AttemptStarted {
+            job_id: job.id,
+            number: attempt.number,
+            provider: provider.clone(),
+        });
+        let work = self.outgoing(&job.owner, request, &provider);
+        open.push(self.spawn_call(route, entry.provider.clone(), work, attempt));
+        true
+    }
+
+    /// An attempt still open when another won: its outcome is still
+    /// recorded when it comes (an answer `superseded` and charged, a
+    /// failure `failed`, silence `unknown` with its late answer listened
+    /// for), in the background.
+    fn trail(&self, route: &RouteConfig, running: RunningCall) {
+        let (engine, route) = (self.clone(), route.clone());
+        let what = format!("hedged attempt {} of job {}", running.attempt.number, running.attempt.job_id);
+        self.tasks().spawn_listener(what, async move {
+            let (attempt, seen) = engine.await_call(&route, running).await;
+            if let Err(err) = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await {
+                tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
+                    "cannot record a hedged attempt's outcome; the recovery sweep will");
+            }
+        });
+    }
+}
+
+/// Waits for whichever comes first: a call's end, an attempt's timeout, or
+/// the hedge falling due. `None` when nothing is open.
+async fn next_event(open: &mut [RunningCall], hedge_at: Option<Instant>) -> Option<Event> {
+    let (soonest, deadline) = open
+        .iter()
+        .enumerate()
+        .map(|(index, running)| (index, running.deadline))
+        .min_by_key(|(_, at)| *at)?;
+    let calls = futures_util::future::select_all(open.iter_mut().map(|running| &mut running.call));
+    Some(tokio::select! {
+        (joined, index, _) = calls => Event::Ended(index, joined),
+        () = tokio::time::sleep_until(deadline) => Event::TimedOut(soonest),
+        () = tokio::time::sleep_until(hedge_at.unwrap_or(deadline)), if hedge_at.is_some() => Event::HedgeDue,
+    })
+}

@@ -1,0 +1,240 @@
+//! A route's hedge (`[[routes]] hedge`), over real HTTP against the
+//! simulator on loopback, on both stores: a silent attempt stays open while
+//! the next provider starts beside it, the first answer wins and the late
+//! one is kept `superseded` and charged; a broken connection hedges at once;
+//! a hedge the budget cannot cover is not started; a stream is never
+//! hedged; and without a hedge the default is unchanged. Upstream calls are
+//! counted at the simulator by path: `sim-primary` speaks OpenAI
+//! (`/v1/chat/completions`), `sim-fallback` Anthropic (`/v1/messages`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{ALICE, TestGateway, TestStore, set_provider, set_route};
+use intentgate::jobs::AttemptState;
+use serde_json::{Value, json};
+
+store_matrix!(
+    a_silent_attempt_is_hedged_and_the_first_answer_wins,
+    without_a_hedge_a_silent_attempt_leaves_the_job_unknown,
+    a_broken_connection_is_hedged_at_once,
+    a_failed_hedge_leaves_the_first_attempt_to_answer,
+    when_neither_answers_the_job_waits_on_both,
+    a_hedge_the_budget_cannot_cover_is_not_started,
+    a_stream_is_never_hedged_after_its_first_chunk,
+);
+
+const PRIMARY: &str = "/v1/chat/completions";
+const FALLBACK: &str = "/v1/messages";
+
+/// A gateway whose route `hedged-<uuid>` is the shipped `chat` route
+/// (`sim-primary` → `sim-fallback`) with `hedge = { after, open_attempts = 2 }`
+/// and `attempt_timeout`; `tweak` goes on from there. The route's name is
+/// its own, so that tests running at once in this process (which share one
+/// metrics recorder) count their metrics apart.
+async fn hedged(
+    store: &TestStore,
+    after: &str,
+    attempt_timeout: &str,
+    tweak: impl FnOnce(&mut toml::Table),
+) -> (TestGateway, String) {
+    let name = format!("hedged-{}", uuid::Uuid::now_v7().simple());
+    let (route_name, after, attempt_timeout) = (name.clone(), after.to_owned(), attempt_timeout.to_owned());
+    let gw = TestGateway::start_tweaked(store, move |doc| {
+        let routes = doc["routes"].as_array_mut().unwrap();
+        let mut route = routes.iter().find(|r| r["name"].as_str() == Some("chat")).unwrap().clone();
+        let table = route.as_table_mut().unwrap();
+        table.insert("name".into(), route_name.into());
+        table.remove("aliases");
+        let mut hedge = toml::Table::new();
+        hedge.insert("after".into(), after.into());
+        hedge.insert("open_attempts".into(), 2.into());
+        table.insert("hedge".into(), hedge.into());
+        table.insert("attempt_timeout".into(), attempt_timeout.into());
+        routes.push(route);
+        tweak(doc);
+    })
+    .await;
+    (gw, name)
+}
+
+fn body(route: &str, text: &str) -> Value {
+    json!({"route": route, "input": {"messages": [{"role": "user", "content": text}]}, "params": {"max_tokens": 8}})
+}
+
+/// Creates a job on `route` and returns its id.
+async fn create(gw: &TestGateway, route: &str, key: &str) -> String {
+    let created = gw.create(ALICE, key, &body(route, key)).await;
+    assert!(created.status().is_success(), "{:?}", created.text().await);
+    let created: Value = created.json().await.unwrap();
+    created["id"].as_str().unwrap().to_owned()
+}
+
+fn calls_to(gw: &TestGateway, path: &str) -> u64 {
+    gw.sim().calls().by_path.get(path).copied().unwrap_or(0)
+}
+
+/// A metric's value from `GET /metrics`, 0 when it is not there yet.
+async fn metric(gw: &TestGateway, series: &str) -> f64 {
+    let text = gw.client.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+fn attempts(job: &Value) -> &Vec<Value> {
+    job["attempts"].as_array().unwrap()
+}
+
+async fn a_silent_attempt_is_hedged_and_the_first_answer_wins(store: TestStore) {
+    let (gw, route) = hedged(&store, "200ms", "10s", |_| {}).await;
+    let mut events = gw.events();
+    // The primary answers, but only after the hedge has answered.
+    gw.sim().queue(Some("sim:ok"), "delay=1500ms", 1).unwrap();
+    let id = create(&gw, &route, "both-answer").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-fallback", "the first to finish wins: {job}");
+    common::wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+
+    let job: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
+    let [first, second] = attempts(&job).as_slice() else { panic!("two attempts: {job}") };
+    assert_eq!(
+        (first["provider"].as_str(), first["state"].as_str()),
+        (Some("sim-primary"), Some("superseded"))
+    );
+    assert_eq!(
+        (second["provider"].as_str(), second["state"].as_str()),
+        (Some("sim-fallback"), Some("succeeded"))
+    );
+    assert_eq!((first["hedged"].as_bool(), second["hedged"].as_bool()), (Some(false), Some(true)));
+    assert_eq!((first["lane"].as_i64(), second["lane"].as_i64()), (Some(1), Some(2)));
+    assert_eq!(job["completed_by"], second["id"], "the winner is the hedge");
+    for attempt in [first, second] {
+        assert!(
+            attempt["usage"]["tokens"].as_i64().unwrap() > 0,
+            "both did the work and are charged: {attempt}"
+        );
+        assert!(attempt["usage"]["reported"].is_object(), "the loser's usage is kept for audit: {attempt}");
+    }
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, none re-sent");
+    let hedges = format!("intentgate_hedged_attempts_total{{route=\"{route}\",provider=\"sim-fallback\"}}");
+    assert_eq!(metric(&gw, &hedges).await, 1.0);
+    let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
+    assert_eq!(metric(&gw, &twice).await, 1.0, "the second execution is counted");
+}
+
+/// The default, side by side with the hedge: a silent provider leaves its
+/// attempt and job `unknown`, and nothing else is sent.
+async fn without_a_hedge_a_silent_attempt_leaves_the_job_unknown(store: TestStore) {
+    let gw =
+        TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "attempt_timeout", "300ms")).await;
+    let id = common::job_left_unknown(&gw, ALICE, "no-hedge", "hello").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "unknown", "{job}");
+    assert_eq!(attempts(&job).len(), 1);
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "no second provider is sent it");
+}
+
+/// A connection that breaks after the request was sent proves nothing, so
+/// its attempt stays `unknown` — and the hedge starts at once, not after
+/// `after` (a minute here: a hedge that waited for it would time the
+/// test's wait out).
+async fn a_broken_connection_is_hedged_at_once(store: TestStore) {
+    let (gw, route) = hedged(&store, "60s", "120s", |_| {}).await;
+    gw.sim().queue(Some("sim:ok"), "reset-after-body", 1).unwrap();
+    let id = create(&gw, &route, "reset").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-fallback");
+    let [first, second] = attempts(&job).as_slice() else { panic!("two attempts: {job}") };
+    assert_eq!(first["state"], "unknown", "the broken attempt is not failed: it may have run");
+    assert_eq!((second["state"].as_str(), second["hedged"].as_bool()), (Some("succeeded"), Some(true)));
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+}
+
+/// A hedge that fails (proven: a 400) settles only itself: the first
+/// attempt, still open, answers and wins; nothing fails over past it.
+async fn a_failed_hedge_leaves_the_first_attempt_to_answer(store: TestStore) {
+    let (gw, route) = hedged(&store, "100ms", "10s", |doc| {
+        set_provider(doc, "sim-fallback", "model", "sim:status=400");
+    })
+    .await;
+    gw.sim().queue(Some("sim:ok"), "delay=800ms", 1).unwrap();
+    let id = create(&gw, &route, "hedge-fails").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-primary");
+    let [first, second] = attempts(&job).as_slice() else { panic!("two attempts: {job}") };
+    assert_eq!(first["state"], "succeeded");
+    assert_eq!((second["state"].as_str(), second["outcome"].as_str()), (Some("failed"), Some("rejected")));
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+}
+
+/// Two silent attempts: both stay open `unknown` (the job's bound, two),
+/// the job waits on them, and nothing more is sent.
+async fn when_neither_answers_the_job_waits_on_both(store: TestStore) {
+    let (gw, route) = hedged(&store, "100ms", "600ms", |_| {}).await;
+    let mut events = gw.events();
+    gw.sim().queue(Some("sim:ok"), "hang", 2).unwrap();
+    let id = create(&gw, &route, "both-silent").await;
+    common::wait_for_attempt(&mut events, &id, 2, AttemptState::Unknown).await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "unknown", "{job}");
+    let states: Vec<&str> = attempts(&job).iter().map(|a| a["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["unknown", "unknown"], "{job}");
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "no third call: the bound is two");
+}
+
+/// A hedge books its reservation before it is sent; one the budget cannot
+/// cover is not started, the first attempt goes on, and the spend stays
+/// within the budget.
+async fn a_hedge_the_budget_cannot_cover_is_not_started(store: TestStore) {
+    let (gw, route) = hedged(&store, "100ms", "10s", |doc| {
+        let price = |input: f64, output: f64| {
+            let mut price = toml::Table::new();
+            price.insert("input_per_mtok".into(), input.into());
+            price.insert("output_per_mtok".into(), output.into());
+            toml::Value::from(price)
+        };
+        set_provider(doc, "sim-primary", "price", price(100.0, 200.0));
+        // The fallback's reservation is a hundred times the primary's.
+        set_provider(doc, "sim-fallback", "price", price(10_000.0, 20_000.0));
+        let mut budget = toml::Table::new();
+        budget.insert("owner".into(), "alice".into());
+        budget.insert("limit".into(), 0.01.into());
+        budget.insert("window".into(), "1d".into());
+        doc.insert("budgets".into(), toml::Value::Array(vec![budget.into()]));
+    })
+    .await;
+    gw.sim().queue(Some("sim:ok"), "delay=800ms", 1).unwrap();
+    let not_started = format!("intentgate_hedges_not_started_total{{route=\"{route}\",reason=\"budget\"}}");
+    let id = create(&gw, &route, "too-dear-to-hedge").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-primary");
+    assert_eq!(attempts(&job).len(), 1, "no hedged attempt was written: {job}");
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "the hedge was never sent");
+    assert_eq!(metric(&gw, &not_started).await, 1.0);
+    let usage: Value = gw.get(ALICE, "/v1/usage").await.json().await.unwrap();
+    let budget = &usage["budgets"][0];
+    assert!(budget["spent_nanos"].as_i64().unwrap() <= 10_000_000, "within the budget: {usage}");
+}
+
+/// Once a streamed chunk reached the client no other provider may answer:
+/// a stream that stalls after it is never hedged, whatever `after` says.
+async fn a_stream_is_never_hedged_after_its_first_chunk(store: TestStore) {
+    let (gw, route) = hedged(&store, "100ms", "10s", |doc| {
+        set_provider(doc, "sim-primary", "stream_idle_timeout", "500ms");
+    })
+    .await;
+    gw.sim().queue(Some("sim:ok"), "stream-stall", 1).unwrap();
+    let request = json!({"model": route, "stream": true, "messages": [{"role": "user", "content": "stall"}]});
+    let response = gw.chat_completion("stream-stall", &request).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("data: {"), "a chunk reached the client: {text}");
+    assert!(text.contains("error"), "the stall ends the stream with an in-band error: {text}");
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "no hedge after a chunk");
+}
