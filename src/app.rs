@@ -145,8 +145,7 @@ async fn start_with_simulator(
 ) -> Result<RunningGateway, StartError> {
     check(&config)?;
     // Before anything can be counted: nothing is lost before the first scrape.
-    let providers: Vec<String> = config.providers.iter().map(|p| p.name.clone()).collect();
-    crate::telemetry::install(&providers);
+    crate::telemetry::install(&config);
     let store = open_store(&config.store).await?;
     let principals = Principals::from_config(&config)?;
     let engine = Engine::new(&config, store.clone())?;

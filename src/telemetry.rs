@@ -104,9 +104,10 @@ pub async fn upkeep() {
 }
 
 /// Installs the recorder (if not yet) and registers the counters whose
-/// labels are known, at zero: jobs by result, races lost, and attempts for
-/// each configured provider and outcome class.
-pub fn install(providers: &[String]) {
+/// labels are known, at zero: jobs by result, races lost, attempts for
+/// each configured provider and outcome class, and each hedged route's
+/// hedges and second executions.
+pub fn install(config: &crate::config::Config) {
     if handle().is_none() {
         return;
     }
@@ -117,11 +118,19 @@ pub fn install(providers: &[String]) {
     for kind in ["budget", "rate"] {
         metrics::counter!(LIMIT_REFUSALS, "kind" => kind).increment(0);
     }
-    for provider in providers {
+    for provider in &config.providers {
         for outcome in crate::jobs::AttemptOutcome::ALL {
-            metrics::counter!(ATTEMPTS, "provider" => provider.clone(), "outcome" => outcome.as_str())
+            metrics::counter!(ATTEMPTS, "provider" => provider.name.clone(), "outcome" => outcome.as_str())
                 .increment(0);
         }
+    }
+    for route in config.routes.iter().filter(|route| route.hedge.is_some()) {
+        for provider in &route.chain {
+            metrics::counter!(HEDGES, "route" => route.name.clone(), "provider" => provider.clone())
+                .increment(0);
+        }
+        metrics::counter!(DUPLICATE_EXECUTIONS, "route" => route.name.clone()).increment(0);
+        metrics::counter!(DUPLICATE_SPEND, "route" => route.name.clone()).increment(0);
     }
 }
 

@@ -26,6 +26,7 @@ store_matrix!(
     an_admin_settles_an_unknown_attempt_and_the_job_goes_on,
     a_user_sees_only_their_own_jobs,
     the_timeline_shows_who_won_the_race_and_the_tool_calls,
+    a_hedged_attempt_is_marked_on_its_job_page,
 );
 
 /// A gateway whose attempts time out fast, with settled jobs of alice and
@@ -452,6 +453,16 @@ async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore
         (Some("sim-fallback"), Some("succeeded"))
     );
     assert_eq!(timeline[1]["won"], true);
+    // What the bars alone hide: when attempt 1 became unknown, and that its
+    // late answer arrived (after the operator abandoned it).
+    let marks = browser
+        .script(
+            "return [...document.querySelectorAll('#timeline-svg g.attempt')].map(g =>
+                [...g.querySelectorAll('g.marker')].map(m => m.dataset.marker))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(marks, json!([["unknown", "late-answer"], []]), "{marks}");
     let facts = browser.text("#job-facts").await;
     assert!(facts.contains("attempt 2 on sim-fallback"), "{facts}");
     assert!(facts.contains("Door") && facts.contains("jobs API or chat completions"), "{facts}");
@@ -479,6 +490,47 @@ async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore
     let distinct: std::collections::BTreeSet<&String> = ticks.iter().collect();
     assert!(ticks.len() == 5 && distinct.len() == 5, "tick labels repeat: {ticks:?}");
     assert!(result.contains("provider sim-tools"), "{result}");
+    browser.close().await;
+}
+
+/// A job whose route hedged: the attempt started beside the silent one is
+/// marked on the job page, in the table and on the timeline.
+async fn a_hedged_attempt_is_marked_on_its_job_page(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        common::set_provider(doc, "sim-primary", "model", "sim:hold=slow-h");
+        let mut hedge = toml::Table::new();
+        hedge.insert("after".into(), "100ms".into());
+        set_route(doc, "chat", "hedge", hedge);
+    })
+    .await;
+    let mut events = gw.events();
+    let created: Value = gw.create(ALICE, "hedged-1", &chat_body("Anyone?")).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(settled_job(&gw, ALICE, &id).await["status"], "succeeded");
+    gw.sim().release("slow-h");
+    wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+
+    sign_in(&browser, &gw, ADMIN).await;
+    browser.script(&format!("location.hash = '#/job/{id}'"), json!([])).await;
+    browser
+        .wait_for("the hedged job", &format!("document.getElementById('page-job').dataset.job === '{id}'"))
+        .await;
+    let rows = browser
+        .script(
+            "return [...document.querySelectorAll('#attempts-body tr')].map(r =>
+                [r.dataset.attempt, r.dataset.hedged === 'true', r.textContent.includes('hedge')])",
+            json!([]),
+        )
+        .await;
+    assert_eq!(rows, json!([["1", false, false], ["2", true, true]]), "{rows}");
+    let label = browser
+        .script(
+            "return document.querySelector(\"#timeline-svg g.attempt[data-attempt='2']\").textContent",
+            json!([]),
+        )
+        .await;
+    assert!(label.as_str().unwrap().contains("hedged: started beside an open attempt"), "{label}");
     browser.close().await;
 }
 

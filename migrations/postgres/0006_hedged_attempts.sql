@@ -58,3 +58,8 @@ CREATE TRIGGER attempts_lane_immutable BEFORE UPDATE OF lane ON attempts
     FOR EACH ROW EXECUTE FUNCTION attempts_lane_immutable();
 CREATE TRIGGER jobs_open_attempts_immutable BEFORE UPDATE OF open_attempts ON jobs
     FOR EACH ROW EXECUTE FUNCTION jobs_open_attempts_immutable();
+
+-- When an attempt became `unknown`, so that its timeline can show the
+-- moment the gateway stopped knowing (and how long it stayed so); set by
+-- the UPDATE that makes it `unknown`, never by anything else.
+ALTER TABLE attempts ADD COLUMN unknown_at BIGINT CHECK (unknown_at IS NULL OR state <> 'starting');

@@ -36,3 +36,8 @@ WHEN NEW.open_attempts IS NOT OLD.open_attempts
 BEGIN
     SELECT RAISE(ABORT, 'a job''s open_attempts never changes');
 END;
+
+-- When an attempt became `unknown`, so that its timeline can show the
+-- moment the gateway stopped knowing (and how long it stayed so); set by
+-- the UPDATE that makes it `unknown`, never by anything else.
+ALTER TABLE attempts ADD COLUMN unknown_at INTEGER CHECK (unknown_at IS NULL OR state <> 'starting');

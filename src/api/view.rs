@@ -49,6 +49,9 @@ pub struct AttemptView<'a> {
     pub detail: Option<&'a str>,
     pub resolved_by: Option<&'a str>,
     pub started_at: String,
+    /// When it became `unknown` (the gateway stopped knowing whether it
+    /// ran), if it ever did; `finished_at` is then when that was settled.
+    pub unknown_at: Option<String>,
     pub finished_at: Option<String>,
     pub usage: AttemptUsage<'a>,
     /// It started while another attempt of the job was still open: a
@@ -119,6 +122,7 @@ impl<'a> AttemptView<'a> {
             detail: attempt.detail.as_deref(),
             resolved_by: attempt.resolved_by.as_deref(),
             started_at: rfc3339(attempt.started_at_ms),
+            unknown_at: attempt.unknown_at_ms.map(rfc3339),
             finished_at: attempt.finished_at_ms.map(rfc3339),
             hedged: false,
             lane: attempt.lane,

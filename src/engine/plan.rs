@@ -46,6 +46,7 @@ mod tests {
             charged: None,
             usage: None,
             lane: 1,
+            unknown_at_ms: None,
         }
     }
 

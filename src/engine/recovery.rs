@@ -62,6 +62,7 @@ impl Engine {
             .starting_to_unknown(
                 job_id,
                 "the gateway instance driving this attempt stopped; the request may have been sent",
+                self.now_ms(),
             )
             .await?;
         if marked > 0 {

@@ -91,6 +91,8 @@ pub struct Attempt {
     /// Which of the job's lanes it holds while open (1 unless a hedged
     /// route opened it beside another; see `may_start_attempt`).
     pub lane: i32,
+    /// When it became `unknown`, if it ever did.
+    pub unknown_at_ms: Option<i64>,
 }
 
 impl Attempt {
@@ -113,6 +115,7 @@ impl Attempt {
             charged: None,
             usage: None,
             lane: 1,
+            unknown_at_ms: None,
         }
     }
 }

@@ -118,6 +118,7 @@ mod tests {
             charged: None,
             usage: None,
             lane: 1,
+            unknown_at_ms: None,
         };
         assert_eq!(
             may_start_attempt(JobStatus::Unknown, std::slice::from_ref(&attempt), 1),
@@ -152,6 +153,7 @@ mod tests {
             charged: None,
             usage: None,
             lane,
+            unknown_at_ms: None,
         };
         let first = open(1, 1, AttemptState::Starting);
         let running = JobStatus::Running;

@@ -109,6 +109,7 @@ impl Store {
             finished_at.into(),
             settle.charge.map(|c| c.nanos).into(),
             settle.charge.map(|c| c.tokens).into(),
+            now_ms.into(),
         ];
         Ok(self.execute(sql::SETTLE_ATTEMPT, args).await? == 1)
     }
@@ -178,8 +179,13 @@ impl Store {
 
     /// Recovery: the `starting` attempts of a job whose driver died become
     /// `unknown`. Returns how many did.
-    pub async fn starting_to_unknown(&self, job_id: Uuid, detail: &str) -> Result<u64, StoreError> {
-        self.execute(sql::STARTING_TO_UNKNOWN, vec![job_id.into(), detail.into()]).await
+    pub async fn starting_to_unknown(
+        &self,
+        job_id: Uuid,
+        detail: &str,
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        self.execute(sql::STARTING_TO_UNKNOWN, vec![job_id.into(), detail.into(), now_ms.into()]).await
     }
 
     /// `unknown` attempts of one provider that started at or before `started_before_ms`.

@@ -66,6 +66,7 @@ pub(super) struct AttemptRow {
     tokens: Option<i64>,
     usage: Option<String>,
     lane: i32,
+    unknown_at: Option<i64>,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -96,6 +97,7 @@ impl TryFrom<AttemptRow> for Attempt {
             },
             usage: row.usage,
             lane: row.lane,
+            unknown_at_ms: row.unknown_at,
         })
     }
 }
@@ -148,6 +150,7 @@ impl AttemptRow {
             tokens: row.get(15)?,
             usage: row.get(16)?,
             lane: row.get(17)?,
+            unknown_at: row.get(18)?,
         })
     }
 }

@@ -14,7 +14,7 @@ macro_rules! attempt_columns {
     () => {
         "id, job_id, number, provider, state, job_version, outcome, detail, response, \
          resolved_by, started_at, finished_at, reserved_nanos, reserved_tokens, cost_nanos, \
-         tokens, usage, lane"
+         tokens, usage, lane, unknown_at"
     };
 }
 
@@ -284,19 +284,21 @@ pub(super) const INSERT_ATTEMPT: &str = concat!(
 /// for the open states, and the charge (`$9` nano-units, `$10` tokens) is
 /// set exactly for the closed ones (CHECKs say so). A new detail `$5` is
 /// added after the one the attempt has, never in its place: why it became
-/// `unknown` ("stream broke off") stays beside how it was settled.
+/// `unknown` ("stream broke off") stays beside how it was settled. `$11`
+/// is the time, kept as `unknown_at` when the attempt becomes `unknown`.
 pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome = COALESCE($4, outcome), \
      detail = CASE WHEN $5 IS NULL THEN detail WHEN detail IS NULL OR detail = $5 THEN $5 \
                    ELSE detail || '; then: ' || $5 END, \
      response = COALESCE($6, response), \
      resolved_by = COALESCE($7, resolved_by), finished_at = $8, \
-     cost_nanos = COALESCE($9, cost_nanos), tokens = COALESCE($10, tokens) \
+     cost_nanos = COALESCE($9, cost_nanos), tokens = COALESCE($10, tokens), \
+     unknown_at = CASE WHEN $3 = 'unknown' THEN $11 ELSE unknown_at END \
      WHERE id = $1 AND state = $2";
 
 /// Recovery: the process that wrote these `starting` attempts is gone and
 /// may have sent them, so they become `unknown` — never `failed`.
-pub(super) const STARTING_TO_UNKNOWN: &str = "UPDATE attempts SET state = 'unknown', outcome = 'unknown', detail = $2 \
-     WHERE job_id = $1 AND state = 'starting'";
+pub(super) const STARTING_TO_UNKNOWN: &str = "UPDATE attempts SET state = 'unknown', outcome = 'unknown', detail = $2, \
+     unknown_at = $3 WHERE job_id = $1 AND state = 'starting'";
 
 pub(super) const UNKNOWN_ATTEMPTS_OF_PROVIDER: &str = concat!(
     "SELECT ",

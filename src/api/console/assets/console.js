@@ -353,9 +353,11 @@ function fmtDuration(ms) {
     $('timeline').replaceChildren(timeline(job));
     $('attempts-body').replaceChildren(...job.attempts.map((a) => el('tr', {
       class: a.id === job.completed_by ? 'winner' : null, 'data-attempt': a.number, 'data-state': a.state,
+      'data-hedged': a.hedged ? 'true' : null,
     },
       el('td', { text: a.number }),
-      el('td', { text: a.provider }),
+      el('td', {}, a.provider, a.hedged ? el('span', { class: 'badge hedged', text: 'hedge',
+        title: 'started beside an open attempt by the route\'s hedge: the intent may have run twice' }) : ''),
       el('td', {}, statusBadge(a.state)),
       el('td', { text: a.outcome || '–' }),
       el('td', { text: fmtTime(a.started_at) }),
@@ -501,6 +503,7 @@ function fmtDuration(ms) {
         open ? `open ${fmtDuration(now - start(a))}` : fmtDuration(end(a) - start(a))];
       if (won) words.push('★ won the compare-and-swap');
       if (a.state === 'superseded') words.push('lost: another attempt won first');
+      if (a.hedged) words.push('hedged: started beside an open attempt');
       if (a.resolved_by) words.push(`settled by ${a.resolved_by}`);
       const group = svg('g', { class: 'attempt', 'data-attempt': a.number, 'data-state': a.state,
         'data-provider': a.provider, 'data-won': won ? 'true' : null },
@@ -514,9 +517,27 @@ function fmtDuration(ms) {
           ? svg('text', { x: x(start(a)), y: y + 40, class: won ? 'won' : 'muted', text: words.join(' · ') })
           : svg('text', { x: x(start(a)) + barWidth, y: y + 40, 'text-anchor': 'end',
             class: won ? 'won' : 'muted', text: words.join(' · ') }));
+      group.append(...markers(a, y, x));
       root.append(group);
     });
     return root;
+  }
+
+  /** Marks on an attempt's bar for what the bar alone hides: when it became
+   * unknown, and how that ended — a late answer, or a settlement. */
+  function markers(a, y, x) {
+    if (!a.unknown_at) return [];
+    const mark = (t, kind, text) => svg('g', { class: `marker ${kind}`, 'data-marker': kind },
+      svg('title', { text: `${text} at ${fmtTime(new Date(t).toISOString())}` }),
+      svg('line', { x1: x(t), x2: x(t), y1: y + 2, y2: y + 28 }),
+      svg('text', { x: x(t) + 3, y: y + 4, class: 'marker-label', text }));
+    const marks = [mark(Date.parse(a.unknown_at), 'unknown', 'became unknown')];
+    if (a.finished_at) {
+      const late = a.state === 'succeeded' || a.state === 'superseded';
+      marks.push(mark(Date.parse(a.finished_at), late ? 'late-answer' : 'resolved',
+        late ? 'late answer arrived' : `resolved: ${a.state}`));
+    }
+    return marks;
   }
 
   // ---- unknown attempts ---------------------------------------------------
