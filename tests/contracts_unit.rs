@@ -31,6 +31,7 @@ fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
     let base_url = match dialect {
         Dialect::OpenAi => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
+        Dialect::Gemini => sim.base_url_gemini(),
     };
     Provider::new(ProviderSettings::new(&format!("sim-{model}"), dialect, &base_url, model)).unwrap()
 }
