@@ -26,6 +26,7 @@ store_matrix!(
     a_reservation_reads_the_limit_gemini_is_sent,
     a_safety_block_is_content_refused_and_not_failed_over,
     rate_limits_and_outages_are_classified_like_any_dialect,
+    a_silence_or_a_cut_stream_is_unknown_and_never_failed_over,
     a_conversation_fails_over_from_gemini_to_openai_and_back,
 );
 
@@ -408,6 +409,52 @@ async fn rate_limits_and_outages_are_classified_like_any_dialect(store: TestStor
     );
     assert_eq!(one_call_per_attempt(&shipped, &job_of(&retried)).await.len(), 2);
     assert_eq!(calls_at(&shipped, GENERATE), 2);
+}
+
+/// A Gemini call that hangs past the attempt timeout leaves the job
+/// `unknown` (the fallback is not called: Gemini may still be working); a
+/// stream cut after chunks reached the client ends the job
+/// `outcome-unknown` with an in-band error — as for any dialect.
+async fn a_silence_or_a_cut_stream_is_unknown_and_never_failed_over(store: TestStore) {
+    let gw = gateway(&store, |doc| set_route(doc, "gemini-chat", "attempt_timeout", "300ms")).await;
+    gw.sim().queue(Some(MODEL), "hang", 1).unwrap();
+    let native =
+        json!({"route": "gemini-chat", "input": {"messages": [{"role": "user", "content": "hang on"}]}});
+    let created: Value = gw.create(ALICE, "gm-hang", &native).await.json().await.unwrap();
+    let job = created["id"].as_str().unwrap().to_owned();
+    let view = settled_job(&gw, ALICE, &job).await;
+    assert_eq!(view["status"], "unknown", "{view}");
+    assert_eq!(view["attempts"][0]["state"], "unknown");
+    assert_eq!(one_call_per_attempt(&gw, &job).await.len(), 1);
+
+    gw.sim().queue(Some(MODEL), "stream-cut", 1).unwrap();
+    let mut body = ask("gemini-chat", json!([{"role": "user", "content": "a long answer that will be cut"}]));
+    body["stream"] = true.into();
+    let response = gw.chat_completion("gm-cut", &body).await;
+    assert_eq!(response.status(), 200, "the stream had begun");
+    let job = job_of(&response);
+    let text = response.text().await.unwrap();
+    assert!(!text.ends_with("data: [DONE]\n\n"), "never a clean-looking end: {text}");
+    let events = chunks_of(&text);
+    assert!(
+        events.iter().any(|c| c["choices"][0]["delta"]["content"].is_string()),
+        "content came first: {text}"
+    );
+    assert_eq!(events.last().unwrap()["error"]["code"], "outcome-unknown", "{text}");
+    // The job is declared `unknown`, then failed: the client may read its
+    // error event between the two writes.
+    let mut view = settled_job(&gw, ALICE, &job).await;
+    for _ in 0..100 {
+        if view["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        view = settled_job(&gw, ALICE, &job).await;
+    }
+    assert_eq!(view["status"], "failed", "{view}");
+    assert_eq!(view["error"]["code"], "outcome-unknown", "{view}");
+    assert_eq!(one_call_per_attempt(&gw, &job).await.len(), 1);
+    assert_eq!((calls_at(&gw, GENERATE), calls_at(&gw, STREAM), calls_at(&gw, OPENAI)), (1, 1, 0));
 }
 
 /// A tool conversation that moves between dialects: OpenAI asks for the
