@@ -244,6 +244,70 @@ fn config_check_refuses_what_serve_refuses() {
     }
 }
 
+/// `dialect = "gemini"`: a provider addressed as Google's API wants checks
+/// ok; each way of getting its addressing or its terms wrong is named.
+#[test]
+fn a_gemini_provider_checks_ok_and_its_mistakes_are_named() {
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml")).unwrap();
+    let gemini = "\n[[providers]]\nname = \"gemini\"\ndialect = \"gemini\"\n\
+                  base_url = \"https://generativelanguage.googleapis.com\"\nmodel = \"gemini-2.5-flash\"\n\
+                  api_key_env = \"INTENTGATE_TEST_GEMINI_KEY\"\ntokenizer = \"o200k_base\"\n";
+    let check = |provider: &str| {
+        let path = scratch_file("gateway.toml", &format!("{shipped}{provider}"));
+        let out = intentgate(&["config", "check", "--config", path.to_str().unwrap()])
+            .env("INTENTGATE_TEST_GEMINI_KEY", "k")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, stderr) = check(gemini);
+    assert!(ok, "a Gemini provider checks ok: {stderr}");
+    let cases = [
+        (
+            gemini.replace("api_key_env = \"INTENTGATE_TEST_GEMINI_KEY\"\n", ""),
+            "providers[6].api_key_env: is required with dialect = \"gemini\"",
+        ),
+        (
+            gemini.replace("\"gemini-2.5-flash\"", "\"models/gemini-2.5-flash\""),
+            "providers[6].model: `models/gemini-2.5-flash` cannot be a Gemini model name in a URL (write it without `models/`)",
+        ),
+        (
+            gemini.replace("googleapis.com\"", "googleapis.com/v1beta\""),
+            "providers[6].base_url: ends in `/v1beta`: give the API's origin",
+        ),
+        (
+            gemini.replace("\"o200k_base\"", "\"remote\""),
+            "providers[6].tokenizer: `remote` asks a server's tokenize/detokenize endpoints",
+        ),
+        (
+            format!("{gemini}request = {{ temperature = 0 }}\n"),
+            "providers[6].request.temperature: is OpenAI's name",
+        ),
+        (
+            format!("{gemini}request = {{ contents = [] }}\n"),
+            "providers[6].request.contents: cannot be overridden",
+        ),
+        (
+            format!(
+                "{gemini}max_temperature = 0.5\nrequest = {{ generationConfig = {{ temperature = 1.0 }} }}\n"
+            ),
+            "providers[6].request.generationConfig.temperature: 1 is above this provider's max_temperature 0.5",
+        ),
+        (
+            format!("{gemini}api_version = \"2024-10-21\"\n"),
+            "providers[6].api_version: is for dialect = \"azure\" only",
+        ),
+        (gemini.replace("dialect = \"gemini\"", "dialect = \"gemni\""), "`gemini`"),
+    ];
+    for (provider, expected) in cases {
+        assert_ne!(provider, gemini, "the case changed the provider");
+        let (ok, stderr) = check(&provider);
+        assert!(!ok, "must fail ({expected})");
+        assert!(stderr.contains(expected), "expected `{expected}` in: {stderr}");
+    }
+}
+
 /// A database URL from `INTENTGATE_DATABASE_URL` that cannot be opened is
 /// blamed on the variable, not on the file's `store.url`.
 #[test]

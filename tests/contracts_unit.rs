@@ -1,7 +1,7 @@
 //! The contract suites end to end: the shipped suites load and render
 //! cleanly through both tokenizers, and running them over a real loopback
 //! simulator passes a provider that keeps the contract and fails the ones
-//! that invent keys or ignore the format — naming why.
+//! that invent keys or ignore the format — naming why — in every dialect.
 
 #![allow(clippy::unwrap_used)]
 
@@ -27,12 +27,21 @@ async fn sim() -> SimHandle {
     Simulator::new(1).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap()
 }
 
+/// Every dialect the suites must be runnable against.
+const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
+
 fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
     let base_url = match dialect {
         Dialect::OpenAi => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
+        Dialect::Gemini => sim.base_url_gemini(),
     };
-    Provider::new(ProviderSettings::new(&format!("sim-{model}"), dialect, &base_url, model)).unwrap()
+    let mut settings = ProviderSettings::new(&format!("sim-{model}"), dialect, &base_url, model);
+    if dialect == Dialect::Gemini {
+        // Gemini's API (and so the simulator's) refuses a call without a key.
+        settings.api_key = Some(intentgate_providers::Secret::new("gemini-contract-key"));
+    }
+    Provider::new(settings).unwrap()
 }
 
 async fn run(
@@ -114,11 +123,11 @@ fn fingerprints_are_stable_across_loads_and_distinct_per_suite() {
 }
 
 #[tokio::test]
-async fn a_provider_that_keeps_the_contract_passes_both_dialects() {
+async fn a_provider_that_keeps_the_contract_passes_every_dialect() {
     let sim = sim().await;
     // Only the OpenAI dialect has embeddings (see the embeddings test below).
     let chat_suites = || shipped().into_iter().filter(|suite| suite.embeddings().is_none());
-    for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+    for dialect in DIALECTS {
         for suite in chat_suites() {
             // Keeping a tools suite's contract means calling the tool.
             let model = if suite.tools().is_empty() { "sim:ok" } else { "sim:tool_call" };
@@ -140,7 +149,9 @@ async fn a_provider_that_keeps_the_contract_passes_both_dialects() {
         }
     }
     let expected: usize = chat_suites().map(|s| s.cases().len() * s.repeats() as usize).sum();
-    assert_eq!(sim.calls().total, 2 * expected as u64);
+    assert_eq!(sim.calls().total, 3 * expected as u64);
+    let gemini = sim.calls().by_path.into_iter().filter(|(path, _)| path.starts_with("/v1beta/models/"));
+    assert_eq!(gemini.map(|(_, n)| n).sum::<u64>(), expected as u64, "Gemini's calls at its model's path");
 }
 
 #[tokio::test]
@@ -182,14 +193,14 @@ async fn a_provider_that_ignores_the_format_fails() {
     );
 }
 
-/// Both dialects: a tool called with arguments its schema refuses, a tool
+/// Every dialect: a tool called with arguments its schema refuses, a tool
 /// nobody offered, and prose where the tool was expected each fail every
 /// case, saying which tool and what is wrong.
 #[tokio::test]
 async fn a_provider_that_breaks_the_tool_contract_fails_naming_the_tool() {
     let sim = sim().await;
     let suite = shipped_suite("tools");
-    for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+    for dialect in DIALECTS {
         let cases = [
             (
                 "sim:tool_args=bad",
@@ -311,4 +322,36 @@ async fn the_suites_run_against_an_azure_deployment() {
             "/openai/deployments/gpt-4o-mini-prod/embeddings"
         ]
     );
+}
+
+/// A Gemini provider fails the suites as the others do, naming why: the
+/// key it invents, the format it ignores, and the embeddings its dialect
+/// does not translate (which is never sent).
+#[tokio::test]
+async fn a_gemini_provider_that_breaks_the_contract_fails_naming_why() {
+    let sim = sim().await;
+    let (report, _) =
+        run(&shipped_suite("extract"), &provider(&sim, Dialect::Gemini, "sim:invent-key"), Some(&o200k()))
+            .await;
+    assert!(!report.passed);
+    for case in &report.cases {
+        let named = case
+            .reasons
+            .iter()
+            .any(|r| r.contains("top-level key `invented_") && r.contains("is not allowed"));
+        assert!(!case.passed && named, "{}: {:?}", case.case, case.reasons);
+    }
+    let (report, _) =
+        run(&shipped_suite("extract"), &provider(&sim, Dialect::Gemini, "sim:ignore-format"), Some(&o200k()))
+            .await;
+    assert!(!report.passed && report.failures().all(|r| r.contains("not JSON (")));
+    let before = sim.calls().total;
+    let (report, _) =
+        run(&shipped_suite("embeddings"), &provider(&sim, Dialect::Gemini, "sim:ok"), Some(&o200k())).await;
+    let failures: Vec<String> = report.failures().collect();
+    assert!(
+        !report.passed && failures[0].contains("Gemini's embedContent is not translated"),
+        "{failures:?}"
+    );
+    assert_eq!(sim.calls().total, before, "nothing sent");
 }

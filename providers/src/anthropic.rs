@@ -154,6 +154,8 @@ fn finish_reason(stop_reason: String) -> String {
         "end_turn" | "stop_sequence" => "stop".into(),
         "max_tokens" => "length".into(),
         "tool_use" => "tool_calls".into(),
+        // A streaming classifier stopped the answer: what OpenAI calls it.
+        "refusal" => "content_filter".into(),
         _ => stop_reason,
     }
 }

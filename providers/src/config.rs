@@ -18,6 +18,10 @@ pub enum Dialect {
     OpenAi,
     /// `POST {base_url}/v1/messages`, `x-api-key` auth.
     Anthropic,
+    /// `POST {base_url}/v1beta/models/{model}:generateContent` (and
+    /// `:streamGenerateContent?alt=sse`), `x-goog-api-key` auth: Google's
+    /// Gemini API, translated from and back into OpenAI's shapes.
+    Gemini,
 }
 
 impl Dialect {
@@ -25,6 +29,7 @@ impl Dialect {
         match self {
             Dialect::OpenAi => "openai",
             Dialect::Anthropic => "anthropic",
+            Dialect::Gemini => "gemini",
         }
     }
 }
@@ -42,6 +47,7 @@ impl FromStr for Dialect {
         match s {
             "openai" => Ok(Dialect::OpenAi),
             "anthropic" => Ok(Dialect::Anthropic),
+            "gemini" => Ok(Dialect::Gemini),
             other => Err(SettingsError::Dialect(other.to_owned())),
         }
     }
@@ -80,10 +86,12 @@ pub struct ProviderSettings {
     /// The gateway's name for this provider (logs, metrics).
     pub name: String,
     pub dialect: Dialect,
-    /// `https://api.openai.com/v1`, `https://api.anthropic.com`, or the
-    /// simulator's `http://ADDR/v1` / `http://ADDR`.
+    /// `https://api.openai.com/v1`, `https://api.anthropic.com`,
+    /// `https://generativelanguage.googleapis.com`, or the simulator's
+    /// `http://ADDR/v1` / `http://ADDR`.
     pub base_url: String,
-    /// Sent as the request's `model`, overriding whatever the caller sent.
+    /// Sent as the request's `model`, overriding whatever the caller sent
+    /// (Gemini: named in the request's path instead).
     pub model: String,
     pub api_key: Option<Secret>,
     pub timeouts: Timeouts,
@@ -160,7 +168,7 @@ impl ProviderSettings {
 /// Why a [`ProviderSettings`] cannot become a `Provider`. Never contains the key.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("`{0}` is not a dialect (expected openai or anthropic)")]
+    #[error("`{0}` is not a dialect (expected openai, anthropic or gemini)")]
     Dialect(String),
     #[error("base_url `{url}` is not an http(s) URL: {reason}")]
     BaseUrl { url: String, reason: String },

@@ -8,12 +8,13 @@
 //! at once), or may the provider still be working on it (`unknown` — block
 //! until settled)?
 //!
-//! The [`sim`] module is a real HTTP server speaking both dialects, scripted
+//! The [`sim`] module is a real HTTP server speaking every dialect, scripted
 //! per request, so all of this can be tested over loopback sockets.
 
 mod anthropic;
 mod config;
 mod embeddings;
+mod gemini;
 mod openai;
 mod outcome;
 mod overrides;
@@ -34,7 +35,7 @@ pub use assemble::assemble;
 pub use config::{AnswerLimits, AzureAddress, Dialect, ProviderSettings, SettingsError, Timeouts};
 pub use embeddings::EmbeddingRequest;
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
-pub use provider::{Anthropic, OpenAi, Provider};
+pub use provider::{Anthropic, Gemini, OpenAi, Provider};
 pub use secret::Secret;
 pub use stream::ChunkStream;
 pub use tokenize::{DEFAULT_DETOKENIZE_PATH, DEFAULT_TOKENIZE_PATH, RemoteTokenizer, TokenizeError};

@@ -64,7 +64,8 @@ impl Failure {
 
     /// A 400 in which the provider says its content policy refused the
     /// request (OpenAI's `content_policy_violation` and Azure's
-    /// `content_filter`, Anthropic's "content filtering policy"): a verdict
+    /// `content_filter`, Anthropic's "content filtering policy", Gemini's
+    /// in-band block as [`Failure::content_refusal`] words it): a verdict
     /// on the request, which another provider may well share.
     pub fn is_content_refusal(&self) -> bool {
         let Failure::Rejected { status: 400, body, .. } = self else { return false };
@@ -77,6 +78,29 @@ impl Failure {
         ]
         .iter()
         .any(|marker| body.contains(marker))
+    }
+
+    /// A refusal a provider says inside a 2xx answer (Gemini's blocked
+    /// prompt, its candidate stopped for safety) as the refusal the other
+    /// dialects answer: a 400 whose body says `content_filter`, so that
+    /// [`Failure::is_content_refusal`] and everything built on it (the job
+    /// fails `content-refused`, no failover, no charge, no mark against the
+    /// provider's health) treat both alike. The body keeps the provider's
+    /// answer for audit, as far as a rejection body is kept.
+    pub(crate) fn content_refusal(reason: &str, answer: &[u8]) -> Self {
+        const KEPT: usize = 16 * 1024;
+        let answer = serde_json::from_slice::<serde_json::Value>(answer)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&answer[..answer.len().min(KEPT)]).into());
+        let body = serde_json::json!({
+            "error": {"code": "content_filter", "message": reason},
+            "answer": answer,
+        });
+        let mut body = body.to_string();
+        if body.len() > KEPT {
+            let cut = (0..=KEPT).rev().find(|&i| body.is_char_boundary(i)).unwrap_or(0);
+            body.truncate(cut);
+        }
+        Failure::Rejected { status: 400, retry_after: None, body }
     }
 
     pub(crate) fn unknown(reason: impl Into<String>) -> Self {
@@ -188,6 +212,19 @@ mod tests {
         assert!(Failure::Rejected { status: 503, retry_after: None, body: String::new() }.may_fail_over());
         assert!(Failure::bad_output("x", Bytes::new()).may_fail_over());
         assert!(!Failure::unknown("x").may_fail_over());
+    }
+
+    #[test]
+    fn an_in_band_refusal_is_a_content_refusal_with_the_answer_kept() {
+        let answer = br#"{"promptFeedback":{"blockReason":"SAFETY"}}"#;
+        let failure = Failure::content_refusal("Gemini blocked the prompt (blockReason SAFETY)", answer);
+        assert!(failure.is_content_refusal(), "{failure:?}");
+        assert_eq!(failure.class(), OutcomeClass::Rejected);
+        let Failure::Rejected { body, .. } = failure else { panic!("a rejection") };
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        assert_eq!(body["answer"]["promptFeedback"]["blockReason"], "SAFETY");
+        let huge = Failure::content_refusal("x", "y".repeat(100_000).as_bytes());
+        assert!(matches!(huge, Failure::Rejected { body, .. } if body.len() <= 16 * 1024));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use tracing::Instrument;
 use crate::anthropic;
 use crate::config::{Dialect, ProviderSettings, SettingsError, Timeouts};
 use crate::embeddings::{self, EmbeddingRequest};
+use crate::gemini;
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
@@ -22,6 +23,7 @@ use crate::types::{CallContext, ChatRequest, ChatResponse};
 pub enum Provider {
     OpenAi(OpenAi),
     Anthropic(Anthropic),
+    Gemini(Gemini),
 }
 
 /// An OpenAI-dialect endpoint; build it with [`Provider::new`].
@@ -32,29 +34,49 @@ pub struct OpenAi(Endpoint);
 #[derive(Debug)]
 pub struct Anthropic(Endpoint);
 
+/// A Gemini-dialect endpoint (one model's methods); build it with [`Provider::new`].
+#[derive(Debug)]
+pub struct Gemini(Endpoint);
+
 impl Provider {
     pub fn new(config: ProviderSettings) -> Result<Self, SettingsError> {
         Ok(match config.dialect {
             Dialect::OpenAi => match config.azure.clone() {
                 None => Provider::OpenAi(OpenAi(Endpoint::new(
                     config,
-                    Paths { chat: openai::PATH.into(), embeddings: embeddings::PATH.into() },
+                    Paths {
+                        chat: openai::PATH.into(),
+                        chat_stream: None,
+                        embeddings: embeddings::PATH.into(),
+                    },
                     openai::auth,
                     &[],
                 )?)),
                 Some(azure) => Provider::OpenAi(OpenAi(Endpoint::new(
                     config,
-                    Paths { chat: azure.path("chat/completions"), embeddings: azure.path("embeddings") },
+                    Paths {
+                        chat: azure.path("chat/completions"),
+                        chat_stream: None,
+                        embeddings: azure.path("embeddings"),
+                    },
                     openai::azure_auth,
                     &[],
                 )?)),
             },
             Dialect::Anthropic => Provider::Anthropic(Anthropic(Endpoint::new(
                 config,
-                Paths { chat: anthropic::PATH.into(), embeddings: embeddings::PATH.into() },
+                Paths {
+                    chat: anthropic::PATH.into(),
+                    chat_stream: None,
+                    embeddings: embeddings::PATH.into(),
+                },
                 anthropic::auth,
                 &[anthropic::VERSION],
             )?)),
+            Dialect::Gemini => {
+                let paths = gemini::paths(&config.model);
+                Provider::Gemini(Gemini(Endpoint::new(config, paths, gemini::auth, &[])?))
+            }
         })
     }
 
@@ -74,12 +96,15 @@ impl Provider {
         match self {
             Provider::OpenAi(_) => Dialect::OpenAi,
             Provider::Anthropic(_) => Dialect::Anthropic,
+            Provider::Gemini(_) => Dialect::Gemini,
         }
     }
 
     fn endpoint(&self) -> &Endpoint {
         match self {
-            Provider::OpenAi(OpenAi(endpoint)) | Provider::Anthropic(Anthropic(endpoint)) => endpoint,
+            Provider::OpenAi(OpenAi(endpoint))
+            | Provider::Anthropic(Anthropic(endpoint))
+            | Provider::Gemini(Gemini(endpoint)) => endpoint,
         }
     }
 
@@ -109,15 +134,15 @@ impl Provider {
     async fn chat_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
         let start = Instant::now();
         let endpoint = self.endpoint();
-        let response = endpoint.send(&self.render(req, false)?, ctx, start).await?;
+        let response = self.send(&self.render(req, false)?, ctx, start, false).await?;
         let limit = endpoint.answer_limits.max_response_bytes;
         let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
-        let decoded = match self {
-            Provider::OpenAi(_) => openai::decode_response(&raw),
-            Provider::Anthropic(_) => anthropic::decode_response(&raw),
-        };
-        let Decoded { completion, text, usage, finish_reason, model } =
-            decoded.map_err(|reason| Failure::bad_output(reason, raw.clone()))?;
+        let bad = |reason: String| Failure::bad_output(reason, raw.clone());
+        let Decoded { completion, text, usage, finish_reason, model } = match self {
+            Provider::OpenAi(_) => openai::decode_response(&raw).map_err(bad),
+            Provider::Anthropic(_) => anthropic::decode_response(&raw).map_err(bad),
+            Provider::Gemini(_) => gemini::decode_response(&raw).map_err(|err| err.into_failure(raw.clone())),
+        }?;
         let json = match ctx.expect_json {
             false => None,
             true => Some(serde_json::from_str::<Value>(&text).map_err(|err| {
@@ -160,7 +185,7 @@ impl Provider {
         let start = Instant::now();
         let endpoint = self.endpoint();
         let deadline = endpoint.deadline(start);
-        let response = endpoint.send(&self.render(req, true)?, ctx, start).await?;
+        let response = self.send(&self.render(req, true)?, ctx, start, true).await?;
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
@@ -178,8 +203,27 @@ impl Provider {
                 let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
                 Decoder::Anthropic(anthropic::StreamState::new(asked == Some(&Value::Bool(true))))
             }
+            Provider::Gemini(_) => {
+                let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
+                Decoder::Gemini(gemini::StreamState::new(asked == Some(&Value::Bool(true))))
+            }
         };
         Ok(chunk_stream(response, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
+    }
+
+    /// Sends a chat body; a Gemini rejection gets the wait its body names.
+    async fn send(
+        &self,
+        body: &Value,
+        ctx: &CallContext,
+        start: Instant,
+        stream: bool,
+    ) -> Result<reqwest::Response, Failure> {
+        let sent = self.endpoint().send(body, ctx, start, stream).await;
+        match self {
+            Provider::Gemini(_) => sent.map_err(gemini::with_retry_delay),
+            _ => sent,
+        }
     }
 
     /// An answer assembled from this provider's stream, scrubbed of its key
@@ -197,6 +241,7 @@ impl Provider {
         match self {
             Provider::OpenAi(_) => None,
             Provider::Anthropic(_) => anthropic::cannot_express(req),
+            Provider::Gemini(_) => gemini::cannot_express(req),
         }
     }
 
@@ -205,6 +250,9 @@ impl Provider {
     pub async fn embed(&self, req: &EmbeddingRequest, ctx: &CallContext) -> Outcome {
         let span = tracing::debug_span!("provider_embed", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
         async {
+            if let (Provider::Gemini(_), Some(reason)) = (self, self.cannot_embed()) {
+                return Err(Failure::NotSent { reason, local: true });
+            }
             let start = Instant::now();
             let endpoint = self.endpoint();
             let response = endpoint.send_embeddings(&self.render_embeddings(req)?, ctx, start).await?;
@@ -226,6 +274,7 @@ impl Provider {
         match self {
             Provider::OpenAi(_) => None,
             Provider::Anthropic(_) => Some("the Anthropic API has no embeddings".to_owned()),
+            Provider::Gemini(_) => Some("Gemini's embedContent is not translated".to_owned()),
         }
     }
 
@@ -247,15 +296,26 @@ impl Provider {
     /// know what reaches the provider (a spend reservation) reads it here.
     pub fn render(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
         let model = self.model();
-        let body = match self {
-            Provider::OpenAi(_) => openai::request_body(req, model, stream),
-            Provider::Anthropic(_) => anthropic::request_body(req, model, stream),
-        };
-        let mut body = body.map_err(|err| Failure::NotSent {
-            reason: format!("cannot encode the request: {err}"),
+        let unsent = |reason: String| Failure::NotSent {
+            reason: format!("cannot encode the request: {reason}"),
             local: true,
-        })?;
+        };
         let endpoint = self.endpoint();
+        if let Provider::Gemini(_) = self {
+            // Gemini's temperature is inside `generationConfig`: the cap goes
+            // there, after the overrides (written in Gemini's terms).
+            let mut body = gemini::request_body(req).map_err(|err| unsent(err.to_string()))?;
+            overrides::apply(&mut body, &endpoint.request_overrides, None);
+            if let Some(cap) = endpoint.max_temperature {
+                gemini::cap_temperature(&mut body, cap);
+            }
+            return Ok(body);
+        }
+        let body = match self {
+            Provider::Anthropic(_) => anthropic::request_body(req, model, stream),
+            _ => openai::request_body(req, model, stream),
+        };
+        let mut body = body.map_err(|err| unsent(err.to_string()))?;
         overrides::apply(&mut body, &endpoint.request_overrides, endpoint.max_temperature);
         if endpoint.null_content_as_empty {
             overrides::null_content_as_empty(&mut body);

@@ -10,6 +10,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::anthropic;
 use crate::config::{AnswerLimits, Timeouts};
+use crate::gemini;
 use crate::openai;
 use crate::outcome::Failure;
 use crate::sse::SseParser;
@@ -49,6 +50,7 @@ pub(crate) enum StreamEvent {
 pub(crate) enum Decoder {
     OpenAi,
     Anthropic(anthropic::StreamState),
+    Gemini(gemini::StreamState),
 }
 
 impl Decoder {
@@ -56,6 +58,18 @@ impl Decoder {
         match self {
             Decoder::OpenAi => openai::decode_event(data),
             Decoder::Anthropic(state) => state.decode_event(data),
+            Decoder::Gemini(state) => state.decode_event(data),
+        }
+    }
+
+    /// For a dialect whose stream has no terminator (Gemini's ends with its
+    /// body after the finishing chunk): the body ended cleanly, so the
+    /// stream did, with this last chunk (if any); `None` when the body
+    /// ended too soon, or the dialect has a terminator that did not come.
+    fn end_of_body(&mut self) -> Option<Option<StreamChunk>> {
+        match self {
+            Decoder::Gemini(state) => state.end_of_body(),
+            Decoder::OpenAi | Decoder::Anthropic(_) => None,
         }
     }
 }
@@ -161,9 +175,18 @@ impl Driver {
                     continue;
                 }
                 Ok(Some(Err(err))) => format!("stream broke off: {}", error_chain(&err)),
-                // Finished and counted, only `[DONE]` (or `message_stop`)
-                // missing: the answer is whole, nothing is left to come.
-                Ok(None) if self.saw_finish && self.saw_usage && self.parser.pending() == 0 => return None,
+                Ok(None) if self.parser.pending() == 0 => {
+                    if let Some(last) = self.decoder.end_of_body() {
+                        self.ended = true;
+                        return last.map(Ok);
+                    }
+                    // Finished and counted, only `[DONE]` (or `message_stop`)
+                    // missing: the answer is whole, nothing is left to come.
+                    if self.saw_finish && self.saw_usage {
+                        return None;
+                    }
+                    "stream ended without its terminator".to_owned()
+                }
                 Ok(None) => "stream ended without its terminator".to_owned(),
                 Err(_) if idle_until < self.deadline => {
                     format!("stream idle for {:?} (stream_idle timeout)", self.idle)

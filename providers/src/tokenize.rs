@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use crate::config::{Dialect, ProviderSettings, SettingsError};
 use crate::secret::Secret;
 use crate::transport::{error_chain, http_client, insert};
-use crate::{anthropic, openai};
+use crate::{anthropic, gemini, openai};
 
 /// llama-cpp-python's tokenize endpoint.
 pub const DEFAULT_TOKENIZE_PATH: &str = "/extras/tokenize";
@@ -90,6 +90,7 @@ impl RemoteTokenizer {
             let auth = match config.dialect {
                 Dialect::OpenAi => openai::auth(key.expose()),
                 Dialect::Anthropic => anthropic::auth(key.expose()),
+                Dialect::Gemini => gemini::auth(key.expose()),
             };
             for (name, value) in auth {
                 let mut value = HeaderValue::from_str(&value).map_err(|_| SettingsError::ApiKey)?;

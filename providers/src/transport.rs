@@ -46,6 +46,9 @@ pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, Settings
 /// Where a provider's operations are, under its `base_url`.
 pub(crate) struct Paths {
     pub(crate) chat: String,
+    /// Where a streamed chat goes, when not where a plain one does
+    /// (Gemini's `:streamGenerateContent?alt=sse`).
+    pub(crate) chat_stream: Option<String>,
     pub(crate) embeddings: String,
 }
 
@@ -57,6 +60,8 @@ pub(crate) struct Endpoint {
     pub(crate) timeouts: Timeouts,
     client: reqwest::Client,
     url: reqwest::Url,
+    /// Where a streamed chat goes (`url` unless the dialect says otherwise).
+    stream_url: reqwest::Url,
     /// Where embeddings are asked for: `{base_url}/embeddings`.
     embeddings_url: reqwest::Url,
     headers: HeaderMap,
@@ -76,16 +81,16 @@ impl Endpoint {
         auth: impl Fn(&str) -> Vec<(&'static str, String)>,
         fixed: &[(&'static str, &'static str)],
     ) -> Result<Self, SettingsError> {
-        let url = format!("{}{}", config.base_url.trim_end_matches('/'), paths.chat);
-        let url = reqwest::Url::parse(&url).map_err(|err| SettingsError::BaseUrl {
-            url: config.base_url.clone(),
-            reason: err.to_string(),
-        })?;
-        let embeddings_url = format!("{}{}", config.base_url.trim_end_matches('/'), paths.embeddings);
-        let embeddings_url = reqwest::Url::parse(&embeddings_url).map_err(|err| SettingsError::BaseUrl {
-            url: config.base_url.clone(),
-            reason: err.to_string(),
-        })?;
+        let join = |path: &str| {
+            let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
+            reqwest::Url::parse(&url).map_err(|err| SettingsError::BaseUrl {
+                url: config.base_url.clone(),
+                reason: err.to_string(),
+            })
+        };
+        let url = join(&paths.chat)?;
+        let stream_url = join(paths.chat_stream.as_deref().unwrap_or(&paths.chat))?;
+        let embeddings_url = join(&paths.embeddings)?;
         if !matches!(url.scheme(), "http" | "https") {
             let reason = "the scheme must be http or https".to_owned();
             return Err(SettingsError::BaseUrl { url: config.base_url, reason });
@@ -111,6 +116,7 @@ impl Endpoint {
             model: config.model,
             timeouts: config.timeouts,
             url,
+            stream_url,
             embeddings_url,
             headers,
             redactor: Redactor(config.api_key),
@@ -126,14 +132,16 @@ impl Endpoint {
         start + self.timeouts.total
     }
 
-    /// Sends `body` to the dialect's chat endpoint (see [`Endpoint::post`]).
+    /// Sends `body` to the dialect's chat endpoint, its streaming one when
+    /// `stream` (see [`Endpoint::post`]).
     pub(crate) async fn send(
         &self,
         body: &serde_json::Value,
         ctx: &CallContext,
         start: Instant,
+        stream: bool,
     ) -> Result<reqwest::Response, Failure> {
-        self.post(&self.url, body, ctx, start).await
+        self.post(if stream { &self.stream_url } else { &self.url }, body, ctx, start).await
     }
 
     /// Sends `body` to the embeddings endpoint (see [`Endpoint::post`]).

@@ -376,6 +376,10 @@ pub enum DialectConfig {
     /// (`{base_url}/openai/deployments/{deployment}/chat/completions?api-version=…`),
     /// the key in `api-key`.
     Azure,
+    /// Google's Gemini API: the request translated into a
+    /// `GenerateContentRequest` at `{base_url}/v1beta/models/{model}:generateContent`
+    /// (`:streamGenerateContent?alt=sse` streamed), the key in `x-goog-api-key`.
+    Gemini,
 }
 
 impl DialectConfig {
@@ -384,6 +388,7 @@ impl DialectConfig {
             DialectConfig::Openai => "openai",
             DialectConfig::Anthropic => "anthropic",
             DialectConfig::Azure => "azure",
+            DialectConfig::Gemini => "gemini",
         }
     }
 }
@@ -515,6 +520,7 @@ impl ProviderConfig {
         let dialect = match self.dialect {
             DialectConfig::Openai | DialectConfig::Azure => intentgate_providers::Dialect::OpenAi,
             DialectConfig::Anthropic => intentgate_providers::Dialect::Anthropic,
+            DialectConfig::Gemini => intentgate_providers::Dialect::Gemini,
         };
         let mut config =
             intentgate_providers::ProviderSettings::new(&self.name, dialect, &self.base_url, &self.model);

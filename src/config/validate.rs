@@ -190,6 +190,103 @@ fn validate_azure(provider: &ProviderConfig) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// OpenAI's generation parameters, which Gemini takes in `generationConfig`:
+/// at the top of a Gemini provider's `request` they would be refused by
+/// Gemini (overrides are merged into the body in the provider's own terms).
+const OPENAI_GENERATION: [&str; 10] = [
+    "temperature",
+    "max_tokens",
+    "max_completion_tokens",
+    "top_p",
+    "top_k",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+];
+
+/// Gemini's addressing and terms: the model is a path segment, the API
+/// needs a key, `base_url` is the API's origin (the dialect adds
+/// `/v1beta/…`), its tokenizer has no tokenize endpoint, and overrides are
+/// written as Gemini's fields.
+fn validate_gemini(provider: &ProviderConfig) -> Result<(), Invalid> {
+    if provider.dialect != super::DialectConfig::Gemini {
+        return Ok(());
+    }
+    let model = provider.model.as_str();
+    if model.is_empty() || model.chars().any(|c| c.is_whitespace() || c.is_control() || "/?#%".contains(c)) {
+        let hint = if model.starts_with("models/") { " (write it without `models/`)" } else { "" };
+        return Err(("model".into(), format!("`{model}` cannot be a Gemini model name in a URL{hint}")));
+    }
+    if provider.api_key_env.is_none() {
+        let why = "is required with dialect = \"gemini\": Gemini's API refuses a call without a key (name \
+                   the environment variable holding it, e.g. \"GEMINI_API_KEY\")";
+        return Err(("api_key_env".into(), why.into()));
+    }
+    let path = provider.base_url.split("://").nth(1).and_then(|rest| rest.find('/').map(|at| &rest[at..]));
+    if let Some(version) =
+        path.map(|p| p.trim_end_matches('/')).filter(|p| p.ends_with("/v1beta") || p.ends_with("/v1"))
+    {
+        return Err((
+            "base_url".into(),
+            format!(
+                "ends in `{version}`: give the API's origin (e.g. \"https://generativelanguage.googleapis.com\"); \
+                 the dialect adds /v1beta/models/{{model}}:generateContent"
+            ),
+        ));
+    }
+    if provider.tokenizer.as_deref() == Some(REMOTE_TOKENIZER) {
+        return Err((
+            "tokenizer".into(),
+            "`remote` asks a server's tokenize/detokenize endpoints; Gemini's API only counts tokens. Declare \
+             \"o200k_base\" or \"cl100k_base\" as an approximation (docs/gemini.md)"
+                .into(),
+        ));
+    }
+    if provider.null_content_as_empty {
+        return Err(("null_content_as_empty".into(), "means nothing with dialect = \"gemini\"".into()));
+    }
+    validate_gemini_request(provider)
+}
+
+/// A Gemini provider's `request` overrides: Gemini's fields, not OpenAI's,
+/// never the conversation, and a fixed temperature within the cap.
+fn validate_gemini_request(provider: &ProviderConfig) -> Result<(), Invalid> {
+    for field in OPENAI_GENERATION {
+        if provider.request.contains_key(field) {
+            return Err((
+                format!("request.{field}"),
+                "is OpenAI's name: a Gemini provider's overrides are Gemini's fields (generation parameters go \
+                 in `generationConfig`, e.g. request = { generationConfig = { temperature = 0 } })"
+                    .into(),
+            ));
+        }
+    }
+    for field in ["contents", "systemInstruction"] {
+        if provider.request.contains_key(field) {
+            return Err((
+                format!("request.{field}"),
+                "cannot be overridden: the messages are the caller's".into(),
+            ));
+        }
+    }
+    let fixed = provider
+        .request
+        .get("generationConfig")
+        .and_then(|c| c.get("temperature"))
+        .and_then(serde_json::Value::as_f64);
+    if let (Some(fixed), Some(cap)) = (fixed, provider.max_temperature)
+        && fixed > cap
+    {
+        return Err((
+            "request.generationConfig.temperature".into(),
+            format!("{fixed} is above this provider's max_temperature {cap}"),
+        ));
+    }
+    Ok(())
+}
+
 fn validate_providers(config: &Config) -> Result<(), Invalid> {
     let mut names = HashSet::new();
     for (i, provider) in config.providers.iter().enumerate() {
@@ -204,6 +301,7 @@ fn validate_providers(config: &Config) -> Result<(), Invalid> {
             return Err((key("base_url"), format!("`{}` is not an http(s) URL", provider.base_url)));
         }
         validate_azure(provider).map_err(|(field, why)| (key(&field), why))?;
+        validate_gemini(provider).map_err(|(field, why)| (key(&field), why))?;
         if provider.api_key_env.as_deref() == Some("") {
             return Err((key("api_key_env"), "must name an environment variable".into()));
         }

@@ -104,7 +104,9 @@ impl Engine {
         };
         let prompt_tokens = Self::prompt_tokens(entry, &body);
         let field = |name: &str| body.get(name).and_then(Value::as_u64);
-        let limit = match (field("max_completion_tokens"), field("max_tokens")) {
+        // Gemini carries the limit in `generationConfig.maxOutputTokens`.
+        let gemini = body.pointer("/generationConfig/maxOutputTokens").and_then(Value::as_u64);
+        let limit = match (field("max_completion_tokens"), field("max_tokens").or(gemini)) {
             _ if matches!(request.work, Work::Embed(_)) => 0,
             (None, None) => self.inner.billing.default_max_tokens,
             (a, b) => a.unwrap_or(0).max(b.unwrap_or(0)),

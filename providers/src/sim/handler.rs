@@ -22,19 +22,25 @@ pub const SCRIPT_HEADER: &str = "x-sim-script";
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// Which of the simulator's APIs a request came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Api {
     Chat(Dialect),
     /// `POST /v1/embeddings`, OpenAI's dialect.
     Embeddings,
+    /// Gemini's `generateContent` (or its stream) of the model the path names.
+    Gemini {
+        model: String,
+        stream: bool,
+    },
 }
 
 impl Api {
     /// The dialect its answers and errors are in.
-    fn dialect(self) -> Dialect {
+    fn dialect(&self) -> Dialect {
         match self {
-            Api::Chat(dialect) => dialect,
+            Api::Chat(dialect) => *dialect,
             Api::Embeddings => Dialect::OpenAi,
+            Api::Gemini { .. } => Dialect::Gemini,
         }
     }
 }
@@ -66,7 +72,10 @@ pub(crate) async fn handle(
                 Ok(value) => value,
                 Err(response) => return response,
             };
-            let model = value.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let model = match &api {
+                Api::Gemini { model, .. } => model.clone(),
+                _ => value.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            };
             json = Some(value);
             match sim.state.take_script(&model) {
                 Some(script) => Ok(script),
@@ -94,13 +103,36 @@ pub(crate) async fn handle(
     if api == Api::Embeddings {
         return embeddings(&sim, &json, &script, kill).await;
     }
-    if let Err(message) = validate(dialect, &parts.headers, &json) {
-        return error(dialect, 400, &message);
+    if let Err((status, message)) = validate(dialect, &parts.headers, &json) {
+        return error(dialect, status, &message);
     }
+    let json = match &api {
+        Api::Gemini { model, stream } => super::gemini::view(&json, model, *stream),
+        _ => json,
+    };
+    ending(dialect, &sim, &json, script, &parts.headers, kill).await
+}
+
+/// A chat request's ending, once its waits are over and its body is valid:
+/// the scripted failure, or the answer.
+async fn ending(
+    dialect: Dialect,
+    sim: &Simulator,
+    json: &Value,
+    script: Script,
+    headers: &HeaderMap,
+    kill: KillSwitch,
+) -> Response {
     match script.end {
         End::ResetBeforeBody | End::ResetAfterBody => kill.drop_connection().await,
+        End::ContentPolicy if dialect == Dialect::Gemini => gemini_blocked(sim, json),
         End::ContentPolicy => {
             (StatusCode::BAD_REQUEST, axum::Json(reply::content_policy(dialect))).into_response()
+        }
+        End::Status { code, retry_after } if dialect == Dialect::Gemini => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = super::gemini::error(code, "scripted failure", retry_after.as_deref());
+            (status, axum::Json(body)).into_response()
         }
         End::Status { code, retry_after } => {
             let mut response = error(dialect, code, "scripted failure");
@@ -111,10 +143,12 @@ pub(crate) async fn handle(
         }
         End::Reply => {
             let auth = script.output.echo_auth.then(|| {
-                let value = header(&parts.headers, "authorization").or(header(&parts.headers, "x-api-key"));
+                let value = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
+                    .into_iter()
+                    .find_map(|name| header(headers, name));
                 value.unwrap_or_default().to_owned()
             });
-            answer(dialect, &sim, &json, &script.output, auth, kill)
+            answer(dialect, sim, json, &script.output, auth, kill)
         }
     }
 }
@@ -178,8 +212,11 @@ fn answer(
         };
     }
     let (mut events, terminator) = reply::events(dialect, &prompt, &said);
+    // The second event (the first after a role); the only one of a Gemini
+    // function call's stream.
+    let broken = if events.len() == 1 { 0 } else { 1 };
     if output.malformed_json
-        && let Some(event) = events.get_mut(1)
+        && let Some(event) = events.get_mut(broken)
     {
         event.data = reply::truncated(&event.data).to_owned();
     }
@@ -208,17 +245,33 @@ fn tail(fault: Fault, kill: KillSwitch) -> BoxStream<'static, Result<Bytes, Infa
     }
 }
 
-/// What a real provider would refuse with 400 before doing any work.
-fn validate(dialect: Dialect, headers: &HeaderMap, json: &Value) -> Result<(), String> {
+/// A Gemini prompt the safety filters blocked: a 200 in Gemini's words,
+/// whole or as a stream of that one response.
+fn gemini_blocked(sim: &Simulator, json: &Value) -> Response {
+    let prompt = Prompt::read(json, sim.seed);
+    let blocked = super::gemini::blocked(&prompt);
+    if prompt.stream {
+        let event = reply::Event { name: None, data: blocked.to_string() }.to_sse();
+        return ([(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache")], event).into_response();
+    }
+    axum::Json(blocked).into_response()
+}
+
+/// What a real provider would refuse before doing any work: the status
+/// (400 but for Gemini's missing key) and the reason.
+fn validate(dialect: Dialect, headers: &HeaderMap, json: &Value) -> Result<(), (u16, String)> {
+    if dialect == Dialect::Gemini {
+        return super::gemini::validate(headers, json);
+    }
     if !json.get("messages").is_some_and(Value::is_array) {
-        return Err("`messages` must be an array".into());
+        return Err((400, "`messages` must be an array".into()));
     }
     if dialect == Dialect::Anthropic {
         if json.get("max_tokens").and_then(Value::as_u64).is_none() {
-            return Err("`max_tokens` is required".into());
+            return Err((400, "`max_tokens` is required".into()));
         }
         if header(headers, "anthropic-version").is_none() {
-            return Err("the anthropic-version header is required".into());
+            return Err((400, "the anthropic-version header is required".into()));
         }
     }
     Ok(())

@@ -1,4 +1,4 @@
-//! A provider simulator: a real HTTP server speaking both dialects, streamed
+//! A provider simulator: a real HTTP server speaking every dialect, streamed
 //! and not, whose behaviour each request scripts. Tests and the gateway's
 //! default config use it instead of a real provider.
 //!
@@ -8,6 +8,12 @@
 //! - `POST /openai/deployments/{d}/chat/completions?api-version=…` and
 //!   `…/{d}/embeddings?api-version=…` — Azure OpenAI's addressing of the
 //!   same (provider base_url `http://ADDR`); without `api-version`, 404
+//! - `POST /v1beta/models/{model}:generateContent` and
+//!   `…:streamGenerateContent?alt=sse` — Gemini (provider base_url
+//!   `http://ADDR`): the key must be in `x-goog-api-key` (403 without), and
+//!   fields, parts and schema keywords Gemini does not know are refused
+//!   with its 400 (see `gemini.rs`); the model (and so its script) is the
+//!   path's
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -42,10 +48,15 @@
 //!        | "hold=" TAG                 ; wait until TAG is released (stays released until reset)
 //!        | "hang"                      ; never answer
 //!        | "status=" CODE              ; answer with error status CODE (400-599)
-//!        | "retry_after=" VALUE        ; with status: send `Retry-After: VALUE`
+//!        | "retry_after=" VALUE        ; with status: send `Retry-After: VALUE` (Gemini: as the
+//!                                      ;   body's RetryInfo `retryDelay: "VALUEs"`, as Google sends it)
 //!        | "reset-before-body"         ; close the connection without reading the body
 //!        | "reset-after-body"          ; read the body, close without answering
 //!        | "content-policy"            ; 400: the content policy refused it, in the dialect's words
+//!                                      ;   (Gemini: a 200 whose promptFeedback.blockReason is SAFETY)
+//!        | "safety-stop"               ; a safety filter stops the answer: half of it, then
+//!                                      ;   finish_reason content_filter (Anthropic: stop_reason refusal;
+//!                                      ;   Gemini: finishReason SAFETY, having said nothing unless streamed)
 //!        | "malformed-json"            ; 200 with a body (or stream event) that is not JSON
 //!        | "invent-key"                ; JSON answer with an extra, unasked top-level key
 //!        | "echo-auth"                 ; echo the Authorization (or x-api-key) header as text and model
@@ -53,6 +64,7 @@
 //!        | "stream-stall"              ; send half the answer, then go silent forever
 //!        | "stream-cut"                ; send half the answer, then drop the connection
 //!        | "stream-no-done"            ; end a stream cleanly but without its terminator
+//!                                      ;   (Gemini: without the chunk that finishes it)
 //!        | "tool_call"                 ; answer a call of the request's tool instead of text
 //!        | "tool=" TAG                 ; answer a call of tool TAG, whatever is offered
 //!        | "tool_args=bad"             ; a tool call whose arguments violate the tool's schema
@@ -84,10 +96,12 @@
 //! every other one the wrong type. OpenAI: `content: null`, `tool_calls`,
 //! `finish_reason: "tool_calls"`, streamed as argument fragments; Anthropic:
 //! a `tool_use` block, `stop_reason: "tool_use"`, streamed as
-//! `input_json_delta`s.
+//! `input_json_delta`s; Gemini: a `functionCall` part, `finishReason: "STOP"`,
+//! streamed whole in one chunk before the one that finishes.
 
 mod conn;
 mod embed;
+mod gemini;
 mod handler;
 mod recent;
 mod reply;
@@ -210,6 +224,11 @@ impl SimHandle {
     pub fn base_url_anthropic(&self) -> String {
         format!("http://{}", self.addr)
     }
+
+    /// The base_url of a Gemini-dialect provider pointing here.
+    pub fn base_url_gemini(&self) -> String {
+        format!("http://{}", self.addr)
+    }
 }
 
 impl Deref for SimHandle {
@@ -233,6 +252,7 @@ fn router(sim: Simulator) -> Router {
         .route("/v1/embeddings", post(embeddings))
         .route("/openai/deployments/{deployment}/chat/completions", post(azure::<false>))
         .route("/openai/deployments/{deployment}/embeddings", post(azure::<true>))
+        .route("/v1beta/models/{target}", post(gemini_api))
         .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
         .route("/sim/requests/{key}", get(recorded))
         .route(
@@ -271,6 +291,23 @@ async fn azure<const EMBEDDINGS: bool>(
     }
     let api = if EMBEDDINGS { handler::Api::Embeddings } else { handler::Api::Chat(Dialect::OpenAi) };
     handler::handle(api, sim, kill, request).await
+}
+
+/// Gemini's `{model}:generateContent` and `{model}:streamGenerateContent?alt=sse`;
+/// another method, or a stream not asked for as SSE, is answered as Google
+/// answers it, before anything is counted.
+async fn gemini_api(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    Path(target): Path<String>,
+    request: axum::extract::Request,
+) -> Response {
+    match gemini::target(&target, request.uri().query()) {
+        Ok((model, stream)) => {
+            handler::handle(handler::Api::Gemini { model, stream }, sim, kill, request).await
+        }
+        Err((status, message)) => gemini::refuse(status, &message),
+    }
 }
 
 async fn embeddings(

@@ -31,16 +31,18 @@ pub(crate) struct Prompt {
     pub(crate) tools: Offered,
 }
 
-/// What one choice says: text, or a call of a tool.
+/// What one choice says: text, a call of a tool, or the text said before
+/// a safety filter stopped it (`safety-stop`).
 pub(crate) enum Said {
     Text(String),
     Tool(Call),
+    Stopped(String),
 }
 
 impl Said {
     fn words(&self) -> u64 {
         match self {
-            Said::Text(text) => words(text),
+            Said::Text(text) | Said::Stopped(text) => words(text),
             Said::Tool(call) => words(&call.arguments),
         }
     }
@@ -49,6 +51,7 @@ impl Said {
         match self {
             Said::Text(_) => "stop",
             Said::Tool(_) => "tool_calls",
+            Said::Stopped(_) => "content_filter",
         }
     }
 
@@ -56,13 +59,14 @@ impl Said {
         match self {
             Said::Text(_) => "end_turn",
             Said::Tool(_) => "tool_use",
+            Said::Stopped(_) => "refusal",
         }
     }
 
     /// The choice's `message` in a whole OpenAI answer.
     fn openai_message(&self) -> Value {
         match self {
-            Said::Text(text) => json!({"role": "assistant", "content": text}),
+            Said::Text(text) | Said::Stopped(text) => json!({"role": "assistant", "content": text}),
             Said::Tool(call) => json!({"role": "assistant", "content": null, "tool_calls": [{"id": call.id,
                 "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]}),
         }
@@ -72,9 +76,11 @@ impl Said {
     /// the text or of the tool call's arguments (always two or more).
     fn openai_deltas(&self) -> Vec<Value> {
         match self {
-            Said::Text(text) => std::iter::once(json!({"role": "assistant", "content": ""}))
-                .chain(pieces(text).into_iter().map(|piece| json!({"content": piece})))
-                .collect(),
+            Said::Text(text) | Said::Stopped(text) => {
+                std::iter::once(json!({"role": "assistant", "content": ""}))
+                    .chain(pieces(text).into_iter().map(|piece| json!({"content": piece})))
+                    .collect()
+            }
             Said::Tool(call) => {
                 let start = json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": call.id,
                     "type": "function", "function": {"name": call.name, "arguments": ""}}]});
@@ -92,7 +98,7 @@ impl Said {
     /// The content block of an Anthropic answer.
     fn anthropic_block(&self) -> Value {
         match self {
-            Said::Text(text) => json!({"type": "text", "text": text}),
+            Said::Text(text) | Said::Stopped(text) => json!({"type": "text", "text": text}),
             Said::Tool(call) => {
                 json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input})
             }
@@ -150,6 +156,9 @@ impl Prompt {
     /// the Anthropic dialect.
     pub(crate) fn said(&self, dialect: Dialect, seed: u64, output: &Output) -> Vec<Said> {
         let n = if dialect == Dialect::OpenAi { self.n } else { 1 };
+        if output.safety_stop {
+            return vec![Said::Stopped(truncated(&self.answer(seed, output)).to_owned())];
+        }
         // A conversation that ends in tool results is answered in words,
         // so an agent's loop ends rather than calling the tool forever.
         if output.tool_call && !self.after_tool_results {
@@ -157,8 +166,9 @@ impl Prompt {
                 .map(|i| {
                     let id = match (dialect, i) {
                         (Dialect::Anthropic, _) => format!("toolu_sim{:016x}", self.nonce),
-                        (Dialect::OpenAi, 0) => format!("call_sim{:016x}", self.nonce),
-                        (Dialect::OpenAi, i) => format!("call_sim{:016x}_{i}", self.nonce),
+                        // Gemini's calls carry no id: the dialect makes one.
+                        (Dialect::OpenAi | Dialect::Gemini, 0) => format!("call_sim{:016x}", self.nonce),
+                        (Dialect::OpenAi | Dialect::Gemini, i) => format!("call_sim{:016x}_{i}", self.nonce),
                     };
                     let name = output.tool_name.as_deref();
                     Said::Tool(self.tools.call(name, output.bad_tool_args, &self.last_user, id))
@@ -212,15 +222,16 @@ fn openai_usage(input: u64, output: u64) -> Value {
 }
 
 /// Input and output words: the usage the simulator reports.
-fn usage(prompt: &Prompt, said: &[Said]) -> (u64, u64) {
+pub(crate) fn usage(prompt: &Prompt, said: &[Said]) -> (u64, u64) {
     (prompt.prompt_words, said.iter().map(Said::words).sum())
 }
 
-/// A whole (non-streamed) response body. The Anthropic dialect answers the
-/// first choice only (`said` has one there).
+/// A whole (non-streamed) response body. The Anthropic and Gemini dialects
+/// answer the first choice only (`said` has one there).
 pub(crate) fn body(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> Value {
     let (input, output) = usage(prompt, said);
     match dialect {
+        Dialect::Gemini => super::gemini::body(prompt, said),
         Dialect::OpenAi => {
             let choices: Vec<Value> = said
                 .iter()
@@ -272,6 +283,7 @@ pub(crate) fn events(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> (Vec<E
     match dialect {
         Dialect::OpenAi => openai_events(prompt, said),
         Dialect::Anthropic => anthropic_events(prompt, said),
+        Dialect::Gemini => super::gemini::events(prompt, said),
     }
 }
 
@@ -326,7 +338,7 @@ fn anthropic_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
                 .map(|piece| json!({"type": "input_json_delta", "partial_json": piece}))
                 .collect(),
         ),
-        Some(Said::Text(text)) => (
+        Some(Said::Text(text) | Said::Stopped(text)) => (
             json!({"type": "text", "text": ""}),
             pieces(text).into_iter().map(|piece| json!({"type": "text_delta", "text": piece})).collect(),
         ),
@@ -357,6 +369,7 @@ fn anthropic_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
 pub(crate) fn error(dialect: Dialect, status: u16, message: &str) -> Value {
     match dialect {
         Dialect::OpenAi => json!({"error": {"message": message, "type": "sim_error", "code": status}}),
+        Dialect::Gemini => super::gemini::error(status, message, None),
         Dialect::Anthropic => {
             let kind = match status {
                 400 => "invalid_request_error",
@@ -379,6 +392,9 @@ pub(crate) fn content_policy(dialect: Dialect) -> Value {
             "type": "invalid_request_error", "param": null, "code": "content_policy_violation"}}),
         Dialect::Anthropic => json!({"type": "error", "error": {
             "type": "invalid_request_error", "message": "Output blocked by content filtering policy"}}),
+        // Gemini says a refusal in a 200 (`super::gemini::blocked`); a 400
+        // that says so is the closest error it has.
+        Dialect::Gemini => super::gemini::error(400, "The request was blocked by the safety filters.", None),
     }
 }
 
@@ -393,7 +409,7 @@ pub(crate) fn truncated(text: &str) -> &str {
 }
 
 /// Up to four pieces that concatenate back to `text`.
-fn pieces(text: &str) -> Vec<String> {
+pub(crate) fn pieces(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(chars.len().div_ceil(4).max(1)).map(|c| c.iter().collect()).collect()
 }
@@ -481,7 +497,7 @@ mod tests {
             {"role": "tool", "tool_call_id": "c", "content": "sunny"}]});
         match &Prompt::read(&answered, 7).said(Dialect::OpenAi, 7, &output)[0] {
             Said::Text(text) => assert_eq!(text, "echo: sunny"),
-            Said::Tool(_) => panic!("the loop would never end"),
+            Said::Tool(_) | Said::Stopped(_) => panic!("the loop would never end"),
         }
     }
 }

@@ -46,6 +46,10 @@ pub(crate) struct Output {
     /// Answer with the request's auth header value (`echo-auth`): a
     /// provider that echoes its API key, for redaction tests.
     pub(crate) echo_auth: bool,
+    /// A safety filter stops the answer (`safety-stop`): half of it said
+    /// (Gemini: nothing, unless streamed), then `content_filter`
+    /// (Gemini's `SAFETY`, Anthropic's `refusal`).
+    pub(crate) safety_stop: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,6 +117,7 @@ impl FromStr for Script {
                 ("malformed-json", None) => script.output.malformed_json = true,
                 ("invent-key", None) => script.output.invent_key = true,
                 ("echo-auth", None) => script.output.echo_auth = true,
+                ("safety-stop", None) => script.output.safety_stop = true,
                 ("ignore-format", None) => script.output.ignore_format = true,
                 ("tool_call", None) | ("tool_args", Some("good")) => script.output.tool_call = true,
                 ("tool", Some(name)) if is_tag(name) => {
@@ -191,6 +196,7 @@ mod tests {
         assert!(script.output.tool_call && script.output.bad_tool_args);
         assert_eq!(script.output.tool_name.as_deref(), Some("get_weather"));
         assert!(parse("tool_call")?.output.tool_call);
+        assert!(parse("safety-stop")?.output.safety_stop);
         Ok(())
     }
 

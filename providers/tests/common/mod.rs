@@ -10,7 +10,12 @@ use intentgate_providers::{
 };
 use uuid::Uuid;
 
+/// The dialects whose loopback tests share a file; Gemini's are in `gemini.rs`.
 pub const DIALECTS: [Dialect; 2] = [Dialect::OpenAi, Dialect::Anthropic];
+
+/// The key a Gemini provider is configured with (the simulator, as Google,
+/// refuses a Gemini call without one).
+pub const GEMINI_KEY: &str = "gemini-test-key-0123456789";
 
 pub async fn sim() -> SimHandle {
     Simulator::new(42).record_bodies(true).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap()
@@ -46,6 +51,7 @@ pub fn base_url(sim: &SimHandle, dialect: Dialect) -> String {
     match dialect {
         Dialect::OpenAi => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
+        Dialect::Gemini => sim.base_url_gemini(),
     }
 }
 
@@ -53,6 +59,9 @@ pub fn config(sim: &SimHandle, dialect: Dialect, model: &str) -> ProviderSetting
     let mut config =
         ProviderSettings::new(&format!("sim-{dialect}"), dialect, &base_url(sim, dialect), model);
     config.timeouts = relaxed();
+    if dialect == Dialect::Gemini {
+        config.api_key = Some(intentgate_providers::Secret::new(GEMINI_KEY));
+    }
     config
 }
 
