@@ -229,11 +229,14 @@ pub fn check(config: &Config) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Connects and migrates the store; errors name where its URL was set.
+/// Connects and migrates the store; errors name where its URL was set
+/// (the migrations run on `direct_url` when there is one).
 pub async fn open_store(config: &crate::config::StoreConfig) -> Result<Store, StartError> {
-    let named = |source| StartError::Database { key: config.url_key(), source };
-    let store = Store::connect(config).await.map_err(named)?;
-    store.migrate().await.map_err(named)?;
+    let store = Store::connect(config)
+        .await
+        .map_err(|source| StartError::Database { key: config.url_key(), source })?;
+    let migrating = |source| StartError::Database { key: config.session_url().1, source };
+    store.migrate().await.map_err(migrating)?;
     Ok(store)
 }
 
