@@ -46,7 +46,7 @@ impl PgBouncer {
     /// connection (`connect_query`): PgBouncer 1.18 refuses the `options`
     /// startup parameter that gives other tests their schema.
     fn start(store: &TestStore) -> Option<PgBouncer> {
-        let binary = find_binary("pgbouncer")?;
+        let binary = common::system_binary("pgbouncer", "INTENTGATE_REQUIRE_PGBOUNCER", "PgBouncer test")?;
         let direct = sqlx::postgres::PgConnectOptions::from_str(&store.url).unwrap();
         let schema = store.url.split("search_path%3D").nth(1).unwrap().split('&').next().unwrap();
         // Readable by the user PgBouncer runs as (it refuses to run as root).
@@ -130,29 +130,6 @@ fn set_mode(path: &Path, mode: u32) {
 fn user_exists(name: &str) -> bool {
     std::fs::read_to_string("/etc/passwd")
         .is_ok_and(|passwd| passwd.lines().any(|line| line.split(':').next() == Some(name)))
-}
-
-/// `name` on the PATH or in the sbin directories Debian installs it in;
-/// `None` (said loudly) when missing and not required.
-fn find_binary(name: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let dirs = path
-        .split(':')
-        .map(PathBuf::from)
-        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from));
-    if let Some(found) = dirs.map(|dir| dir.join(name)).find(|candidate| candidate.is_file()) {
-        return Some(found);
-    }
-    if std::env::var("INTENTGATE_REQUIRE_PGBOUNCER").is_ok_and(|v| v == "1") {
-        panic!("pgbouncer is required (INTENTGATE_REQUIRE_PGBOUNCER=1) but is not installed");
-    }
-    common::loud(
-        "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
-         !!! SKIPPED: PgBouncer test — pgbouncer is not installed\n\
-         !!! apt-get install pgbouncer; CI sets INTENTGATE_REQUIRE_PGBOUNCER=1.\n\
-         !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n",
-    );
-    None
 }
 
 /// The test config through PgBouncer: `url` the pooler, `direct_url` the
