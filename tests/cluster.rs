@@ -346,7 +346,7 @@ async fn rolling_restart_behind_haproxy_loses_nothing() {
             .unwrap();
         assert_eq!(drive.status(), 201);
         let drive = drive.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
-        while sim.calls().by_key.get(&drive).is_none() {
+        while !sim.calls().by_key.contains_key(&drive) {
             tokio::time::sleep(Duration::from_millis(5)).await; // until its call is on the wire
         }
         let process = replica.process.as_mut().unwrap();
