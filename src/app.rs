@@ -16,9 +16,6 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::store::{Store, StoreError};
 
-/// How long a graceful shutdown lets in-flight drives settle once the
-/// server stopped accepting requests.
-
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
@@ -60,15 +57,34 @@ impl Stopper {
     pub async fn stop(&self, engine: &Engine) {
         engine.tasks().begin_drain();
         if !self.unready_delay.is_zero() {
-            tracing::info!(delay = ?self.unready_delay, "shutting down: not ready; still serving while the load balancer moves away");
+            tracing::info!(delay = ?self.unready_delay, "shutdown: not ready; still serving while the load balancer moves away");
             tokio::time::sleep(self.unready_delay).await;
         }
+        tracing::info!("shutdown: closing the listener; in-flight requests finish");
         let _ = self.shutdown.send(true);
     }
 }
 
+/// What the drain starts with: one line, the tasks it waits for (their
+/// counts are returned).
+fn report_drain_start(tasks: &crate::engine::Tasks, bound: std::time::Duration) -> (usize, usize) {
+    let (drives, listeners, _) = tasks.running();
+    tracing::info!(
+        drives,
+        late_answer_listeners = listeners,
+        "shutdown: no new connections, in-flight requests answered; draining {drives} drive(s) and \
+         {listeners} late-answer listener(s) for up to {bound:?}"
+    );
+    (drives, listeners)
+}
+
 /// One line for the drain's end, and one per attempt handed over.
-fn report_drain(drained: &crate::engine::Drained, bound: std::time::Duration) {
+fn report_drain(
+    drained: &crate::engine::Drained,
+    bound: std::time::Duration,
+    took: std::time::Duration,
+    (drives, listeners): (usize, usize),
+) {
     for what in &drained.listeners_cut {
         tracing::warn!(
             "shutdown: {what} is still unknown after the drain ({bound:?}); handed to the other replicas' \
@@ -83,7 +99,12 @@ fn report_drain(drained: &crate::engine::Drained, bound: std::time::Duration) {
         );
     }
     if drained.listeners_cut.is_empty() && drained.drives_cut == 0 {
-        tracing::info!("shutdown: drained; every drive and late answer settled");
+        tracing::info!(
+            took = ?took,
+            drives,
+            late_answer_listeners = listeners,
+            "shutdown: drained; every drive and late answer settled"
+        );
     }
 }
 
@@ -183,7 +204,10 @@ async fn start_with_simulator(
             let _ = stopped.wait_for(|stop| *stop).await;
         })
         .await;
-        report_drain(&tasks.shutdown(drain_timeout).await, drain_timeout);
+        let waited_for = report_drain_start(&tasks, drain_timeout);
+        let began = std::time::Instant::now();
+        let drained = tasks.shutdown(drain_timeout).await;
+        report_drain(&drained, drain_timeout, began.elapsed(), waited_for);
         served
     });
     tracing::info!(%addr, store = store.backend(), "intentgate listening");
@@ -204,11 +228,14 @@ pub fn check(config: &Config) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Connects and migrates the store; errors name where its URL was set.
+/// Connects and migrates the store; errors name where its URL was set
+/// (the migrations run on `direct_url` when there is one).
 pub async fn open_store(config: &crate::config::StoreConfig) -> Result<Store, StartError> {
-    let named = |source| StartError::Database { key: config.url_key(), source };
-    let store = Store::connect(config).await.map_err(named)?;
-    store.migrate().await.map_err(named)?;
+    let store = Store::connect(config)
+        .await
+        .map_err(|source| StartError::Database { key: config.url_key(), source })?;
+    let migrating = |source| StartError::Database { key: config.session_url().1, source };
+    store.migrate().await.map_err(migrating)?;
     Ok(store)
 }
 

@@ -227,32 +227,55 @@ async fn serve(args: &ConfigArg) -> ExitCode {
         Err(err) => return fail(err),
     };
     let config_drain: std::time::Duration = config.server.drain_timeout.into();
+    let unready_delay: std::time::Duration = config.server.unready_delay.into();
     let gateway = match crate::app::start(config).await {
         Ok(gateway) => gateway,
         Err(err) => return fail(err),
     };
     let (stopper, engine) = (gateway.stopper(), gateway.engine.clone());
-    let drain = config_drain;
+    let (drain, unready) = (config_drain, unready_delay);
+    // Listening from the start, so that neither signal can fall between
+    // two listeners (a second one then would end nothing).
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(err) => return fail(format!("cannot listen for signals: {err}")),
+    };
     let on_signals = async move {
-        shutdown_signal().await;
+        let first = signals.next().await;
+        let began = std::time::Instant::now();
         tracing::info!(
+            signal = first,
+            unready_delay = ?unready,
             drain_timeout = ?drain,
-            "shutting down: not ready, then no new connections; drives and late answers drain (a second signal ends it at once)"
+            "shutdown: {first} received; /readyz answers 503 draining now, serving on for the unready_delay, \
+             then drives and late answers drain for up to the drain_timeout (a second signal exits at once)"
         );
         // The first signal drains; a second one, whenever it comes (also
         // during `unready_delay`), ends the process now.
-        let second = shutdown_signal();
-        tokio::pin!(second);
-        tokio::select! {
-            () = stopper.stop(&engine) => second.await,
-            () = &mut second => {}
-        }
-        tracing::warn!("second signal: exiting now; what is still open is left to the recovery sweep");
+        let second = tokio::select! {
+            () = stopper.stop(&engine) => signals.next().await,
+            second = signals.next() => second,
+        };
+        let (drives, listeners, _) = engine.tasks().running();
+        tracing::warn!(
+            signal = second,
+            drives,
+            late_answer_listeners = listeners,
+            after = ?began.elapsed(),
+            "shutdown: second signal ({second}): exiting now with status 1, without draining; {drives} drive(s) \
+             and {listeners} late-answer listener(s) still open are left to the recovery sweep of another \
+             replica or of the next start (their leases expire)"
+        );
     };
     // The server stops after the first signal, once drained.
     let served = tokio::select! {
         served = gateway.wait() => served,
-        () = on_signals => return ExitCode::FAILURE,
+        () = on_signals => {
+            // At once: returning would drop the gateway, whose server and
+            // drain would then begin their graceful steps while the runtime
+            // shuts down. What is open is the recovery sweep's anyway.
+            std::process::exit(1)
+        }
     };
     match served {
         Ok(()) => {
@@ -260,6 +283,42 @@ async fn serve(args: &ConfigArg) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => fail(err),
+    }
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), listened for once for the whole process.
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// The next signal's name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
     }
 }
 

@@ -18,6 +18,8 @@ pub use duration::HumanDuration;
 pub const ENV_LISTEN: &str = "INTENTGATE_LISTEN";
 /// Overrides the `[store] url`.
 pub const ENV_DATABASE_URL: &str = "INTENTGATE_DATABASE_URL";
+/// Overrides the `[store] direct_url`.
+pub const ENV_DATABASE_DIRECT_URL: &str = "INTENTGATE_DATABASE_DIRECT_URL";
 /// Overrides the `[simulator] listen` address, and moves the providers that
 /// point at the file's simulator address with it (so a second gateway, or a
 /// test, can run beside one already holding the default port).
@@ -191,10 +193,25 @@ pub struct StoreConfig {
     /// `full` (also survives power loss, at an fsync per commit).
     #[serde(default)]
     pub sqlite_synchronous: SqliteSynchronous,
+    /// PostgreSQL only: `url` reaches the database through a pooler in
+    /// transaction mode (PgBouncer `pool_mode = transaction`), which hands
+    /// each transaction to whichever server connection is free. So no
+    /// statement is named (prepared) on a connection, every statement runs
+    /// inside a transaction of its own, and what needs a session of its
+    /// own (`LISTEN`, the migrations' advisory lock) goes to `direct_url`.
+    #[serde(default)]
+    pub transaction_pooling: bool,
+    /// PostgreSQL only: the database itself, not through a pooler, for
+    /// `LISTEN` and the migrations; `url` when absent. Required with
+    /// `transaction_pooling`.
+    pub direct_url: Option<String>,
     /// Whether `url` came from `INTENTGATE_DATABASE_URL` rather than the
     /// file: errors about it must name what the operator actually set.
     #[serde(skip)]
     pub url_from_env: bool,
+    /// The same for `direct_url` and `INTENTGATE_DATABASE_DIRECT_URL`.
+    #[serde(skip)]
+    pub direct_url_from_env: bool,
 }
 
 impl StoreConfig {
@@ -205,6 +222,24 @@ impl StoreConfig {
             format!("{ENV_DATABASE_URL} (overrides store.url)")
         } else {
             "store.url".to_owned()
+        }
+    }
+
+    /// Where `direct_url` was set, for error messages.
+    pub fn direct_url_key(&self) -> String {
+        if self.direct_url_from_env {
+            format!("{ENV_DATABASE_DIRECT_URL} (overrides store.direct_url)")
+        } else {
+            "store.direct_url".to_owned()
+        }
+    }
+
+    /// The URL for `LISTEN` and the migrations, and where it was set:
+    /// `direct_url`, else `url`.
+    pub fn session_url(&self) -> (&str, String) {
+        match &self.direct_url {
+            Some(url) => (url, self.direct_url_key()),
+            None => (&self.url, self.url_key()),
         }
     }
 }
@@ -833,6 +868,10 @@ impl Config {
         if let Some(url) = non_empty_env(ENV_DATABASE_URL) {
             self.store.url = url;
             self.store.url_from_env = true;
+        }
+        if let Some(url) = non_empty_env(ENV_DATABASE_DIRECT_URL) {
+            self.store.direct_url = Some(url);
+            self.store.direct_url_from_env = true;
         }
         if let Some(listen) = non_empty_env(ENV_SIMULATOR_LISTEN) {
             let addr: SocketAddr = listen.parse().map_err(|err| ConfigError::Invalid {

@@ -101,11 +101,12 @@ fn validate_server(config: &Config) -> Result<(), Invalid> {
 }
 
 fn validate_store(config: &Config) -> Result<(), Invalid> {
-    let url = &config.store.url;
-    let key = config.store.url_key();
+    let store = &config.store;
+    let url = &store.url;
+    let key = store.url_key();
     let parsed = if url.starts_with("sqlite:") {
         sqlx::sqlite::SqliteConnectOptions::from_str(url).map(drop)
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    } else if is_postgres_url(url) {
         sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
     } else {
         return Err((key, format!("`{url}` is neither a sqlite: nor a postgres:// URL")));
@@ -115,10 +116,37 @@ fn validate_store(config: &Config) -> Result<(), Invalid> {
         // Not echoed: a URL may carry a password.
         return Err((key, format!("not a valid database URL: {err}")));
     }
-    if config.store.max_connections == 0 {
+    if store.max_connections == 0 {
         return Err(("store.max_connections".into(), "must be at least 1".into()));
     }
+    let postgres = is_postgres_url(url);
+    if store.transaction_pooling && !postgres {
+        return Err(("store.transaction_pooling".into(), "applies to a postgres:// url only".into()));
+    }
+    if let Some(direct) = &store.direct_url {
+        let key = store.direct_url_key();
+        if !postgres {
+            return Err((key, "applies to a postgres:// url only".into()));
+        }
+        if !is_postgres_url(direct) {
+            return Err((key, "must be a postgres:// URL".into()));
+        }
+        if let Err(err) = sqlx::postgres::PgConnectOptions::from_str(direct) {
+            return Err((key, format!("not a valid database URL: {err}")));
+        }
+    } else if store.transaction_pooling {
+        return Err((
+            "store.transaction_pooling".into(),
+            "needs store.direct_url, the database itself: LISTEN and the migrations' advisory lock \
+             hold a session, which a pooler in transaction mode does not keep"
+                .into(),
+        ));
+    }
     Ok(())
+}
+
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 fn validate_principals(config: &Config) -> Result<(), Invalid> {

@@ -343,11 +343,12 @@ async fn start_attempt_pg(
     let NewAttempt { job_id, provider, reservation, open_attempts, now_ms } = start;
     let Amounts { nanos, tokens } = reservation.amounts;
 
+    let named = store.named(); // false through a transaction pooler (postgres.rs)
     let mut tx = store.pool.begin().await?;
     let job: Option<JobRow> =
-        sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).fetch_optional(&mut *tx).await?;
+        sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).persistent(named).fetch_optional(&mut *tx).await?;
     let attempts: Vec<AttemptRow> =
-        sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).fetch_all(&mut *tx).await?;
+        sqlx::query_as(sql::SELECT_ATTEMPTS).bind(job_id).persistent(named).fetch_all(&mut *tx).await?;
     let plan = match plan_start(job_id, job, attempts, open_attempts)? {
         Ok(plan) => plan,
         Err(blocked) => return Ok(StartOutcome::Blocked(blocked)),
@@ -362,6 +363,7 @@ async fn start_attempt_pg(
         .bind(nanos)
         .bind(tokens)
         .bind(plan.lane)
+        .persistent(named)
         .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::from);
@@ -370,7 +372,7 @@ async fn start_attempt_pg(
         Err(err) if err.is_unique_violation() => return Ok(plan.raced()),
         Err(err) => return Err(err),
     };
-    if let Some(refusal) = book_pg(&mut tx, attempt_id, &reservation.holds).await? {
+    if let Some(refusal) = book_pg(&mut tx, attempt_id, &reservation.holds, named).await? {
         // Dropping the transaction rolls the attempt back with it.
         return Ok(StartOutcome::Refused(refusal));
     }
@@ -381,6 +383,7 @@ async fn start_attempt_pg(
             .bind(to)
             .bind(None::<&str>)
             .bind(now_ms)
+            .persistent(named)
             .execute(&mut *tx)
             .await?;
     }

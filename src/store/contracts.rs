@@ -105,6 +105,7 @@ impl Store {
                     .bind(run.started_at)
                     .bind(run.finished_at)
                     .bind(&run.report)
+                    .persistent(store.named())
                     .execute(&mut *tx)
                     .await?;
                 for case in cases {
@@ -115,6 +116,7 @@ impl Store {
                         .bind(&case.reasons)
                         .bind(case.duration_ms)
                         .bind(case.round_trips)
+                        .persistent(store.named())
                         .execute(&mut *tx)
                         .await?;
                 }

@@ -2,7 +2,9 @@
 //! write on the SQLite writer's thread (which needs owned, `'static`
 //! arguments: [`Arg`]) or on the PostgreSQL pool; a read on a SQLite reader
 //! connection or on the pool. Rows decode through `sqlx::FromRow` on
-//! PostgreSQL and through the row type's `from_sqlite` on SQLite.
+//! PostgreSQL and through the row type's `from_sqlite` on SQLite. Through a
+//! transaction pooler a PostgreSQL statement is unnamed and runs in a
+//! transaction of its own (`postgres.rs`).
 
 use rusqlite::types::{ToSql, ToSqlOutput};
 use uuid::Uuid;
@@ -99,7 +101,10 @@ impl Store {
                     .await
             }
             Store::Postgres(store) => {
-                let done = sqlx::query_with(sql, pg_arguments(args)?).execute(&store.pool).await?;
+                let query = sqlx::query_with(sql, pg_arguments(args)?).persistent(store.named());
+                let mut one = store.one_statement().await?;
+                let done = query.execute(one.conn()).await?;
+                one.finish().await?;
                 Ok(done.rows_affected())
             }
         }
@@ -120,7 +125,11 @@ impl Store {
                 .readers
                 .with(|conn| sqlite_statements::fetch_optional(conn, sql, &sqlite_refs(&args), decode)),
             Store::Postgres(store) => {
-                Ok(sqlx::query_as_with(sql, pg_arguments(args)?).fetch_optional(&store.pool).await?)
+                let query = sqlx::query_as_with(sql, pg_arguments(args)?).persistent(store.named());
+                let mut one = store.one_statement().await?;
+                let row = query.fetch_optional(one.conn()).await?;
+                one.finish().await?;
+                Ok(row)
             }
         }
     }
@@ -140,7 +149,11 @@ impl Store {
                 .readers
                 .with(|conn| sqlite_statements::fetch_all(conn, sql, &sqlite_refs(&args), decode)),
             Store::Postgres(store) => {
-                Ok(sqlx::query_as_with(sql, pg_arguments(args)?).fetch_all(&store.pool).await?)
+                let query = sqlx::query_as_with(sql, pg_arguments(args)?).persistent(store.named());
+                let mut one = store.one_statement().await?;
+                let rows = query.fetch_all(one.conn()).await?;
+                one.finish().await?;
+                Ok(rows)
             }
         }
     }

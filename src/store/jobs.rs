@@ -314,10 +314,10 @@ impl Store {
             // Booking may refuse: the insert and the booking share a
             // transaction of their own, outside the batches.
             let mut tx = store.pool.begin().await?;
-            let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert)).await?.pop();
+            let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert), store.named()).await?.pop();
             if inserted.is_some() {
                 // Holds come only with an attempt 1: it is the one they book.
-                if let Some(refusal) = book_pg(&mut tx, attempt_id, attempt_holds).await? {
+                if let Some(refusal) = book_pg(&mut tx, attempt_id, attempt_holds, store.named()).await? {
                     // Dropping the transaction takes the job back out.
                     return Ok(Created::Refused(refusal));
                 }

@@ -38,14 +38,15 @@ impl Store {
     /// A listener for job-settled announcements of other processes, on
     /// PostgreSQL; `None` on SQLite, whose single process wakes its waiters
     /// directly. Its connection is named `intentgate-listen <instance>` in
-    /// `pg_stat_activity`.
+    /// `pg_stat_activity`, and goes to `[store] direct_url` when set: a
+    /// pooler in transaction mode would hand the session that `LISTEN`s to
+    /// other clients between transactions, and deliver nothing.
     pub fn settled_listener(&self, instance: &str) -> Option<SettledListener> {
         match self {
             Store::Sqlite(_) => None,
             Store::Postgres(store) => {
                 let options = store
-                    .pool
-                    .connect_options()
+                    .session_options
                     .as_ref()
                     .clone()
                     .application_name(&format!("intentgate-listen {instance}"));

@@ -80,6 +80,7 @@ pub(super) async fn book_pg(
     tx: &mut PgConnection,
     attempt_id: Uuid,
     holds: &[Hold],
+    named: bool,
 ) -> Result<Option<LimitRefusal>, StoreError> {
     if holds.is_empty() {
         return Ok(None);
@@ -98,6 +99,7 @@ pub(super) async fn book_pg(
         .bind(column(|hold| hold.limit))
         .bind(holds.iter().map(|hold| hold.kind.unit()).collect::<Vec<&str>>())
         .bind(attempt_id)
+        .persistent(named)
         .fetch_all(&mut *tx)
         .await?;
     if booked.len() == holds.len() {
@@ -113,6 +115,7 @@ pub(super) async fn book_pg(
         let (used, held): (i64, i64) = sqlx::query_as(sql::SELECT_METER)
             .bind(&hold.meter)
             .bind(hold.window_start_ms)
+            .persistent(named)
             .fetch_optional(&mut *tx)
             .await?
             .unwrap_or((0, 0));

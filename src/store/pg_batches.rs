@@ -47,12 +47,13 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::{FromRow as _, PgExecutor, Row as _};
 use uuid::Uuid;
 
 use super::attempts::CasOutcome;
 use super::batch_lane::{BatchLimits, Lane};
+use super::postgres::OneStatement;
 use super::rows::JobRow;
 use super::{DbError, StoreError, sql};
 use crate::jobs::{Amounts, AttemptState};
@@ -126,27 +127,49 @@ pub(super) struct PgBatches {
 
 impl PgBatches {
     /// `in_flight` batches of each kind may run at once, each on its own
-    /// pool connection.
-    pub(super) fn spawn(pool: &PgPool, in_flight: usize) -> PgBatches {
-        let for_inserts = pool.clone();
-        let for_deliveries = pool.clone();
+    /// pool connection; `transaction_pooling` as in `postgres.rs`.
+    pub(super) fn spawn(pool: &PgPool, in_flight: usize, transaction_pooling: bool) -> PgBatches {
+        let for_inserts = Pg { pool: pool.clone(), transaction_pooling };
+        let for_deliveries = for_inserts.clone();
         PgBatches {
             inserts: Lane::spawn("insert", in_flight, LIMITS, JobInsert::size, move |jobs| {
-                let pool = for_inserts.clone();
-                async move { insert_each(&pool, jobs).await }
+                let pg = for_inserts.clone();
+                async move { insert_each(&pg, jobs).await }
             }),
             deliveries: Lane::spawn("delivery", in_flight, LIMITS, Delivery::size, move |deliveries| {
-                let pool = for_deliveries.clone();
-                async move { deliver_each(&pool, deliveries).await }
+                let pg = for_deliveries.clone();
+                async move { deliver_each(&pg, deliveries).await }
             }),
         }
     }
 }
 
-/// Runs [`sql::INSERT_JOBS_PG`]; the rows of the jobs it inserted.
+/// The pool, and whether a transaction pooler stands before it.
+#[derive(Debug, Clone)]
+struct Pg {
+    pool: PgPool,
+    transaction_pooling: bool,
+}
+
+impl Pg {
+    /// Runs `statement` on one connection as `postgres.rs` says; commits.
+    async fn one<R>(
+        &self,
+        statement: impl AsyncFnOnce(&mut PgConnection, bool) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let mut one = OneStatement::begin(&self.pool, self.transaction_pooling).await?;
+        let out = statement(one.conn(), !self.transaction_pooling).await?;
+        one.finish().await?;
+        Ok(out)
+    }
+}
+
+/// Runs [`sql::INSERT_JOBS_PG`]; the rows of the jobs it inserted. `named`:
+/// sqlx's `persistent` (see `PostgresStore::named`).
 pub(super) async fn insert_jobs<'e>(
     executor: impl PgExecutor<'e>,
     jobs: &[JobInsert],
+    named: bool,
 ) -> Result<Vec<JobRow>, StoreError> {
     let rows = sqlx::query_as::<_, JobRow>(sql::INSERT_JOBS_PG)
         .bind(column(jobs, |job| job.id))
@@ -164,6 +187,7 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.nanos)))
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.tokens)))
         .bind(column(jobs, |job| job.open_attempts))
+        .persistent(named)
         .fetch_all(executor)
         .await?;
     Ok(rows)
@@ -174,15 +198,18 @@ fn column<'a, T, C>(items: &'a [T], field: impl Fn(&'a T) -> C) -> Vec<C> {
     items.iter().map(field).collect()
 }
 
-async fn insert_each(pool: &PgPool, jobs: Vec<JobInsert>) -> Vec<Result<Option<JobRow>, StoreError>> {
-    match insert_jobs(pool, &jobs).await {
+async fn insert_each(pg: &Pg, jobs: Vec<JobInsert>) -> Vec<Result<Option<JobRow>, StoreError>> {
+    match pg.one(async |conn, named| insert_jobs(conn, &jobs, named).await).await {
         Ok(rows) => {
             let mut inserted: HashMap<Uuid, JobRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
             jobs.iter().map(|job| Ok(inserted.remove(&job.id))).collect()
         }
         Err(err) => {
             one_at_a_time(err, &jobs, |job| async move {
-                Ok(insert_jobs(pool, std::slice::from_ref(job)).await?.pop())
+                Ok(pg
+                    .one(async |conn, named| insert_jobs(conn, std::slice::from_ref(job), named).await)
+                    .await?
+                    .pop())
             })
             .await
         }
@@ -191,7 +218,11 @@ async fn insert_each(pool: &PgPool, jobs: Vec<JobInsert>) -> Vec<Result<Option<J
 
 /// Runs [`sql::COMPLETE_JOBS_PG`], or [`sql::COMPLETE_JOB_PG`] for a lone
 /// delivery; the rows of the attempts that settled.
-async fn complete_jobs(pool: &PgPool, deliveries: &[Delivery]) -> Result<Vec<PgRow>, StoreError> {
+async fn complete_jobs(
+    conn: &mut PgConnection,
+    deliveries: &[Delivery],
+    named: bool,
+) -> Result<Vec<PgRow>, StoreError> {
     if let [lone] = deliveries {
         let rows = sqlx::query(sql::COMPLETE_JOB_PG)
             .bind(lone.job_id)
@@ -203,7 +234,8 @@ async fn complete_jobs(pool: &PgPool, deliveries: &[Delivery]) -> Result<Vec<PgR
             .bind(lone.charge.nanos)
             .bind(lone.charge.tokens)
             .bind(lone.usage.as_deref())
-            .fetch_all(pool)
+            .persistent(named)
+            .fetch_all(conn)
             .await?;
         return Ok(rows);
     }
@@ -218,17 +250,18 @@ async fn complete_jobs(pool: &PgPool, deliveries: &[Delivery]) -> Result<Vec<PgR
         .bind(column(deliveries, |d| d.charge.tokens))
         .bind(column(deliveries, |d| d.usage.as_deref()))
         .persistent(false)
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     Ok(rows)
 }
 
-async fn deliver_each(pool: &PgPool, deliveries: Vec<Delivery>) -> Vec<Result<CasOutcome, StoreError>> {
-    match complete_jobs(pool, &deliveries).await {
+async fn deliver_each(pg: &Pg, deliveries: Vec<Delivery>) -> Vec<Result<CasOutcome, StoreError>> {
+    match pg.one(async |conn, named| complete_jobs(conn, &deliveries, named).await).await {
         Ok(rows) => outcomes(&deliveries, rows),
         Err(err) => {
             one_at_a_time(err, &deliveries, |delivery| async move {
-                let rows = complete_jobs(pool, std::slice::from_ref(delivery)).await?;
+                let one = std::slice::from_ref(delivery);
+                let rows = pg.one(async |conn, named| complete_jobs(conn, one, named).await).await?;
                 outcomes(std::slice::from_ref(delivery), rows).pop().unwrap_or(Ok(CasOutcome::NotDeliverable))
             })
             .await
@@ -338,6 +371,11 @@ mod tests {
         Some(pool)
     }
 
+    /// The pool with no pooler before it.
+    fn plain(pool: &PgPool) -> Pg {
+        Pg { pool: pool.clone(), transaction_pooling: false }
+    }
+
     fn job(key: &str, with_attempt: bool) -> JobInsert {
         JobInsert {
             id: Uuid::now_v7(),
@@ -376,7 +414,7 @@ mod tests {
     async fn a_key_twice_in_one_batch_is_inserted_once() {
         let Some(pool) = fresh_pool().await else { return };
         let (first, again) = (job("k", true), job("k", true));
-        let results = insert_each(&pool, vec![first.clone(), again.clone()]).await;
+        let results = insert_each(&plain(&pool), vec![first.clone(), again.clone()]).await;
         let inserted: Vec<_> = results.into_iter().map(Result::unwrap).collect();
         assert_eq!(inserted[0].as_ref().map(JobRow::id), Some(first.id));
         assert!(inserted[1].is_none(), "the second of a key finds it taken");
@@ -394,7 +432,7 @@ mod tests {
         let mut bad = job("bad", true);
         bad.fingerprint = "short".to_owned();
         let (good, other) = (job("good", true), job("other", false));
-        let results = insert_each(&pool, vec![good.clone(), bad, other.clone()]).await;
+        let results = insert_each(&plain(&pool), vec![good.clone(), bad, other.clone()]).await;
         assert_eq!(results[0].as_ref().unwrap().as_ref().map(JobRow::id), Some(good.id));
         assert!(matches!(results[1], Err(StoreError::Database(_))), "{:?}", results[1]);
         assert_eq!(results[2].as_ref().unwrap().as_ref().map(JobRow::id), Some(other.id));
@@ -407,7 +445,7 @@ mod tests {
     async fn two_attempts_of_one_job_in_one_batch_one_wins_and_the_other_names_it() {
         let Some(pool) = fresh_pool().await else { return };
         let job = job("race", true);
-        insert_jobs(&pool, std::slice::from_ref(&job)).await.unwrap();
+        insert_jobs(&pool, std::slice::from_ref(&job), true).await.unwrap();
         // Attempt 1 was declared unknown and abandoned; attempt 2 is live.
         // Both answer at the same moment.
         let first = first_attempt(&job);
@@ -434,9 +472,11 @@ mod tests {
         .await
         .unwrap();
 
-        let outcomes =
-            deliver_each(&pool, vec![delivery(&job, first, "\"one\""), delivery(&job, second, "\"two\"")])
-                .await;
+        let outcomes = deliver_each(
+            &plain(&pool),
+            vec![delivery(&job, first, "\"one\""), delivery(&job, second, "\"two\"")],
+        )
+        .await;
         let outcomes: Vec<CasOutcome> = outcomes.into_iter().map(Result::unwrap).collect();
         let winner = match (&outcomes[0], &outcomes[1]) {
             (CasOutcome::Won(won), CasOutcome::Superseded { winner }) => {
@@ -465,8 +505,8 @@ mod tests {
     async fn a_lone_delivery_runs_the_one_row_statement_with_the_same_outcomes() {
         let Some(pool) = fresh_pool().await else { return };
         let job = job("lone", true);
-        insert_jobs(&pool, std::slice::from_ref(&job)).await.unwrap();
-        let once = deliver_each(&pool, vec![delivery(&job, first_attempt(&job), "\"answer\"")]).await;
+        insert_jobs(&pool, std::slice::from_ref(&job), true).await.unwrap();
+        let once = deliver_each(&plain(&pool), vec![delivery(&job, first_attempt(&job), "\"answer\"")]).await;
         match &once[..] {
             [Ok(CasOutcome::Won(won))] => {
                 assert_eq!(won.result.as_deref(), Some("\"answer\""));
@@ -474,7 +514,7 @@ mod tests {
             }
             other => panic!("a lone delivery wins: {other:?}"),
         }
-        let again = deliver_each(&pool, vec![delivery(&job, first_attempt(&job), "\"again\"")]).await;
+        let again = deliver_each(&plain(&pool), vec![delivery(&job, first_attempt(&job), "\"again\"")]).await;
         assert!(matches!(again[..], [Ok(CasOutcome::NotDeliverable)]), "{again:?}");
     }
 
@@ -482,7 +522,7 @@ mod tests {
     async fn an_attempt_that_cannot_deliver_does_not_hold_back_its_batch() {
         let Some(pool) = fresh_pool().await else { return };
         let (settled, live) = (job("settled", true), job("live", true));
-        insert_jobs(&pool, &[settled.clone(), live.clone()]).await.unwrap();
+        insert_jobs(&pool, &[settled.clone(), live.clone()], true).await.unwrap();
         sqlx::query(
             "UPDATE attempts SET state = 'failed', finished_at = 2, cost_nanos = 0, tokens = 0 WHERE id = $1",
         )
@@ -491,7 +531,7 @@ mod tests {
         .await
         .unwrap();
         let outcomes = deliver_each(
-            &pool,
+            &plain(&pool),
             vec![
                 delivery(&settled, first_attempt(&settled), "\"late\""),
                 delivery(&live, first_attempt(&live), "\"answer\""),

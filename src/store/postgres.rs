@@ -1,5 +1,28 @@
 //! PostgreSQL backend: the shared store when several gateway replicas run
 //! behind a load balancer.
+//!
+//! Through a pooler in transaction mode (`[store] transaction_pooling`,
+//! PgBouncer's `pool_mode = transaction`) a client connection is paired
+//! with a server connection for one transaction at a time, and between two
+//! transactions it may be paired with another. What sqlx does by default
+//! breaks there, in two ways:
+//!
+//! - It names a statement (`sqlx_s_1`, …) on its connection and reuses the
+//!   name — even with its statement cache off, it only stops reusing it. On
+//!   the next server connection the name is missing ("prepared statement
+//!   does not exist") or another client's ("already exists"). So no
+//!   statement is named ([`PostgresStore::named`]: sqlx's `persistent`).
+//! - Even unnamed, a statement with arguments takes two exchanges, each
+//!   ending in a `Sync`: the parse (and its description), then the bind
+//!   and execute. Outside a transaction the pooler may hand the connection
+//!   to another client between them, and the bind finds no statement. So a
+//!   lone statement runs inside a transaction of its own
+//!   ([`OneStatement`]); the transactions the store opens anyway keep their
+//!   server connection to their end.
+//!
+//! What needs a session — `LISTEN` (`listener.rs`) and the migrations,
+//! which hold an advisory lock — connects to `[store] direct_url`, the
+//! database itself.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -7,7 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Connection as _;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
 
 use super::pg_batches::PgBatches;
 use super::{DbError, StoreError};
@@ -20,8 +45,11 @@ pub struct PostgresStore {
     pub(super) pool: PgPool,
     /// Job inserts and result CASes, batched across jobs.
     pub(super) batches: Arc<PgBatches>,
-    /// Kept to explain a failure to connect (see [`PostgresStore::explain`]).
-    options: Box<PgConnectOptions>,
+    /// `[store] direct_url` (else `url`): for `LISTEN` and the migrations,
+    /// and to explain a failure to connect ([`PostgresStore::explain`]).
+    pub(super) session_options: Box<PgConnectOptions>,
+    /// `[store] transaction_pooling`.
+    transaction_pooling: bool,
     acquire_timeout: Duration,
 }
 
@@ -33,21 +61,66 @@ impl PostgresStore {
     /// Each batch lane may use a quarter of the pool at once, so that the
     /// two lanes leave half of it to reads, attempts and the sweep.
     pub(super) fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(&config.url)?;
+        let mut options = PgConnectOptions::from_str(&config.url)?;
+        if config.transaction_pooling {
+            // A startup parameter PgBouncer does not know is refused
+            // (unless its `ignore_startup_parameters` lists it), and this
+            // one matters only to floats sent as text: the store sends
+            // none, and reads every result in binary.
+            options = options.extra_float_digits(None);
+        }
+        let session_options = match &config.direct_url {
+            Some(url) => PgConnectOptions::from_str(url)?,
+            None => options.clone(),
+        };
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout.into())
-            .connect_lazy_with(options.clone());
+            .connect_lazy_with(options);
         let in_flight = (config.max_connections as usize / 4).max(1);
-        let batches = Arc::new(PgBatches::spawn(&pool, in_flight));
+        let transaction_pooling = config.transaction_pooling;
+        let batches = Arc::new(PgBatches::spawn(&pool, in_flight, transaction_pooling));
         let acquire_timeout = config.acquire_timeout.into();
-        Ok(PostgresStore { pool, batches, options: Box::new(options), acquire_timeout })
+        Ok(PostgresStore {
+            pool,
+            batches,
+            session_options: Box::new(session_options),
+            transaction_pooling,
+            acquire_timeout,
+        })
     }
 
+    /// Whether a statement may be named on its connection and kept there
+    /// (sqlx's `persistent`, its default): not through a transaction pooler.
+    pub(super) fn named(&self) -> bool {
+        !self.transaction_pooling
+    }
+
+    /// A connection to run one statement on (see [`OneStatement`]).
+    pub(super) async fn one_statement(&self) -> Result<OneStatement, sqlx::Error> {
+        OneStatement::begin(&self.pool, self.transaction_pooling).await
+    }
+
+    /// On one connection of its own to the database itself (`direct_url`):
+    /// the migrator holds an advisory lock for the session, which a pooler
+    /// in transaction mode would not keep.
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        match MIGRATOR.run(&self.pool).await {
+        let connected =
+            tokio::time::timeout(self.acquire_timeout, PgConnection::connect_with(&self.session_options))
+                .await;
+        let mut connection = match connected {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(err)) => return Err(self.explain(err.into(), &self.session_options).await),
+            Err(_) => {
+                let why = format!("{} did not answer within acquire_timeout", target(&self.session_options));
+                return Err(StoreError::Unavailable(DbError::Connect(why)));
+            }
+        };
+        let migrated = MIGRATOR.run(&mut connection).await;
+        let _ = connection.close().await;
+        match migrated {
             Ok(()) => Ok(()),
-            Err(err) => Err(self.explain(err.into()).await),
+            Err(err) => Err(self.explain(err.into(), &self.session_options).await),
         }
     }
 
@@ -55,10 +128,9 @@ impl PostgresStore {
     /// only says that it timed out, and a migration error names a line of
     /// the migrator; one direct connection says why ("connection refused",
     /// "database \"x\" does not exist", an authentication failure).
-    async fn explain(&self, err: StoreError) -> StoreError {
-        let target = format!("PostgreSQL at {}:{}", self.options.get_host(), self.options.get_port());
-        let tried =
-            tokio::time::timeout(self.acquire_timeout, PgConnection::connect_with(&self.options)).await;
+    async fn explain(&self, err: StoreError, options: &PgConnectOptions) -> StoreError {
+        let target = target(options);
+        let tried = tokio::time::timeout(self.acquire_timeout, PgConnection::connect_with(options)).await;
         let why = match tried {
             Ok(Ok(connection)) => {
                 let _ = connection.close().await;
@@ -72,5 +144,44 @@ impl PostgresStore {
             Err(_) => format!("{target} did not answer within acquire_timeout"),
         };
         StoreError::Unavailable(DbError::Connect(why))
+    }
+}
+
+fn target(options: &PgConnectOptions) -> String {
+    format!("PostgreSQL at {}:{}", options.get_host(), options.get_port())
+}
+
+/// A connection for one statement: the pool's as it is, or, through a
+/// transaction pooler, inside a transaction of its own, so that the
+/// statement's parse and its execution reach the same server connection.
+/// Run the statement on [`OneStatement::conn`], then [`OneStatement::finish`].
+pub(super) enum OneStatement {
+    Plain(PoolConnection<Postgres>),
+    Pinned(Transaction<'static, Postgres>),
+}
+
+impl OneStatement {
+    pub(super) async fn begin(pool: &PgPool, transaction_pooling: bool) -> Result<Self, sqlx::Error> {
+        Ok(if transaction_pooling {
+            OneStatement::Pinned(pool.begin().await?)
+        } else {
+            OneStatement::Plain(pool.acquire().await?)
+        })
+    }
+
+    pub(super) fn conn(&mut self) -> &mut PgConnection {
+        match self {
+            OneStatement::Plain(connection) => connection,
+            OneStatement::Pinned(transaction) => transaction,
+        }
+    }
+
+    /// Commits the statement's transaction, if it has one. (Dropped
+    /// instead, it is rolled back.)
+    pub(super) async fn finish(self) -> Result<(), sqlx::Error> {
+        match self {
+            OneStatement::Plain(_) => Ok(()),
+            OneStatement::Pinned(transaction) => transaction.commit().await,
+        }
     }
 }

@@ -481,3 +481,26 @@ pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
     });
     Spawned { child, url: format!("http://127.0.0.1:{port}"), logs }
 }
+
+/// A system program (`haproxy`, `pgbouncer`) on the PATH or in the sbin
+/// directories Debian installs daemons in. Missing, the test FAILS if
+/// `require_var` is `1` (CI sets it) and otherwise prints a loud SKIPPED
+/// line and gets `None`.
+pub fn system_binary(name: &str, require_var: &str, what: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let sbin = ["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from);
+    let dirs = path.split(':').filter(|dir| !dir.is_empty()).map(PathBuf::from).chain(sbin);
+    if let Some(found) = dirs.map(|dir| dir.join(name)).find(|candidate| candidate.is_file()) {
+        return Some(found);
+    }
+    if std::env::var(require_var).is_ok_and(|v| v == "1") {
+        panic!("{name} is required ({require_var}=1) but is not installed");
+    }
+    loud(&format!(
+        "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
+         !!! SKIPPED: {what} — {name} is not installed\n\
+         !!! apt-get install {name}; CI sets {require_var}=1.\n\
+         !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+    ));
+    None
+}
