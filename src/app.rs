@@ -3,7 +3,6 @@
 //! integration tests start the gateway the same way.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use intentgate_providers::sim::{SimHandle, Simulator};
 use tokio::net::TcpListener;
@@ -39,6 +38,8 @@ pub struct RunningGateway {
     pub engine: Engine,
     /// The in-process simulator, when enabled; dropping it stops it.
     pub simulator: Option<SimHandle>,
+    /// The configuration the doors read; [`api::reload::reload`] swaps it.
+    pub live: api::Live,
     stopper: Stopper,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -185,15 +186,15 @@ async fn start_with_simulator(
     let unready_delay = config.server.unready_delay.into();
     let state = AppState {
         max_body_bytes: config.server.max_body_bytes,
-        config: Arc::new(config),
+        live: api::Live::new(config, principals),
         store: store.clone(),
         engine: engine.clone(),
-        principals: Arc::new(principals),
     };
     engine.spawn_sweeper();
     engine.spawn_settled_listener();
     engine.tasks().spawn_watch(crate::telemetry::upkeep());
     let (shutdown, mut stopped) = watch::channel(false);
+    let live = state.live.clone();
     let app = api::router(state);
     let tasks = engine.tasks().clone();
     // The root task: the server, then the engine's drain. (Every other task
@@ -211,7 +212,8 @@ async fn start_with_simulator(
         served
     });
     tracing::info!(%addr, store = store.backend(), "intentgate listening");
-    Ok(RunningGateway { addr, store, engine, simulator, stopper: Stopper { shutdown, unready_delay }, task })
+    let stopper = Stopper { shutdown, unready_delay };
+    Ok(RunningGateway { addr, store, engine, simulator, live, stopper, task })
 }
 
 /// Every check `start` makes before it opens the database, and that needs

@@ -160,24 +160,6 @@ async fn listening(gw: &TestGateway) {
         .unwrap();
 }
 
-async fn seen(
-    what: &str,
-    events: &mut tokio::sync::broadcast::Receiver<EngineEvent>,
-    wanted: impl Fn(&EngineEvent) -> bool,
-) {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match events.recv().await {
-                Ok(event) if wanted(&event) => return,
-                Ok(_) => {}
-                Err(err) => panic!("event stream: {err}"),
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("never seen: {what}"))
-}
-
 /// Two gateways through PgBouncer in transaction mode: every intent of a
 /// load (16 clients, each key sent to both gateways at once) is one job
 /// with one upstream call, every request answered with the succeeded job;
@@ -277,7 +259,7 @@ async fn two_gateways_through_pgbouncer_in_transaction_mode() {
         response.json::<Value>().await.unwrap()
     });
     let job_id: Uuid = id.parse().unwrap();
-    seen(
+    common::wait_for_event(
         "B awaiting the job",
         &mut b_events,
         |e| matches!(e, EngineEvent::Awaiting { job_id: j } if *j == job_id),
@@ -285,7 +267,7 @@ async fn two_gateways_through_pgbouncer_in_transaction_mode() {
     .await;
     let released = Instant::now();
     sim.release("pgb-wake");
-    seen(
+    common::wait_for_event(
         "B announced the settle",
         &mut b_events,
         |e| matches!(e, EngineEvent::Announced { job_id: j } if *j == job_id),

@@ -105,7 +105,7 @@ fn start_refused(state: &AppState, err: ManualStartError, job_id: uuid::Uuid) ->
         ),
         ManualStartError::NotFound => Problem::new(ProblemType::NotFound, format!("no job `{job_id}`")),
         ManualStartError::Refused(refusal) => {
-            Problem::limit(&refusal, state.engine.currency(), state.engine.clock().now_ms())
+            Problem::limit(&refusal, &state.engine.currency(), state.engine.clock().now_ms())
                 .with("job_id", job_id.to_string())
         }
         ManualStartError::Engine(err) => Problem::engine(err, StoreStage::AfterCommit(job_id)),

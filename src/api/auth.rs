@@ -22,7 +22,7 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let key = presented_key(parts)?;
         state
-            .principals
+            .principals()
             .authenticate(key)
             .cloned()
             .map(Caller)
@@ -73,7 +73,7 @@ impl FromRequestParts<AppState> for Admin {
         if caller.0.is_admin() {
             Ok(Admin(caller))
         } else {
-            Err(Problem::new(ProblemType::Forbidden, "settling attempts needs an admin key"))
+            Err(Problem::new(ProblemType::Forbidden, "this call needs an admin key"))
         }
     }
 }

@@ -89,7 +89,7 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
     gate.refresh(&state.store).await.map_err(lookup)?;
     let now = now_ms();
     let mut contracts = Vec::new();
-    for route in &state.config.routes {
+    for route in &state.config().routes {
         let max_age: Duration = route.contract_max_age.into();
         let max_age_ms = u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX);
         for (index, provider) in route.chain.iter().enumerate() {

@@ -45,7 +45,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
     }
     state.store.ping().await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
     Ok(Json(
-        json!({"status": "ready", "store": state.store.backend(), "config_version": state.config.version}),
+        json!({"status": "ready", "store": state.store.backend(), "config_version": state.config().version}),
     ))
 }
 

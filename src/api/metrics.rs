@@ -26,13 +26,13 @@ pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> 
     // The unknown-attempts gauge is read from the store, so it is right
     // whichever replica settled what.
     let counts = state.store.unknown_attempts_by_provider().await?;
-    for provider in &state.config.providers {
+    for provider in &state.config().providers {
         let count = counts.iter().find(|(name, _)| *name == provider.name).map_or(0, |(_, count)| *count);
         metrics::gauge!(telemetry::UNKNOWN_ATTEMPTS, "provider" => provider.name.clone()).set(count as f64);
     }
     // Health is this process's own: each replica reports its circuits.
     let unhealthy = state.engine.unhealthy_providers();
-    for provider in &state.config.providers {
+    for provider in &state.config().providers {
         let open = unhealthy.contains(&provider.name);
         metrics::gauge!(telemetry::PROVIDERS_UNHEALTHY, "provider" => provider.name.clone()).set(if open {
             1.0
@@ -40,7 +40,7 @@ pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> 
             0.0
         });
     }
-    metrics::gauge!(telemetry::CONFIG_INFO, "version" => state.config.version.clone()).set(1.0);
+    metrics::gauge!(telemetry::CONFIG_INFO, "version" => state.config().version.clone()).set(1.0);
     let body = telemetry::handle().map(|handle| handle.render()).unwrap_or_default();
     let mut response = body.into_response();
     response

@@ -30,6 +30,7 @@ mod openapi;
 mod prefer;
 mod problem;
 mod queue;
+pub mod reload;
 mod responses;
 mod routes;
 mod submit;
@@ -62,18 +63,51 @@ use crate::store::Store;
 /// What every handler can reach. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    pub config: Arc<Config>,
+    pub live: Live,
     pub store: Store,
     pub engine: Engine,
-    pub principals: Arc<Principals>,
     pub max_body_bytes: usize,
+}
+
+impl AppState {
+    /// The configuration now (a reload swaps it; see [`Live`]).
+    pub fn config(&self) -> Arc<Config> {
+        self.live.now().0
+    }
+
+    /// The API keys now, as principals.
+    pub fn principals(&self) -> Arc<Principals> {
+        self.live.now().1
+    }
+}
+
+/// The configuration and principals the doors read, swapped together by a
+/// reload (`app::Reloader`): a request reads one pair, never half of each.
+/// The engine keeps its own snapshot (see `engine::reload`).
+#[derive(Clone)]
+pub struct Live(Arc<std::sync::RwLock<(Arc<Config>, Arc<Principals>)>>);
+
+impl Live {
+    pub fn new(config: Config, principals: Principals) -> Live {
+        Live(Arc::new(std::sync::RwLock::new((Arc::new(config), Arc::new(principals)))))
+    }
+
+    pub fn now(&self) -> (Arc<Config>, Arc<Principals>) {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Makes `config` and `principals` what every request from now on reads.
+    pub fn replace(&self, config: Config, principals: Principals) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            (Arc::new(config), Arc::new(principals));
+    }
 }
 
 pub fn router(state: AppState) -> Router {
     // Every body, whoever reads it, within `server.max_body_bytes` (the
     // handlers' own reads use `extract::read_body` with the same limit).
     let body_limit = DefaultBodyLimit::max(state.max_body_bytes);
-    let body_read_timeout: Duration = state.config.server.body_read_timeout.into();
+    let body_read_timeout: Duration = state.config().server.body_read_timeout.into();
     Router::new()
         .route("/v1/jobs", get(jobs::find_by_key).post(jobs::create))
         .route("/v1/jobs/search", get(browse::search))
@@ -89,6 +123,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/contracts", get(contracts::list))
         .route("/v1/overview", get(browse::overview))
         .route("/v1/whoami", get(browse::whoami))
+        .route("/v1/admin/reload", post(reload::reload_config))
         .route("/console", get(console::page_handler))
         .route("/console/console.js", get(console::script_handler))
         .route("/console/console.css", get(console::style_handler))

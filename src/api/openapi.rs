@@ -23,8 +23,8 @@ use super::problem::{
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
 use super::{
-    anthropic, attempts, browse, console, contracts, health, jobs, metrics, openai, queue, responses, routes,
-    usage,
+    anthropic, attempts, browse, console, contracts, health, jobs, metrics, openai, queue, reload, responses,
+    routes, usage,
 };
 
 #[derive(OpenApi)]
@@ -56,6 +56,7 @@ use super::{
         attempts::cancel,
         attempts::resolve_provider,
         routes::list,
+        reload::reload_config,
         usage::usage,
         openai::chat_completions,
         openai::models,

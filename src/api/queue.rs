@@ -102,8 +102,9 @@ pub async fn unknown(State(state): State<AppState>, caller: Caller) -> Result<Re
     let attempts = queued
         .iter()
         .map(|item| {
-            let route = state.config.routes.iter().find(|route| route.name == item.route);
-            let next_provider = route.and_then(|route| next_provider(gate, route, &item.attempt.provider));
+            let config = state.config();
+            let route = config.routes.iter().find(|route| route.name == item.route);
+            let next_provider = route.and_then(|route| next_provider(&gate, route, &item.attempt.provider));
             let then = match (&next_provider, route) {
                 (Some(next), _) => format!("the chain continues on {next}"),
                 (None, Some(_)) => "no provider of the chain is left to try: the job fails".to_owned(),

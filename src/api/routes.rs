@@ -26,8 +26,8 @@ use super::{AppState, Caller, Problem};
 pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, Problem> {
     let gate = state.engine.gate();
     gate.refresh(&state.store).await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
-    let routes: Vec<Value> = state
-        .config
+    let config = state.config();
+    let routes: Vec<Value> = config
         .routes
         .iter()
         .map(|route| {
@@ -38,8 +38,7 @@ pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json
                 .map(|(index, provider)| {
                     let verdict = gate.verdict(route, provider);
                     let health = state.engine.provider_health(provider);
-                    let max_execution = state
-                        .config
+                    let max_execution = config
                         .providers
                         .iter()
                         .find(|p| p.name == *provider)

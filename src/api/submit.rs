@@ -33,7 +33,7 @@ pub async fn submit(
         Ok(Submission::Accepted(submitted)) => Ok(*submitted),
         Ok(Submission::Conflict { job_id }) => Err(Problem::key_reused(job_id)),
         Ok(Submission::Refused(refusal)) => {
-            Err(Problem::limit(&refusal, state.engine.currency(), state.engine.clock().now_ms()))
+            Err(Problem::limit(&refusal, &state.engine.currency(), state.engine.clock().now_ms()))
         }
         Err(SubmitError::BeforeCommit(err)) => Err(Problem::engine(err, StoreStage::BeforeCommit)
             .with("idempotency_key", new.idempotency_key.as_str())),
@@ -74,7 +74,8 @@ pub fn new_job(
                 .with("path", "/input"));
         }
     }
-    let Some(route) = state.config.route_named(&request.route) else {
+    let config = state.config();
+    let Some(route) = config.route_named(&request.route) else {
         return Err(Problem::new(
             ProblemType::UnknownRoute,
             format!("route `{}` is not configured; GET /v1/routes lists the routes", request.route),

@@ -50,7 +50,7 @@ pub async fn usage(
         None => caller.owner.clone(),
     };
     let meters = state.engine.usage(&owner).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
-    Ok(Json(usage_body(&owner, state.engine.currency(), &meters)))
+    Ok(Json(usage_body(&owner, &state.engine.currency(), &meters)))
 }
 
 /// The body of `GET /v1/usage` (also what `intentgate usage --json` prints).

@@ -233,6 +233,9 @@ async fn serve(args: &ConfigArg) -> ExitCode {
         Err(err) => return fail(err),
     };
     let (stopper, engine) = (gateway.stopper(), gateway.engine.clone());
+    if let Err(err) = reload_on_hangup(&gateway) {
+        return fail(format!("cannot listen for SIGHUP: {err}"));
+    }
     let (drain, unready) = (config_drain, unready_delay);
     // Listening from the start, so that neither signal can fall between
     // two listeners (a second one then would end nothing).
@@ -284,6 +287,26 @@ async fn serve(args: &ConfigArg) -> ExitCode {
         }
         Err(err) => fail(err),
     }
+}
+
+/// Reloads the configuration file on every SIGHUP, as
+/// `POST /v1/admin/reload` does; a refused file is logged and changes
+/// nothing.
+fn reload_on_hangup(gateway: &crate::app::RunningGateway) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        let (live, engine) = (gateway.live.clone(), gateway.engine.clone());
+        gateway.engine.tasks().spawn_watch(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration file");
+                if let Err(err) = crate::api::reload::reload(&live, &engine).await {
+                    tracing::error!(error = %err, "configuration reload refused; the running configuration stays");
+                }
+            }
+        });
+    }
+    Ok(())
 }
 
 /// SIGTERM and SIGINT (Ctrl-C), listened for once for the whole process.

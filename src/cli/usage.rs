@@ -20,7 +20,7 @@ pub async fn show(config: &Config, store: Store, owner: &str, json: bool) -> Exi
         Err(err) => return fail(&err.to_string()),
     };
     if json {
-        println!("{}", crate::api::usage_body(owner, engine.currency(), &meters));
+        println!("{}", crate::api::usage_body(owner, &engine.currency(), &meters));
         return ExitCode::SUCCESS;
     }
     if meters.is_empty() {

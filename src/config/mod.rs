@@ -60,6 +60,10 @@ pub struct Config {
     /// so a rollout shows which replica runs which file.
     #[serde(skip)]
     pub version: String,
+    /// The file it was read from (by [`Config::load`]), which a reload
+    /// reads again.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// How spend is counted (see `[[budgets]]` and the providers' `price`).
@@ -821,6 +825,11 @@ pub enum ConfigError {
     Invalid { path: PathBuf, key: String, message: String },
 }
 
+/// A file's version: the first 12 hex digits of the SHA-256 of its text.
+fn version_of(text: &str) -> String {
+    crate::jobs::sha256_hex(text.as_bytes()).chars().take(12).collect()
+}
+
 impl Config {
     /// Reads the file, applies the `INTENTGATE_*` environment overrides,
     /// and validates.
@@ -830,6 +839,8 @@ impl Config {
         let mut config = Config::parse(path, &text)?;
         config.apply_env_overrides(path)?;
         config.validate(path)?;
+        config.version = version_of(&text);
+        config.source = Some(path.to_owned());
         Ok(config)
     }
 
@@ -838,7 +849,7 @@ impl Config {
     pub fn from_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let mut config = Config::parse(path, text)?;
         config.validate(path)?;
-        config.version = crate::jobs::sha256_hex(text.as_bytes()).chars().take(12).collect();
+        config.version = version_of(text);
         Ok(config)
     }
 

@@ -74,6 +74,14 @@ fn call_context(attempt: &Attempt) -> CallContext {
     CallContext { job_id: attempt.job_id, attempt: number, expect_json: false }
 }
 
+/// The provider [`Engine::choose_provider`] chose, the refusals on the way
+/// to it, and whether it was let through as its circuit's probe.
+pub(super) struct Chosen {
+    pub name: String,
+    pub refused: Vec<String>,
+    pub probe: bool,
+}
+
 /// A job this drive completed: the job as the winning write left it, and
 /// the number of the attempt that won.
 #[derive(Debug)]
@@ -109,7 +117,8 @@ impl Engine {
             .map_err(|err| EngineError::Unsendable(err.to_string()))?;
         let pick = match self.route(new.route()) {
             Some(route) => {
-                Some((route, self.pick_provider(route, (0..route.chain.len()).collect(), &request).await?))
+                let pick = self.pick_provider(&route, (0..route.chain.len()).collect(), &request).await?;
+                Some((route, pick))
             }
             None => None,
         };
@@ -211,7 +220,7 @@ impl Engine {
                 }
                 return Ok(Next::Stop);
             }
-            let Some(route) = self.route(&job.route).cloned() else {
+            let Some(route) = self.route(&job.route) else {
                 let reason = format!("route `{}` is no longer configured", job.route);
                 return self.cannot_drive(&job, &next, reason).await;
             };
@@ -286,8 +295,8 @@ impl Engine {
         refused_so_far: &mut Vec<String>,
     ) -> Result<Option<Attempt>, EngineError> {
         let job_id = job.id;
-        let provider = match first {
-            First::Provider(name) => name,
+        let chosen = match first {
+            First::Provider(name) => Chosen { name, refused: Vec::new(), probe: false },
             _ => {
                 let attempts = if is_fresh { Vec::new() } else { self.store().attempts(job_id).await? };
                 if let Some(open) = attempts.iter().find(|a| a.state.is_open()) {
@@ -303,13 +312,13 @@ impl Engine {
                 }
                 let remaining = plan::remaining(route, &attempts);
                 match self.choose_provider(route, remaining, request).await? {
-                    Ok((name, refused)) => {
-                        refused_so_far.extend(refused);
-                        if let Some(last) = attempts.last().filter(|last| last.provider != name) {
-                            metrics::counter!(telemetry::FAILOVERS, "from" => last.provider.clone(), "to" => name.clone())
+                    Ok(chosen) => {
+                        refused_so_far.extend(chosen.refused.iter().cloned());
+                        if let Some(last) = attempts.last().filter(|last| last.provider != chosen.name) {
+                            metrics::counter!(telemetry::FAILOVERS, "from" => last.provider.clone(), "to" => chosen.name.clone())
                                 .increment(1);
                         }
-                        name
+                        chosen
                     }
                     Err(refused) => {
                         refused_so_far.extend(refused);
@@ -319,15 +328,19 @@ impl Engine {
                 }
             }
         };
-        let reservation = self.reservation(&job.owner, request, &provider);
-        Ok(match self.store().start_attempt(job_id, &provider, &reservation, 1, self.now_ms()).await? {
+        let reservation = self.reservation(&job.owner, request, &chosen.name);
+        let started = self.store().start_attempt(job_id, &chosen.name, &reservation, 1, self.now_ms()).await;
+        if !matches!(started, Ok(StartOutcome::Started(_))) {
+            self.sent_nothing(&chosen);
+        }
+        Ok(match started? {
             StartOutcome::Started(attempt) => Some(attempt),
             StartOutcome::Blocked(blocked) => {
                 tracing::debug!(%job_id, ?blocked, "no new attempt");
                 None
             }
             StartOutcome::Refused(refusal) => {
-                self.end_chain_refused(job, &provider, &refusal, std::mem::take(refused_so_far)).await?;
+                self.end_chain_refused(job, &chosen.name, &refusal, std::mem::take(refused_so_far)).await?;
                 None
             }
         })
@@ -373,13 +386,22 @@ impl Engine {
         route: &RouteConfig,
         positions: Vec<usize>,
         request: &PreparedRequest,
-    ) -> Result<Result<(String, Vec<String>), Vec<String>>, EngineError> {
+    ) -> Result<Result<Chosen, Vec<String>>, EngineError> {
         let pick = self.pick_provider(route, positions, request).await?;
         let refused = self.report_refused(route, &pick.refused);
         Ok(match pick.provider {
-            Some(name) => Ok((name, refused)),
+            Some(name) => Ok(Chosen { name, refused, probe: pick.probe }),
             None => Err(refused),
         })
+    }
+
+    /// Nothing was sent to the provider `chosen` named (its attempt was
+    /// blocked or refused): a probe it was let through as goes back, so the
+    /// next request probes instead of waiting out a cool-down more.
+    pub(super) fn sent_nothing(&self, chosen: &Chosen) {
+        if chosen.probe {
+            self.inner.health.release_probe(&chosen.name);
+        }
     }
 
     /// What [`Engine::choose_provider`] decides, without telling anyone yet

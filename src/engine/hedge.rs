@@ -135,17 +135,21 @@ impl Engine {
         let busy =
             |position: &usize| open.iter().any(|running| running.attempt.provider == route.chain[*position]);
         let positions = plan::remaining(route, &attempts).into_iter().filter(|p| !busy(p)).collect();
-        let provider = match self.choose_provider(route, positions, request).await {
-            Ok(Ok((name, _refused))) => name,
+        let chosen = match self.choose_provider(route, positions, request).await {
+            Ok(Ok(chosen)) => chosen,
             Ok(Err(refused)) => return not_started("no_provider", &refused.join("; ")),
             Err(err) => return not_started("store", &err.to_string()),
         };
+        let provider = chosen.name.clone();
         let Some(entry) = self.provider(&provider) else { return not_started("no_provider", &provider) };
         let reservation = self.reservation(&job.owner, request, &provider);
         let started = self
             .store()
             .start_attempt(job.id, &provider, &reservation, route.open_attempts(), self.now_ms())
             .await;
+        if !matches!(started, Ok(StartOutcome::Started(_))) {
+            self.sent_nothing(&chosen);
+        }
         let attempt = match started {
             Ok(StartOutcome::Started(attempt)) => attempt,
             Ok(StartOutcome::Refused(refusal)) => {
@@ -176,13 +180,16 @@ impl Engine {
     fn trail(&self, route: &RouteConfig, running: RunningCall) {
         let (engine, route) = (self.clone(), route.clone());
         let what = format!("hedged attempt {} of job {}", running.attempt.number, running.attempt.job_id);
-        self.tasks().spawn_listener(what, async move {
-            let (attempt, seen) = engine.await_call(&route, running).await;
-            if let Err(err) = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await {
-                tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
+        self.tasks().spawn_listener(
+            what,
+            self.keep_config(async move {
+                let (attempt, seen) = engine.await_call(&route, running).await;
+                if let Err(err) = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await {
+                    tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
                     "cannot record a hedged attempt's outcome; the recovery sweep will");
-            }
-        });
+                }
+            }),
+        );
     }
 }
 

@@ -24,12 +24,12 @@ impl Engine {
     pub(super) fn spawn_late_listener(&self, attempt: Attempt, route: String, pending: Option<LateCall>) {
         let engine = self.clone();
         let what = format!("attempt {} of job {} on `{}`", attempt.number, attempt.job_id, attempt.provider);
-        self.tasks().spawn_listener(what, async move {
+        self.tasks().spawn_listener(what, self.keep_config(async move {
             let job_id = attempt.job_id;
             if let Err(err) = engine.listen_late(attempt, &route, pending).await {
                 tracing::error!(%job_id, error = %err, "cannot settle an unknown attempt; the recovery sweep will");
             }
-        });
+        }));
     }
 
     async fn listen_late(

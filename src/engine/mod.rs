@@ -15,6 +15,7 @@
 
 mod clock;
 mod conclude;
+mod configured;
 pub use conclude::{CONTENT_REFUSED, OUTCOME_UNKNOWN};
 mod balance;
 mod decide;
@@ -37,7 +38,6 @@ mod submit;
 mod tasks;
 mod waiters;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,6 +61,7 @@ pub use waiters::Waiters;
 use crate::config::{Config, ProviderConfig, RouteConfig};
 use crate::jobs::{Attempt, AttemptState, Job};
 use crate::store::{Lease, Store, StoreError};
+use configured::Configured;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -78,25 +79,6 @@ pub enum EngineError {
     Unsendable(String),
 }
 
-/// Every configured provider, built: its API key read from the environment
-/// and its HTTP client constructed.
-fn build_providers(config: &Config) -> Result<HashMap<String, ProviderEntry>, EngineError> {
-    let mut providers = HashMap::new();
-    for provider in &config.providers {
-        let built = Provider::new(provider.to_settings()?)
-            .map_err(|err| EngineError::Provider { name: provider.name.clone(), message: err.to_string() })?;
-        providers.insert(
-            provider.name.clone(),
-            ProviderEntry {
-                provider: Arc::new(built),
-                config: provider.clone(),
-                prompt_counter: std::sync::OnceLock::new(),
-            },
-        );
-    }
-    Ok(providers)
-}
-
 /// A cheap handle on the engine; clones share one state.
 #[derive(Clone)]
 pub struct Engine {
@@ -105,8 +87,9 @@ pub struct Engine {
 
 struct Inner {
     store: Store,
-    providers: HashMap<String, ProviderEntry>,
-    routes: HashMap<String, RouteConfig>,
+    /// The current configuration's providers, routes, gate and limits
+    /// (see `configured.rs`); a reload swaps it.
+    configured: std::sync::RwLock<Arc<Configured>>,
     instance: String,
     /// False for the operator CLI: a job it lets go on is driven by a
     /// serving instance's sweep, not by a process about to exit.
@@ -116,16 +99,12 @@ struct Inner {
     waiters: Waiters,
     leases: leases::HeldLeases,
     streams: StreamHub,
-    gate: Gate,
     health: health::Health,
     /// Each provider's time to first byte, for least-latency pools.
     latencies: balance::Latencies,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
     clock: Clock,
     tasks: Tasks,
-    /// Budgets and rate limits (see `spend.rs`).
-    limits: crate::budgets::Limits,
-    billing: crate::config::BillingConfig,
 }
 
 /// How the drive of a new job ended, for the request that created it:
@@ -179,15 +158,12 @@ struct ProviderEntry {
 
 impl Engine {
     pub fn new(config: &Config, store: Store) -> Result<Engine, EngineError> {
-        let providers = build_providers(config)?;
-        let routes = config.routes.iter().map(|route| (route.name.clone(), route.clone())).collect();
-        let gate = Gate::load(config).map_err(EngineError::Contracts)?;
+        let configured = std::sync::RwLock::new(Arc::new(Configured::build(config)?));
         let instance = config.engine.instance_id.clone().unwrap_or_else(|| format!("gw-{}", Uuid::now_v7()));
         Ok(Engine {
             inner: Arc::new(Inner {
                 store,
-                providers,
-                routes,
+                configured,
                 instance,
                 drives: true,
                 lease_ttl: config.engine.lease_ttl.into(),
@@ -195,14 +171,11 @@ impl Engine {
                 waiters: Waiters::default(),
                 leases: leases::HeldLeases::default(),
                 streams: StreamHub::default(),
-                gate,
                 health: health::Health::default(),
                 latencies: balance::Latencies::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
                 tasks: Tasks::default(),
-                limits: config.limits(),
-                billing: config.billing.clone(),
             }),
         })
     }
@@ -212,9 +185,36 @@ impl Engine {
     /// contract gate (its suites) — so `intentgate config check` refuses
     /// what `serve` would.
     pub fn preflight(config: &Config) -> Result<(), EngineError> {
-        build_providers(config)?;
-        Gate::load(config).map_err(EngineError::Contracts)?;
+        Configured::build(config).map(drop)
+    }
+
+    /// Makes `config` the configuration of every job created from now on:
+    /// its providers built, its gate's records read, then swapped in whole.
+    /// A job being driven keeps the snapshot it started with. Nothing is
+    /// swapped if any part cannot be built.
+    pub async fn reload(&self, config: &Config) -> Result<(), EngineError> {
+        let configured = Configured::build(config)?;
+        configured.gate.reload(&self.inner.store).await?;
+        let mut current = self.inner.configured.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *current = Arc::new(configured);
         Ok(())
+    }
+
+    /// The configuration this task works under: its drive's snapshot if it
+    /// is a drive (or a task a drive started), else the current one.
+    fn configured(&self) -> Arc<Configured> {
+        Configured::of_this_drive().unwrap_or_else(|| {
+            Arc::clone(&self.inner.configured.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        })
+    }
+
+    /// `work` under this task's configuration, to be spawned: a drive or a
+    /// listener keeps the snapshot it started with.
+    fn keep_config<F: std::future::Future>(
+        &self,
+        work: F,
+    ) -> impl std::future::Future<Output = F::Output> + use<F> {
+        Configured::scope(self.configured(), work)
     }
 
     /// An engine for the operator CLI: same rules, but it never drives a
@@ -263,11 +263,11 @@ impl Engine {
     /// provider (or `start_with`).
     pub fn spawn_drive(&self, job_id: Uuid, start_with: Option<String>) {
         let engine = self.clone();
-        self.inner.tasks.spawn_drive(async move {
+        self.inner.tasks.spawn_drive(self.keep_config(async move {
             if let Err(err) = engine.drive(job_id, start_with).await {
                 tracing::error!(%job_id, error = %err, "driving the job failed; the recovery sweep will retry");
             }
-        });
+        }));
     }
 
     /// Drives a job this instance has just created: it was inserted already
@@ -292,7 +292,8 @@ impl Engine {
             let winner = completed.as_ref().map(|done| done.attempt_number);
             let _ = report.send(DriveReport { completed, winner, provider_time });
         };
-        self.inner.tasks.spawn_drive(PROVIDER_TIME.scope(std::cell::Cell::new(Duration::ZERO), drive));
+        let drive = PROVIDER_TIME.scope(std::cell::Cell::new(Duration::ZERO), drive);
+        self.inner.tasks.spawn_drive(self.keep_config(drive));
         DriveOutcome(outcome)
     }
 
@@ -336,8 +337,8 @@ impl Engine {
     }
 
     /// The failover gate: contract records and runtime shape checks.
-    pub fn gate(&self) -> &Gate {
-        &self.inner.gate
+    pub fn gate(&self) -> Arc<Gate> {
+        Arc::clone(&self.configured().gate)
     }
 
     /// Providers whose circuit is open now (cooling down or probing).
@@ -406,11 +407,11 @@ impl Engine {
         });
     }
 
-    fn route(&self, name: &str) -> Option<&RouteConfig> {
-        self.inner.routes.get(name)
+    fn route(&self, name: &str) -> Option<Arc<RouteConfig>> {
+        self.configured().routes.get(name).cloned()
     }
 
-    fn provider(&self, name: &str) -> Option<&ProviderEntry> {
-        self.inner.providers.get(name)
+    fn provider(&self, name: &str) -> Option<Arc<ProviderEntry>> {
+        self.configured().providers.get(name).cloned()
     }
 }

@@ -105,7 +105,7 @@ impl Engine {
                     positions = (0..route.chain.len()).collect();
                 }
                 match self.choose_provider(&route, positions, &request).await? {
-                    Ok((name, _refused)) => name,
+                    Ok(chosen) => chosen.name,
                     Err(refused) => return Err(ManualStartError::NoEligibleProvider(refused)),
                 }
             }
@@ -132,11 +132,11 @@ impl Engine {
             };
         let engine = self.clone();
         let started = attempt.clone();
-        self.tasks().spawn_drive(async move {
+        self.tasks().spawn_drive(self.keep_config(async move {
             if let Err(err) = engine.drive_claimed(started.job_id, First::Started(started)).await {
                 tracing::error!(error = %err, "driving a manual attempt failed");
             }
-        });
+        }));
         Ok(attempt)
     }
 

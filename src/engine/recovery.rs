@@ -80,11 +80,11 @@ impl Engine {
         } else {
             tracing::info!(%job_id, "took over a job whose driver stopped; continuing its chain");
             let engine = self.clone();
-            self.tasks().spawn_drive(async move {
+            self.tasks().spawn_drive(self.keep_config(async move {
                 if let Err(err) = engine.drive_claimed(job_id, First::Plan).await {
                     tracing::error!(%job_id, error = %err, "driving a recovered job failed");
                 }
-            });
+            }));
         }
         Ok(true)
     }

@@ -48,7 +48,7 @@ impl Engine {
     /// Whether an attempt of `owner` on `route` sent to `provider` reserves
     /// anything: a limit meters it or the provider has a price.
     fn reserves(&self, owner: &str, route: &str, provider: &str) -> bool {
-        self.inner.limits.meters_attempts(owner, route)
+        self.configured().limits.meters_attempts(owner, route)
             || self.provider(provider).is_some_and(|entry| entry.config.price.is_some())
     }
 
@@ -64,14 +64,14 @@ impl Engine {
         let mut chat = chat.clone();
         let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
         if unlimited && self.reserves(owner, &request.route, provider) {
-            let mut limit = self.inner.billing.default_max_tokens;
+            let mut limit = self.configured().billing.default_max_tokens;
             // What is left of the window after the prompt, so the filled-in
             // limit never makes the provider refuse the request.
             if let Some(entry) = self.provider(provider)
                 && let Some(window) = entry.config.context_window
             {
                 let prompt =
-                    entry.provider.render(&chat, false).map_or(0, |body| Self::prompt_tokens(entry, &body));
+                    entry.provider.render(&chat, false).map_or(0, |body| Self::prompt_tokens(&entry, &body));
                 limit = limit.min(u64::from(window).saturating_sub(prompt).max(1));
             }
             chat.max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX));
@@ -102,13 +102,13 @@ impl Engine {
             // Nothing can be sent (the attempt fails unsent): nothing to reserve.
             return Reservation::default();
         };
-        let prompt_tokens = Self::prompt_tokens(entry, &body);
+        let prompt_tokens = Self::prompt_tokens(&entry, &body);
         let field = |name: &str| body.get(name).and_then(Value::as_u64);
         // Gemini carries the limit in `generationConfig.maxOutputTokens`.
         let gemini = body.pointer("/generationConfig/maxOutputTokens").and_then(Value::as_u64);
         let limit = match (field("max_completion_tokens"), field("max_tokens").or(gemini)) {
             _ if matches!(request.work, Work::Embed(_)) => 0,
-            (None, None) => self.inner.billing.default_max_tokens,
+            (None, None) => self.configured().billing.default_max_tokens,
             (a, b) => a.unwrap_or(0).max(b.unwrap_or(0)),
         };
         let completion_tokens = limit.saturating_mul(field("n").unwrap_or(1).max(1));
@@ -117,8 +117,8 @@ impl Engine {
             nanos: price.map_or(0, |price| price.worst_case_nanos(prompt_tokens, completion_tokens)),
             tokens: i64::try_from(prompt_tokens.saturating_add(completion_tokens)).unwrap_or(i64::MAX),
         };
-        let holds = if self.inner.limits.meters_attempts(owner, &request.route) {
-            self.inner.limits.attempt_holds(owner, &request.route, amounts, self.now_ms())
+        let holds = if self.configured().limits.meters_attempts(owner, &request.route) {
+            self.configured().limits.attempt_holds(owner, &request.route, amounts, self.now_ms())
         } else {
             Vec::new()
         };
@@ -130,10 +130,10 @@ impl Engine {
     /// rendered body, or its bytes): an upper bound, for clients that ask
     /// before they send (`POST /v1/messages/count_tokens`).
     pub fn count_prompt_tokens(&self, route: &str, request: &PreparedRequest) -> Option<u64> {
-        let first = self.route(route)?.chain.first()?;
-        let entry = self.provider(first)?;
+        let route = self.route(route)?;
+        let entry = self.provider(route.chain.first()?)?;
         let body = request.work.render(&entry.provider, false).ok()?;
-        Some(Self::prompt_tokens(entry, &body))
+        Some(Self::prompt_tokens(&entry, &body))
     }
 
     /// The prompt tokens of `body` (a rendered provider body) as `entry`
@@ -158,7 +158,7 @@ impl Engine {
         let window = u64::from(entry.config.context_window?);
         let completion = request.completion_limit().unwrap_or(0);
         let body = request.work.render(&entry.provider, false).ok()?;
-        let prompt = Self::prompt_tokens(entry, &body);
+        let prompt = Self::prompt_tokens(&entry, &body);
         (prompt.saturating_add(completion) > window).then(|| {
             format!(
                 "its context_window of {window} tokens cannot hold this request ({prompt} prompt tokens at \
@@ -217,9 +217,10 @@ impl Engine {
     pub async fn usage(&self, owner: &str) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
         use crate::budgets::{LimitKind, Window};
         let now = self.now_ms();
-        let limits = &self.inner.limits;
+        let configured = self.configured();
+        let limits = &configured.limits;
         let mut meters: Vec<(LimitKind, String, i64, Window)> = Vec::new();
-        for route in self.inner.routes.keys() {
+        for route in configured.routes.keys() {
             for (meter, limit, window) in limits.budget_meters(owner, route) {
                 meters.push((LimitKind::Budget, meter, limit, window));
             }
@@ -250,7 +251,7 @@ impl Engine {
     }
 
     /// `[billing] currency`.
-    pub fn currency(&self) -> &str {
-        &self.inner.billing.currency
+    pub fn currency(&self) -> String {
+        self.configured().billing.currency.clone()
     }
 }

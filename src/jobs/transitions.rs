@@ -99,45 +99,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_unknown_attempt_is_never_failed_over_from_while_open() {
-        let attempt = crate::jobs::Attempt {
-            id: uuid::Uuid::nil(),
-            job_id: uuid::Uuid::nil(),
-            number: 1,
-            provider: "p".into(),
-            state: AttemptState::Unknown,
-            job_version: 0,
-            outcome: None,
-            detail: None,
-            response: None,
-            resolved_by: None,
-            started_at_ms: 0,
-            finished_at_ms: None,
-            reserved: Default::default(),
-            charged: None,
-            usage: None,
-            lane: 1,
-            unknown_at_ms: None,
-        };
-        assert_eq!(
-            may_start_attempt(JobStatus::Unknown, std::slice::from_ref(&attempt), 1),
-            Err(StartBlocked::OutcomeUnknown { attempt_id: attempt.id, number: 1 })
-        );
-        let settled = crate::jobs::Attempt { state: AttemptState::Abandoned, ..attempt };
-        assert_eq!(may_start_attempt(JobStatus::Unknown, &[settled], 1), Ok(1));
-        assert!(matches!(
-            may_start_attempt(JobStatus::Succeeded, &[], 1),
-            Err(StartBlocked::Completed { .. })
-        ));
-    }
-
-    /// A hedged job's bound: each open attempt holds a lane, a new one takes
-    /// the lowest free lane, and none starts while every lane is held.
-    #[test]
-    fn a_hedged_job_opens_attempts_up_to_its_bound_in_free_lanes() {
-        let open = |number: i32, lane: i32, state: AttemptState| crate::jobs::Attempt {
-            id: uuid::Uuid::from_u128(number as u128),
+    /// Attempt `number` of a job, in `lane`, in `state`.
+    fn attempt(number: i32, lane: i32, state: AttemptState) -> crate::jobs::Attempt {
+        crate::jobs::Attempt {
+            id: uuid::Uuid::from_u128(u128::try_from(number).unwrap_or(0)),
             job_id: uuid::Uuid::nil(),
             number,
             provider: "p".into(),
@@ -154,18 +119,39 @@ mod tests {
             usage: None,
             lane,
             unknown_at_ms: None,
-        };
-        let first = open(1, 1, AttemptState::Starting);
+        }
+    }
+
+    #[test]
+    fn an_unknown_attempt_is_never_failed_over_from_while_open() {
+        let attempt = attempt(1, 1, AttemptState::Unknown);
+        assert_eq!(
+            may_start_attempt(JobStatus::Unknown, std::slice::from_ref(&attempt), 1),
+            Err(StartBlocked::OutcomeUnknown { attempt_id: attempt.id, number: 1 })
+        );
+        let settled = crate::jobs::Attempt { state: AttemptState::Abandoned, ..attempt };
+        assert_eq!(may_start_attempt(JobStatus::Unknown, &[settled], 1), Ok(1));
+        assert!(matches!(
+            may_start_attempt(JobStatus::Succeeded, &[], 1),
+            Err(StartBlocked::Completed { .. })
+        ));
+    }
+
+    /// A hedged job's bound: each open attempt holds a lane, a new one takes
+    /// the lowest free lane, and none starts while every lane is held.
+    #[test]
+    fn a_hedged_job_opens_attempts_up_to_its_bound_in_free_lanes() {
+        let first = attempt(1, 1, AttemptState::Starting);
         let running = JobStatus::Running;
         assert_eq!(may_start_attempt(running, std::slice::from_ref(&first), 2), Ok(2));
-        let both = [first.clone(), open(2, 2, AttemptState::Unknown)];
+        let both = [first.clone(), attempt(2, 2, AttemptState::Unknown)];
         assert_eq!(
             may_start_attempt(running, &both, 2),
             Err(StartBlocked::InFlight { attempt_id: first.id, number: 1 }),
             "both lanes held"
         );
         assert_eq!(may_start_attempt(running, &both, 3), Ok(3));
-        let lane_one_free = [open(1, 1, AttemptState::Failed), open(2, 2, AttemptState::Starting)];
+        let lane_one_free = [attempt(1, 1, AttemptState::Failed), attempt(2, 2, AttemptState::Starting)];
         assert_eq!(may_start_attempt(running, &lane_one_free, 2), Ok(1));
         assert!(may_start_attempt(running, std::slice::from_ref(&first), 1).is_err(), "no hedge: one lane");
     }

@@ -359,10 +359,21 @@ pub async fn wait_for_attempt(
     number: i32,
     state: intentgate::jobs::AttemptState,
 ) {
-    let wanted = |event: &EngineEvent| {
+    let what = format!("attempt {number} of {job_id} becoming {state}");
+    wait_for_event(&what, events, |event| {
         matches!(event, EngineEvent::AttemptSettled { job_id: j, number: n, state: s, .. }
             if j.to_string() == job_id && *n == number && *s == state)
-    };
+    })
+    .await;
+}
+
+/// Waits (on engine events, not sleeps) for an event `wanted` accepts;
+/// panics after 10 s, naming `what` it waited for.
+pub async fn wait_for_event(
+    what: &str,
+    events: &mut tokio::sync::broadcast::Receiver<EngineEvent>,
+    wanted: impl Fn(&EngineEvent) -> bool,
+) {
     tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match events.recv().await {
@@ -373,7 +384,7 @@ pub async fn wait_for_attempt(
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("attempt {number} of {job_id} never became {state}"));
+    .unwrap_or_else(|_| panic!("never seen: {what}"))
 }
 
 /// `GET /v1/jobs/{id}` with `Prefer: wait=10`: returns once the job left

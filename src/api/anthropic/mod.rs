@@ -104,7 +104,8 @@ pub async fn count_tokens(
     let (job, _) = translate::to_job(fields)?;
     let request: crate::jobs::JobRequest = serde_json::from_value(job)
         .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
-    let Some(route) = state.config.route_named(&request.route) else {
+    let config = state.config();
+    let Some(route) = config.route_named(&request.route) else {
         return Err(Problem::new(
             ProblemType::UnknownRoute,
             format!("route `{}` is not configured", request.route),

@@ -53,7 +53,8 @@ pub async fn serve<D: Door>(
     if keyless {
         new.idempotency_key = keyless_key(state, headers, &new).await?;
     }
-    let wait: Duration = if translated.background { Duration::ZERO } else { state.config.openai.wait.into() };
+    let wait: Duration =
+        if translated.background { Duration::ZERO } else { state.config().openai.wait.into() };
     let submitted = submit(state, &new, wait, translated.stream).await?;
     let job_id = submitted.job.id;
     if let Some(live) = submitted.live {
@@ -78,8 +79,9 @@ pub async fn serve<D: Door>(
 /// it falls in, or of the window before when that one's job is younger
 /// than the window (so a retry just past a window's end still finds it).
 async fn keyless_key(state: &AppState, headers: &HeaderMap, new: &NewJob) -> Result<IdempotencyKey, Problem> {
-    let route = state.config.route(new.route());
-    let mint = state.config.openai.mint_idempotency_keys;
+    let config = state.config();
+    let route = config.route(new.route());
+    let mint = state.config().openai.mint_idempotency_keys;
     let policy =
         route.and_then(|route| route.keyless).unwrap_or(if mint { Keyless::Mint } else { Keyless::Refuse });
     match policy {

@@ -66,8 +66,8 @@ impl Door for ChatCompletions {
     )
 )]
 pub async fn models(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Json<Value> {
-    let names =
-        state.config.routes.iter().flat_map(|route| std::iter::once(&route.name).chain(&route.aliases));
+    let config = state.config();
+    let names = config.routes.iter().flat_map(|route| std::iter::once(&route.name).chain(&route.aliases));
     let names = names.map(String::as_str);
     if headers.contains_key("anthropic-version") {
         // An Anthropic SDK listing models: its list shape.
@@ -102,7 +102,7 @@ pub async fn model(
     _caller: Caller,
     super::extract::PathParams(id): super::extract::PathParams<String>,
 ) -> Result<Json<Value>, Problem> {
-    match state.config.route_named(&id) {
+    match state.config().route_named(&id) {
         Some(_) => Ok(Json(model_object(&id))),
         None => Err(Problem::new(
             ProblemType::NotFound,

@@ -82,6 +82,10 @@ problem_types! {
     MissingParameter = "missing-parameter", BAD_REQUEST, "Missing query parameter";
     /// JSON, but not a valid request (unknown fields are refused)
     InvalidBody = "invalid-body", UNPROCESSABLE_ENTITY, "Invalid body";
+    /// a configuration reload refused the file: it does not parse,
+    /// validate or build (a provider's key variable unset, a suite
+    /// unreadable); the running configuration stays
+    ConfigRejected = "config-rejected", UNPROCESSABLE_ENTITY, "Configuration refused";
     /// `route` (or `model`) is not configured
     UnknownRoute = "unknown-route", UNPROCESSABLE_ENTITY, "Unknown route";
     /// the provider asked for is not in the job's route chain
@@ -150,7 +154,8 @@ impl ProblemType {
             | ProblemType::NoEligibleProvider
             | ProblemType::BudgetExhausted
             | ProblemType::UpstreamFailed
-            | ProblemType::ContentRefused => NO_RETRY,
+            | ProblemType::ContentRefused
+            | ProblemType::ConfigRejected => NO_RETRY,
             ProblemType::JobInProgress | ProblemType::StoreUnavailable => RETRY_SOON,
             // The rest of the body may still be on its way: the connection
             // cannot carry another request.

@@ -1,0 +1,191 @@
+//! Configuration reload without a restart (`POST /v1/admin/reload`, and
+//! SIGHUP to `intentgate serve`), over real HTTP against the simulator on
+//! loopback, on both stores: a changed chain applies to new jobs and not to
+//! a job already driving; a broken file is refused with its reason and the
+//! old configuration keeps serving; the version the replica runs is
+//! reported. Upstream calls are counted at the simulator.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{ADMIN, ALICE, TestGateway, TestStore, set_route};
+use intentgate::jobs::AttemptState;
+use serde_json::{Value, json};
+
+store_matrix!(
+    a_reloaded_chain_serves_new_jobs_and_not_one_already_driving,
+    a_broken_file_is_refused_and_the_running_config_keeps_serving,
+);
+
+/// The shipped config pointed at a fresh simulator, written to a file of
+/// its own that the test edits; and the gateway started from that file.
+async fn gateway_from_a_file(store: &TestStore) -> (TestGateway, PathBuf, toml::Table) {
+    let sim =
+        intentgate_providers::sim::Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let doc = common::test_config_doc(&store.url, Some(sim.addr()));
+    let path = std::env::temp_dir().join(format!("intentgate-reload-{}.toml", uuid::Uuid::now_v7()));
+    write(&path, &doc);
+    let config = intentgate::config::Config::load(&path).unwrap();
+    let mut gw = TestGateway::start_with(config).await;
+    gw.sim = Some(sim);
+    (gw, path, doc)
+}
+
+fn write(path: &Path, doc: &toml::Table) {
+    std::fs::write(path, toml::to_string(doc).unwrap()).unwrap();
+}
+
+async fn reload(gw: &TestGateway) -> reqwest::Response {
+    gw.request(reqwest::Method::POST, "/v1/admin/reload", ADMIN).send().await.unwrap()
+}
+
+async fn running_version(gw: &TestGateway) -> String {
+    let ready: Value = gw.client.get(gw.url("/readyz")).send().await.unwrap().json().await.unwrap();
+    ready["config_version"].as_str().unwrap().to_owned()
+}
+
+async fn create(gw: &TestGateway, key: &str) -> String {
+    let created: Value = gw.create(ALICE, key, &common::chat_body(key)).await.json().await.unwrap();
+    created["id"].as_str().unwrap().to_owned()
+}
+
+/// Job A starts on the primary under chain `sim-primary → sim-fallback`
+/// and is held there; the chain is reloaded as `sim-fallback →
+/// sim-primary`. A new job B starts on `sim-fallback`, the new first;
+/// A's primary then fails (a 500) and A fails over along the chain it
+/// started with — to `sim-fallback`, which the new chain would not have
+/// given it after `sim-primary`.
+async fn a_reloaded_chain_serves_new_jobs_and_not_one_already_driving(store: TestStore) {
+    let (gw, path, mut doc) = gateway_from_a_file(&store).await;
+    let before = running_version(&gw).await;
+    assert_eq!(before.len(), 12, "a file's version is reported: {before:?}");
+    let mut events = gw.events();
+    gw.sim().queue(Some("sim:ok"), "hold=a;status=500", 1).unwrap();
+    let a = create(&gw, "job-a").await;
+    gw.sim().wait_for_calls(1).await; // A's attempt 1 is at the primary
+
+    set_route(
+        &mut doc,
+        "chat",
+        "chain",
+        toml::Value::Array(vec!["sim-fallback".into(), "sim-primary".into()]),
+    );
+    write(&path, &doc);
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status(), 200);
+    let reloaded: Value = reloaded.json().await.unwrap();
+    assert_eq!(reloaded["previous"], before.as_str());
+    assert_ne!(reloaded["version"], before.as_str(), "{reloaded}");
+    assert_eq!(reloaded["restart_required"], json!([]));
+    assert_eq!(running_version(&gw).await, reloaded["version"].as_str().unwrap());
+
+    let b = create(&gw, "job-b").await;
+    let b = common::settled_job(&gw, ALICE, &b).await;
+    assert_eq!(b["result"]["provider"], "sim-fallback", "a new job takes the new chain: {b}");
+
+    gw.sim().release("a");
+    common::wait_for_attempt(&mut events, &a, 1, AttemptState::Failed).await;
+    let a = common::settled_job(&gw, ALICE, &a).await;
+    assert_eq!(a["status"], "succeeded", "{a}");
+    let tried: Vec<&str> =
+        a["attempts"].as_array().unwrap().iter().map(|x| x["provider"].as_str().unwrap()).collect();
+    assert_eq!(tried, ["sim-primary", "sim-fallback"], "the job kept the chain it started with: {a}");
+    let calls = gw.sim().calls();
+    assert_eq!(calls.total, 3, "A twice (primary, fallback), B once: {calls:?}");
+    let _ = std::fs::remove_file(path);
+}
+
+/// A file that does not validate changes nothing: 422 with the reason, the
+/// same version, the same chain; a user key may not reload at all.
+async fn a_broken_file_is_refused_and_the_running_config_keeps_serving(store: TestStore) {
+    let (gw, path, mut doc) = gateway_from_a_file(&store).await;
+    let before = running_version(&gw).await;
+    set_route(&mut doc, "chat", "chain", toml::Value::Array(vec!["ghost".into()]));
+    write(&path, &doc);
+    let refused = reload(&gw).await;
+    let problem = common::assert_problem(refused, 422, "config-rejected").await;
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("routes[0].chain[0]") && detail.contains("ghost"), "names the key: {detail}");
+    assert_eq!(running_version(&gw).await, before, "the running configuration stays");
+    let job = create(&gw, "after-refusal").await;
+    let job = common::settled_job(&gw, ALICE, &job).await;
+    assert_eq!(job["result"]["provider"], "sim-primary", "served by the chain it had: {job}");
+
+    let user = gw.request(reqwest::Method::POST, "/v1/admin/reload", ALICE).send().await.unwrap();
+    common::assert_problem(user, 403, "forbidden").await;
+    let _ = std::fs::remove_file(path);
+}
+
+/// `intentgate serve` reloads on SIGHUP: the version it reports changes to
+/// the new file's, and a new job takes the new chain; a broken file sent
+/// the same way is refused in the log and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_file_serve_was_started_from() {
+    let dir = std::env::temp_dir().join(format!("intentgate-sighup-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store_url = format!("sqlite://{}", dir.join("jobs.db").display());
+    // The shipped config as `serve` runs it (its own simulator, its
+    // contract runs), on a database of its own.
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml")).unwrap();
+    let mut doc: toml::Table = toml::from_str(&shipped).unwrap();
+    doc["store"].as_table_mut().unwrap().insert("url".into(), store_url.into());
+    let path = dir.join("gateway.toml");
+    write(&path, &doc);
+    let mut gateway = common::spawn_serve(&path).await;
+    let client = common::client();
+    let version = |client: reqwest::Client, url: String| async move {
+        let ready: Value = client.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
+        ready["config_version"].as_str().unwrap().to_owned()
+    };
+    let before = version(client.clone(), gateway.url.clone()).await;
+    let hangup = |pid: u32| {
+        let status = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap();
+        assert!(status.success());
+    };
+    let pid = gateway.child.id().unwrap();
+
+    set_route(&mut doc, "chat", "chain", toml::Value::Array(vec!["sim-fallback".into()]));
+    write(&path, &doc);
+    hangup(pid);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        let now = version(client.clone(), gateway.url.clone()).await;
+        if now != before {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGHUP did not reload: {}",
+            gateway.logs.lock().unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let job: Value = client
+        .post(format!("{}/v1/jobs", gateway.url))
+        .bearer_auth(ALICE)
+        .header("idempotency-key", "after-hangup")
+        .header("prefer", "wait=10")
+        .json(&common::chat_body("hi"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
+
+    std::fs::write(&path, "this is not toml = [").unwrap();
+    hangup(pid);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !gateway.logs.lock().unwrap().contains("configuration reload refused") {
+        assert!(std::time::Instant::now() < deadline, "no refusal logged: {}", gateway.logs.lock().unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(version(client.clone(), gateway.url.clone()).await, after, "a broken file changes nothing");
+    gateway.child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
