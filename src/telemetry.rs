@@ -16,6 +16,14 @@
 //! | `intentgate_http_requests_total` | counter | `path` (the matched route), `status` | HTTP requests answered |
 //! | `intentgate_spend_nanos_total` | counter | `provider` | what settled attempts were charged, in nano-units of `[billing] currency` |
 //! | `intentgate_limit_refusals_total` | counter | `kind` = budget, rate | jobs and attempts refused by a budget or rate limit before anything was sent |
+//! | `intentgate_limit_remaining` | gauge | `meter`, `unit` = nanos, requests, tokens | what each budget (nano-units) or rate limit has left in its current window, after what open attempts reserve (read from the store at scrape) |
+//! | `intentgate_provider_tokens_total` | counter | `provider`, `direction` = input, output | tokens the providers reported for answers delivered (won or superseded) |
+//! | `intentgate_time_to_first_token_seconds` | histogram | `provider` | time from a streamed call's start to its first chunk |
+//! | `intentgate_hedged_attempts_total` | counter | `route`, `provider` | attempts a route's hedge started beside a silent one |
+//! | `intentgate_hedges_not_started_total` | counter | `route`, `reason` = budget, no_provider, blocked, store | hedges due that did not start |
+//! | `intentgate_duplicate_executions_total` | counter | `route` | answers that came after another attempt completed the job: the intent ran twice |
+//! | `intentgate_duplicate_spend_nanos_total` | counter | `route` | what those second executions were charged |
+//! | `intentgate_config_info` | gauge | `version` | 1 for the configuration file this replica runs (0 for one a reload replaced) |
 //!
 //! The recorder is installed when the gateway starts ([`install`]), not on
 //! the first scrape: what happens before it is counted, and the counters
@@ -40,6 +48,9 @@ pub const RACES_LOST: &str = "intentgate_cas_races_lost_total";
 pub const UNKNOWN_ATTEMPTS: &str = "intentgate_attempts_unknown";
 pub const FAILOVERS: &str = "intentgate_failovers_total";
 pub const HEDGES: &str = "intentgate_hedged_attempts_total";
+pub const LIMIT_REMAINING: &str = "intentgate_limit_remaining";
+pub const PROVIDER_TOKENS: &str = "intentgate_provider_tokens_total";
+pub const TIME_TO_FIRST_TOKEN: &str = "intentgate_time_to_first_token_seconds";
 pub const HEDGES_NOT_STARTED: &str = "intentgate_hedges_not_started_total";
 pub const DUPLICATE_EXECUTIONS: &str = "intentgate_duplicate_executions_total";
 pub const DUPLICATE_SPEND: &str = "intentgate_duplicate_spend_nanos_total";
@@ -123,6 +134,18 @@ pub fn install(config: &crate::config::Config) {
             metrics::counter!(ATTEMPTS, "provider" => provider.name.clone(), "outcome" => outcome.as_str())
                 .increment(0);
         }
+        for direction in ["input", "output"] {
+            metrics::counter!(PROVIDER_TOKENS, "provider" => provider.name.clone(), "direction" => direction)
+                .increment(0);
+        }
+    }
+    // Every way a chain may fail over: from a provider to one after it.
+    for route in &config.routes {
+        for (i, from) in route.chain.iter().enumerate() {
+            for to in &route.chain[i + 1..] {
+                metrics::counter!(FAILOVERS, "from" => from.clone(), "to" => to.clone()).increment(0);
+            }
+        }
     }
     for route in config.routes.iter().filter(|route| route.hedge.is_some()) {
         for provider in &route.chain {
@@ -167,6 +190,16 @@ fn describe() {
         "1, labelled with the version of the configuration this process runs."
     );
     metrics::describe_histogram!(PROVIDER_LATENCY, metrics::Unit::Seconds, "Provider call time per attempt.");
+    metrics::describe_histogram!(
+        TIME_TO_FIRST_TOKEN,
+        metrics::Unit::Seconds,
+        "Time from a streamed call's start to its first chunk, by provider."
+    );
+    metrics::describe_counter!(PROVIDER_TOKENS, "Tokens providers reported for delivered answers, by direction.");
+    metrics::describe_gauge!(
+        LIMIT_REMAINING,
+        "What each budget (nano-units) or rate limit has left in its window, after reservations."
+    );
     metrics::describe_histogram!(OVERHEAD, metrics::Unit::Seconds, "Request time minus provider time.");
     metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");
     metrics::describe_counter!(SPEND, "What settled attempts were charged, in nano-units of the currency.");

@@ -41,6 +41,7 @@ async fn metrics_move_with_the_scenarios() {
         let Some(store) = TestStore::new(backend).await else { continue };
         jobs_and_failovers(&store).await;
         race_and_unknown(&store).await;
+        streams_tokens_and_limits(&store).await;
     }
 }
 
@@ -49,8 +50,14 @@ async fn jobs_and_failovers(store: &TestStore) {
         TestGateway::start_tweaked(store, |doc| set_provider(doc, "sim-primary", "model", "sim:status=503"))
             .await;
     let before = scrape(&gw).await;
+    for line in [
+        "intentgate_failovers_total{from=\"sim-primary\",to=\"sim-fallback\"} 0",
+        "intentgate_provider_tokens_total{provider=\"sim-fallback\",direction=\"output\"} 0",
+    ] {
+        assert!(before.lines().any(|l| l == line), "exposed at zero before anything happened: {line}\n{before}");
+    }
     let id = create_id(&gw, "m-1").await;
-    common::settled_job(&gw, ALICE, &id).await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
     assert_eq!(gw.create(ALICE, "m-1", &chat_body("m-1")).await.status(), 200);
     assert_eq!(gw.create(ALICE, "m-1", &chat_body("other")).await.status(), 409);
     let after = scrape(&gw).await;
@@ -63,6 +70,11 @@ async fn jobs_and_failovers(store: &TestStore) {
     assert_eq!(delta("intentgate_attempts_total", &rejected), 1.0);
     assert_eq!(delta("intentgate_attempts_total", &[("provider", "sim-fallback"), ("outcome", "ok")]), 1.0);
     assert_eq!(delta("intentgate_failovers_total", &[("from", "sim-primary"), ("to", "sim-fallback")]), 1.0);
+    let usage = &job["result"]["usage"];
+    for (direction, reported) in [("input", "prompt_tokens"), ("output", "completion_tokens")] {
+        let tokens = delta("intentgate_provider_tokens_total", &[("provider", "sim-fallback"), ("direction", direction)]);
+        assert_eq!(tokens, usage[reported].as_f64().unwrap(), "{direction} tokens as reported: {usage}");
+    }
     assert!(delta("intentgate_provider_latency_seconds_count", &[("provider", "sim-fallback")]) >= 1.0);
     assert!(delta("intentgate_gateway_overhead_seconds_count", &[("path", "/v1/jobs")]) >= 3.0, "{after}");
 }
@@ -102,4 +114,38 @@ async fn race_and_unknown(store: &TestStore) {
         1.0,
         "a race increments the counter by exactly one"
     );
+}
+
+/// A streamed answer records its time to first token; a budget's room left
+/// in its window is a gauge read from the store.
+async fn streams_tokens_and_limits(store: &TestStore) {
+    let gw = TestGateway::start_tweaked(store, |doc| {
+        let mut price = toml::Table::new();
+        price.insert("input_per_mtok".into(), 100.0.into());
+        price.insert("output_per_mtok".into(), 200.0.into());
+        set_provider(doc, "sim-primary", "price", price);
+        let mut budget = toml::Table::new();
+        budget.insert("owner".into(), "alice".into());
+        budget.insert("limit".into(), 1.0.into());
+        budget.insert("window".into(), "1d".into());
+        doc.insert("budgets".into(), toml::Value::Array(vec![budget.into()]));
+    })
+    .await;
+    let before = scrape(&gw).await;
+    let body = json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "stream me"}]});
+    let streamed = gw.chat_completion("m-stream", &body).await;
+    assert_eq!(streamed.status(), 200);
+    assert!(streamed.text().await.unwrap().contains("[DONE]"));
+    let after = scrape(&gw).await;
+    let first_token = |text: &str| {
+        sample(text, "intentgate_time_to_first_token_seconds_count", &[("provider", "sim-primary")])
+    };
+    assert_eq!(first_token(&after) - first_token(&before), 1.0);
+    let usage: Value = gw.get(ALICE, "/v1/usage").await.json().await.unwrap();
+    let meter = &usage["budgets"][0];
+    let left = sample(&after, "intentgate_limit_remaining", &[("meter", meter["meter"].as_str().unwrap())]);
+    let expected = meter["limit_nanos"].as_i64().unwrap() - meter["spent_nanos"].as_i64().unwrap()
+        - meter["reserved_nanos"].as_i64().unwrap();
+    assert!(expected < 1_000_000_000, "the stream was charged: {usage}");
+    assert_eq!(left, expected as f64, "{usage}");
 }

@@ -17,12 +17,15 @@ DROP INDEX attempts_one_open_per_job;
 CREATE UNIQUE INDEX attempts_one_open_per_lane ON attempts (job_id, lane)
     WHERE state IN ('starting', 'unknown');
 
--- Lane 1 is every job's; the look-up runs only for a hedged attempt. A
--- plpgsql test, not a trigger WHEN (see 0005: a WHEN is parsed for every
--- statement, the function compiled once per connection).
+-- Lane 1 is every job's; the function runs only for a hedged attempt. Here
+-- a WHEN costs less than the plpgsql call it saves (unlike 0005's UPDATE
+-- trigger): measured with pgbench, one prepared INSERT per transaction,
+-- 0.247–0.249 ms with the WHEN, 0.26–0.31 ms with none, 0.27–0.31 ms
+-- calling the function for every row; a 20,000-row INSERT took 0.36–0.54 s
+-- with the WHEN, 0.38–0.52 s with none, 0.77–0.80 s calling it.
 CREATE FUNCTION attempts_lane_within_bound() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.lane > 1 AND NEW.lane > (SELECT open_attempts FROM jobs WHERE id = NEW.job_id) THEN
+    IF NEW.lane > (SELECT open_attempts FROM jobs WHERE id = NEW.job_id) THEN
         RAISE EXCEPTION 'more open attempts than the job''s open_attempts'
             USING ERRCODE = 'check_violation';
     END IF;
@@ -31,7 +34,7 @@ END;
 $$;
 
 CREATE TRIGGER attempts_lane_within_bound BEFORE INSERT ON attempts
-    FOR EACH ROW EXECUTE FUNCTION attempts_lane_within_bound();
+    FOR EACH ROW WHEN (NEW.lane > 1) EXECUTE FUNCTION attempts_lane_within_bound();
 
 -- Neither number moves once written, or the bound could be walked around.
 -- `UPDATE OF` fires only for a statement that sets the column, which the

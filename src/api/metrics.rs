@@ -41,12 +41,32 @@ pub async fn render(State(state): State<AppState>) -> Result<Response, Problem> 
         });
     }
     metrics::gauge!(telemetry::CONFIG_INFO, "version" => state.config().version.clone()).set(1.0);
+    limits_remaining(&state).await?;
     let body = telemetry::handle().map(|handle| handle.render()).unwrap_or_default();
     let mut response = body.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     Ok(response)
+}
+
+/// What every owner's budgets and rate limits have left in their current
+/// windows, as `intentgate_limit_remaining`: read from the store, so every
+/// replica reports the same.
+async fn limits_remaining(state: &AppState) -> Result<(), Problem> {
+    let config = state.config();
+    let mut owners: Vec<&str> =
+        config.principals.iter().map(|p| p.owner.as_deref().unwrap_or(&p.name)).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    for owner in owners {
+        for meter in state.engine.usage(owner).await? {
+            let left = (meter.limit - meter.used - meter.held).max(0);
+            metrics::gauge!(telemetry::LIMIT_REMAINING, "meter" => meter.meter, "unit" => meter.kind.unit())
+                .set(left as f64);
+        }
+    }
+    Ok(())
 }
 
 /// The provider time a handler's request spent waiting on, put in the

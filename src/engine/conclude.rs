@@ -236,6 +236,13 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
         let finish_reason = response.finish_reason.clone();
+        if let Some(usage) = &response.usage {
+            let provider = attempt.provider.clone();
+            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "input")
+                .increment(usage.prompt_tokens);
+            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider, "direction" => "output")
+                .increment(usage.completion_tokens);
+        }
         // Won or superseded, the provider did the work: it costs what it
         // reported (its reservation if it reported nothing).
         let reported = response.completion.get("usage").filter(|usage| !usage.is_null());

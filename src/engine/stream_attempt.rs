@@ -42,7 +42,10 @@ impl Engine {
         let task = self.spawn_stream(provider, chat, context, attempt.number, first_chunk);
         let attempt_timeout: Duration = route.attempt_timeout.into();
         tokio::select! {
-            _ = first_chunk_seen => {}
+            _ = first_chunk_seen => {
+                metrics::histogram!(crate::telemetry::TIME_TO_FIRST_TOKEN, "provider" => attempt.provider.clone())
+                    .record(call_started.elapsed().as_secs_f64());
+            }
             () = tokio::time::sleep(attempt_timeout) => {
                 let reason = format!("no first chunk within the route's attempt_timeout of {}", route.attempt_timeout);
                 let call = Some(LateCall { call: self.outcome_only(task), streamed: true, offer });
