@@ -148,6 +148,23 @@ pub struct CallContext {
     pub attempt: u32,
     /// Parse the answer as JSON; an answer that is not JSON is `bad_output`.
     pub expect_json: bool,
+    /// Sent as W3C `traceparent`: the attempt's span, when traces are exported.
+    pub traceparent: Option<TraceParent>,
+}
+
+/// A W3C trace context: the span a provider request is made under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    pub trace_id: u128,
+    pub span_id: u64,
+    pub sampled: bool,
+}
+
+impl TraceParent {
+    /// The `traceparent` header's value (version `00`).
+    pub fn header(&self) -> String {
+        format!("00-{:032x}-{:016x}-{:02x}", self.trace_id, self.span_id, u8::from(self.sampled))
+    }
 }
 
 #[cfg(test)]

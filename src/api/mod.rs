@@ -206,6 +206,7 @@ async fn trace_request(request: Request, next: Next) -> Response {
         .get::<axum::extract::MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |matched| matched.as_str().to_owned());
     let span = tracing::info_span!("request", %method, %path, status = tracing::field::Empty);
+    crate::traces::continue_trace(&span, request.headers());
     let started = std::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();

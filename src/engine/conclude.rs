@@ -236,6 +236,8 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
         let finish_reason = response.finish_reason.clone();
+        let usage = response.usage.as_ref().map(|usage| (usage.prompt_tokens, usage.completion_tokens));
+        let answered_model = response.model.clone();
         if let Some(usage) = &response.usage {
             let provider = attempt.provider.clone();
             metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "input")
@@ -280,7 +282,13 @@ impl Engine {
             .await?;
         metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Ok.as_str())
             .increment(1);
-        tracing::Span::current().record("outcome", AttemptOutcome::Ok.as_str());
+        crate::traces::record_outcome(AttemptOutcome::Ok.as_str());
+        let cas = match outcome {
+            CasOutcome::Won(_) => "won",
+            CasOutcome::Superseded { .. } => "superseded",
+            CasOutcome::NotDeliverable => "not_deliverable",
+        };
+        crate::traces::record_answer(answered_model.as_deref(), usage, cas);
         if !matches!(outcome, CasOutcome::NotDeliverable) {
             self.record_charge(attempt, Some(charged));
         }
@@ -331,7 +339,7 @@ impl Engine {
             self.record_charge(attempt, charge);
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.as_str())
                 .increment(1);
-            tracing::Span::current().record("outcome", outcome.as_str());
+            crate::traces::record_outcome(outcome.as_str());
             // An `unknown` attempt's settling is announced by the caller
             // once the job resumed (see `settle_open`).
             if from != AttemptState::Unknown {
@@ -372,7 +380,7 @@ impl Engine {
             }
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Unknown.as_str())
                 .increment(1);
-            tracing::Span::current().record("outcome", AttemptOutcome::Unknown.as_str());
+            crate::traces::record_outcome(AttemptOutcome::Unknown.as_str());
             self.emit_settled(attempt, AttemptState::Unknown);
         }
         let event = StreamEvent::Failed {

@@ -71,7 +71,8 @@ fn seen_of(
 
 fn call_context(attempt: &Attempt) -> CallContext {
     let number = u32::try_from(attempt.number).unwrap_or(u32::MAX);
-    CallContext { job_id: attempt.job_id, attempt: number, expect_json: false }
+    let traceparent = crate::traces::current_parent();
+    CallContext { job_id: attempt.job_id, attempt: number, expect_json: false, traceparent }
 }
 
 /// The provider [`Engine::choose_provider`] chose, the refusals on the way
@@ -254,6 +255,7 @@ impl Engine {
                 provider = %attempt.provider,
                 outcome = tracing::field::Empty,
             );
+            self.describe_attempt(&span, &attempt, request);
             match self.run_attempt(&job, &route, request, attempt, retries).instrument(span).await? {
                 done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
@@ -531,6 +533,30 @@ impl Engine {
                 self.conclude(&attempt, &route.name, live, seen).await
             }
         }
+    }
+
+    /// The attempt span's GenAI attributes (see `traces.rs`).
+    pub(super) fn describe_attempt(
+        &self,
+        span: &tracing::Span,
+        attempt: &Attempt,
+        request: &PreparedRequest,
+    ) {
+        let operation = match request.work {
+            Work::Chat(_) => "chat",
+            Work::Embed(_) => "embeddings",
+        };
+        let (provider, model) = match self.provider(&attempt.provider) {
+            Some(entry) => (crate::traces::provider_name(entry.config.dialect), entry.config.model.clone()),
+            None => ("unknown", String::new()),
+        };
+        crate::traces::attempt_started(
+            span,
+            (attempt.job_id, attempt.number.into()),
+            operation,
+            provider,
+            &model,
+        );
     }
 
     /// Sends a plain (not streamed) call of `attempt` in the background.
