@@ -195,7 +195,10 @@ fn describe() {
         metrics::Unit::Seconds,
         "Time from a streamed call's start to its first chunk, by provider."
     );
-    metrics::describe_counter!(PROVIDER_TOKENS, "Tokens providers reported for delivered answers, by direction.");
+    metrics::describe_counter!(
+        PROVIDER_TOKENS,
+        "Tokens providers reported for delivered answers, by direction."
+    );
     metrics::describe_gauge!(
         LIMIT_REMAINING,
         "What each budget (nano-units) or rate limit has left in its window, after reservations."

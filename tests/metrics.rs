@@ -54,7 +54,10 @@ async fn jobs_and_failovers(store: &TestStore) {
         "intentgate_failovers_total{from=\"sim-primary\",to=\"sim-fallback\"} 0",
         "intentgate_provider_tokens_total{provider=\"sim-fallback\",direction=\"output\"} 0",
     ] {
-        assert!(before.lines().any(|l| l == line), "exposed at zero before anything happened: {line}\n{before}");
+        assert!(
+            before.lines().any(|l| l == line),
+            "exposed at zero before anything happened: {line}\n{before}"
+        );
     }
     let id = create_id(&gw, "m-1").await;
     let job = common::settled_job(&gw, ALICE, &id).await;
@@ -72,7 +75,10 @@ async fn jobs_and_failovers(store: &TestStore) {
     assert_eq!(delta("intentgate_failovers_total", &[("from", "sim-primary"), ("to", "sim-fallback")]), 1.0);
     let usage = &job["result"]["usage"];
     for (direction, reported) in [("input", "prompt_tokens"), ("output", "completion_tokens")] {
-        let tokens = delta("intentgate_provider_tokens_total", &[("provider", "sim-fallback"), ("direction", direction)]);
+        let tokens = delta(
+            "intentgate_provider_tokens_total",
+            &[("provider", "sim-fallback"), ("direction", direction)],
+        );
         assert_eq!(tokens, usage[reported].as_f64().unwrap(), "{direction} tokens as reported: {usage}");
     }
     assert!(delta("intentgate_provider_latency_seconds_count", &[("provider", "sim-fallback")]) >= 1.0);
@@ -132,7 +138,8 @@ async fn streams_tokens_and_limits(store: &TestStore) {
     })
     .await;
     let before = scrape(&gw).await;
-    let body = json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "stream me"}]});
+    let body =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "stream me"}]});
     let streamed = gw.chat_completion("m-stream", &body).await;
     assert_eq!(streamed.status(), 200);
     assert!(streamed.text().await.unwrap().contains("[DONE]"));
@@ -144,7 +151,8 @@ async fn streams_tokens_and_limits(store: &TestStore) {
     let usage: Value = gw.get(ALICE, "/v1/usage").await.json().await.unwrap();
     let meter = &usage["budgets"][0];
     let left = sample(&after, "intentgate_limit_remaining", &[("meter", meter["meter"].as_str().unwrap())]);
-    let expected = meter["limit_nanos"].as_i64().unwrap() - meter["spent_nanos"].as_i64().unwrap()
+    let expected = meter["limit_nanos"].as_i64().unwrap()
+        - meter["spent_nanos"].as_i64().unwrap()
         - meter["reserved_nanos"].as_i64().unwrap();
     assert!(expected < 1_000_000_000, "the stream was charged: {usage}");
     assert_eq!(left, expected as f64, "{usage}");
