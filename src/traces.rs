@@ -150,6 +150,12 @@ pub fn carry<F: std::future::Future>(work: F) -> opentelemetry::context::WithCon
     opentelemetry::context::FutureExt::with_context(work, tracing::Span::current().context())
 }
 
+/// `span` (a root in `tracing`) joins the current span's trace, as its
+/// child.
+pub fn beside_current(span: &tracing::Span) {
+    let _ = span.set_parent(tracing::Span::current().context());
+}
+
 /// The `traceparent` a provider request carries: the current span's (the
 /// attempt's), when it is exported.
 pub fn current_parent() -> Option<TraceParent> {

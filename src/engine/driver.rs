@@ -52,6 +52,8 @@ pub(super) struct RunningCall {
     /// Its `attempt_timeout` from when it was sent.
     pub deadline: tokio::time::Instant,
     pub offer: super::conclude::Offered,
+    /// Its attempt's span (the one it was spawned in).
+    pub span: tracing::Span,
 }
 
 /// What a provider call task ended with, as the executor sees it.
@@ -580,6 +582,7 @@ impl Engine {
             sent_at,
             deadline: sent_at + Duration::from(route.attempt_timeout),
             offer,
+            span: tracing::Span::current(),
         }
     }
 
