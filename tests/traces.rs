@@ -81,70 +81,107 @@ fn int(span: &Span, key: &str) -> i64 {
     }
 }
 
+/// The binary, on a config `tweak` changes, exporting to a receiver here;
+/// its providers on a simulator here.
+struct Traced {
+    gateway: common::Spawned,
+    sim: intentgate_providers::sim::SimHandle,
+    received: Received,
+    config: std::path::PathBuf,
+    _store: TestStore,
+}
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+impl Traced {
+    async fn start(tweak: impl FnOnce(&mut toml::Table)) -> Traced {
+        let (otlp, received) = receiver().await;
+        let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let store = TestStore::new(Backend::Sqlite).await.unwrap();
+        let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
+        tweak(&mut doc);
+        let config = std::env::temp_dir().join(format!("intentgate-traces-{}.toml", uuid::Uuid::now_v7()));
+        std::fs::write(&config, toml::to_string(&doc).unwrap()).unwrap();
+        let gateway = common::spawn_binary(
+            &["serve", "--config", config.to_str().unwrap()],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp), ("OTEL_SERVICE_NAME", "intentgate-traces-test")],
+        )
+        .await;
+        Traced { gateway, sim, received, config, _store: store }
+    }
+
+    /// A job on route `chat`, waited for, sent with the client's traceparent.
+    async fn job(&self, key: &str) -> Value {
+        common::client()
+            .post(format!("{}/v1/jobs", self.gateway.url))
+            .bearer_auth(ALICE)
+            .header("idempotency-key", key)
+            .header("prefer", "wait=10")
+            .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
+            .json(&common::chat_body("hello"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// The `traceparent` of the last provider request of job `job_id`.
+    fn traceparent(&self, job_id: &str) -> String {
+        let sent = self.sim.last_request(job_id).expect("the simulator saw the job");
+        sent.headers.get("traceparent").cloned().unwrap_or_else(|| panic!("no traceparent: {sent:?}"))
+    }
+
+    /// Stops the gateway (SIGTERM: it flushes what its batch still holds)
+    /// and returns the client trace's request span (with its service name)
+    /// and its `attempts` attempt spans, in attempt order.
+    async fn stop(mut self, attempts: usize) -> ((String, Span), Vec<Span>) {
+        let pid = self.gateway.child.id().unwrap().to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let exited = tokio::time::timeout(Duration::from_secs(20), self.gateway.child.wait()).await;
+        assert!(exited.expect("the gateway exits on SIGTERM").unwrap().success());
+        let _ = std::fs::remove_file(&self.config);
+        let trace = hex(TRACE_ID);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let spans: Vec<_> =
+                spans(&self.received).into_iter().filter(|(_, span)| span.trace_id == trace).collect();
+            let request = spans.iter().find(|(_, span)| span.name == "request").cloned();
+            let mut found: Vec<_> = spans
+                .iter()
+                .filter(|(_, span)| span.name == "attempt")
+                .map(|(_, span)| span.clone())
+                .collect();
+            if let Some(request) = request.filter(|_| found.len() >= attempts) {
+                assert_eq!(found.len(), attempts, "{found:#?}");
+                found.sort_by_key(|span| int(span, "intentgate.attempt"));
+                return (request, found);
+            }
+            assert!(Instant::now() < deadline, "no complete trace received: {spans:#?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn id_of(span: &Span) -> String {
+    span.span_id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_over_job_is_one_trace_continuing_the_clients() {
-    let (otlp, received) = receiver().await;
-    let sim = Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let store = TestStore::new(Backend::Sqlite).await.unwrap();
-    let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
-    set_provider(&mut doc, "sim-primary", "model", "sim:status=503");
-    let path = std::env::temp_dir().join(format!("intentgate-traces-{}.toml", uuid::Uuid::now_v7()));
-    std::fs::write(&path, toml::to_string(&doc).unwrap()).unwrap();
-    let mut gateway = common::spawn_binary(
-        &["serve", "--config", path.to_str().unwrap()],
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp), ("OTEL_SERVICE_NAME", "intentgate-traces-test")],
-    )
-    .await;
-
-    let (trace_id, client_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
-    let job: Value = common::client()
-        .post(format!("{}/v1/jobs", gateway.url))
-        .bearer_auth(ALICE)
-        .header("idempotency-key", "traced")
-        .header("prefer", "wait=10")
-        .header("traceparent", format!("00-{trace_id}-{client_span}-01"))
-        .json(&common::chat_body("hello"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let traced = Traced::start(|doc| set_provider(doc, "sim-primary", "model", "sim:status=503")).await;
+    let job = traced.job("traced").await;
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
     let job_id = job["id"].as_str().unwrap().to_owned();
-    let sent = sim.last_request(&job_id).expect("the simulator saw the job");
-    let traceparent = sent.headers.get("traceparent").cloned().unwrap_or_default();
-    assert!(
-        traceparent.starts_with(&format!("00-{trace_id}-")),
-        "the provider request is in the trace: {sent:?}"
-    );
+    let traceparent = traced.traceparent(&job_id);
 
-    // Stopped, the gateway flushes what its batch still holds.
-    let pid = gateway.child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let exited = tokio::time::timeout(Duration::from_secs(20), gateway.child.wait()).await;
-    assert!(exited.expect("the gateway exits on SIGTERM").unwrap().success());
-    let _ = std::fs::remove_file(&path);
-
-    let trace = hex(trace_id);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let (request, mut attempts) = loop {
-        let spans: Vec<_> = spans(&received).into_iter().filter(|(_, span)| span.trace_id == trace).collect();
-        let request = spans.iter().find(|(_, span)| span.name == "request").cloned();
-        let attempts: Vec<_> = spans.iter().filter(|(_, span)| span.name == "attempt").cloned().collect();
-        if let Some(request) = request.filter(|_| attempts.len() >= 2) {
-            break (request, attempts);
-        }
-        assert!(Instant::now() < deadline, "no complete trace received: {:#?}", spans);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let (service, request) = request;
+    let ((service, request), attempts) = traced.stop(2).await;
     assert_eq!(service, "intentgate-traces-test");
-    assert_eq!(request.parent_span_id, hex(client_span), "the request span continues the client's");
-    assert_eq!(attempts.len(), 2, "{attempts:#?}");
-    attempts.sort_by_key(|(_, span)| int(span, "intentgate.attempt"));
-    let (primary, fallback) = (&attempts[0].1, &attempts[1].1);
+    assert_eq!(request.parent_span_id, hex(CLIENT_SPAN), "the request span continues the client's");
+    let (primary, fallback) = (&attempts[0], &attempts[1]);
     for span in [primary, fallback] {
         assert_eq!(span.parent_span_id, request.span_id, "an attempt is a child of the request");
         assert_eq!(text(span, "gen_ai.operation.name"), "chat");
@@ -164,8 +201,44 @@ async fn a_failed_over_job_is_one_trace_continuing_the_clients() {
     assert!(!text(fallback, "gen_ai.response.model").is_empty());
     assert!(int(fallback, "gen_ai.usage.input_tokens") > 0);
     assert!(int(fallback, "gen_ai.usage.output_tokens") > 0);
-    let span_id: String = fallback.span_id.iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(traceparent, format!("00-{trace_id}-{span_id}-01"), "names the attempt's span");
+    assert_eq!(traceparent, format!("00-{TRACE_ID}-{}-01", id_of(fallback)), "names the attempt's span");
+}
+
+/// A hedge has a span of its own, a child of the attempt it was started
+/// beside; its provider request names it; the loser's answer, recorded
+/// after the job completed, is `superseded` on the first span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedge_is_a_span_of_its_own_in_the_jobs_trace() {
+    let traced = Traced::start(|doc| {
+        let mut hedge = toml::Table::new();
+        hedge.insert("after".into(), "200ms".into());
+        hedge.insert("open_attempts".into(), 2.into());
+        common::set_route(doc, "chat", "hedge", hedge);
+        common::set_route(doc, "chat", "attempt_timeout", "10s");
+    })
+    .await;
+    // The primary answers, but only after the hedge has answered.
+    traced.sim.queue(Some("sim:ok"), "delay=1500ms", 1).unwrap();
+    let job = traced.job("hedged").await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
+    let job_id = job["id"].as_str().unwrap().to_owned();
+    let traceparent = traced.traceparent(&job_id);
+
+    let ((_, request), attempts) = traced.stop(2).await;
+    let (first, hedge) = (&attempts[0], &attempts[1]);
+    assert_eq!(first.parent_span_id, request.span_id);
+    assert_eq!(hedge.parent_span_id, first.span_id, "the hedge is started beside the first");
+    assert_eq!(text(hedge, "gen_ai.provider.name"), "anthropic");
+    assert_eq!(
+        (text(hedge, "intentgate.outcome"), text(hedge, "intentgate.cas")),
+        ("ok".into(), "won".into())
+    );
+    assert_eq!(
+        (text(first, "intentgate.outcome"), text(first, "intentgate.cas")),
+        ("ok".into(), "superseded".into())
+    );
+    assert_eq!(traceparent, format!("00-{TRACE_ID}-{}-01", id_of(hedge)), "names the hedge's span");
 }
 
 fn hex(text: &str) -> Vec<u8> {
