@@ -172,6 +172,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn traceparent_is_w3c() {
+        let parent =
+            TraceParent { trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736, span_id: 0xb7, sampled: true };
+        assert_eq!(parent.header(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00000000000000b7-01");
+        let unsampled = TraceParent { sampled: false, ..parent };
+        assert!(unsampled.header().ends_with("-00"));
+    }
+
+    #[test]
     fn unknown_fields_round_trip() -> Result<(), serde_json::Error> {
         let body = serde_json::json!({
             "model": "m", "max_tokens": 5, "top_k": 3, "temperature": 0.25,
