@@ -135,12 +135,19 @@ impl opentelemetry_http::HttpClient for Client {
 }
 
 /// The request span continues the client's trace, when its `traceparent`
-/// names one.
-pub fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
+/// names one; it has HTTP's semantic-convention attributes.
+pub fn continue_trace(span: &tracing::Span, method: &str, route: &str, headers: &axum::http::HeaderMap) {
     let parent = TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
     }
+    span.set_attribute("http.request.method", method.to_owned());
+    span.set_attribute("http.route", route.to_owned());
+}
+
+/// The request span's response status.
+pub fn record_status(span: &tracing::Span, status: u16) {
+    span.set_attribute("http.response.status_code", i64::from(status));
 }
 
 /// `work` runs in the trace of the span current where it is created: a

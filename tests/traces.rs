@@ -181,6 +181,9 @@ async fn a_failed_over_job_is_one_trace_continuing_the_clients() {
     let ((service, request), attempts) = traced.stop(2).await;
     assert_eq!(service, "intentgate-traces-test");
     assert_eq!(request.parent_span_id, hex(CLIENT_SPAN), "the request span continues the client's");
+    assert_eq!(text(&request, "http.request.method"), "POST");
+    assert_eq!(text(&request, "http.route"), "/v1/jobs");
+    assert_eq!(int(&request, "http.response.status_code"), 201);
     let (primary, fallback) = (&attempts[0], &attempts[1]);
     for span in [primary, fallback] {
         assert_eq!(span.parent_span_id, request.span_id, "an attempt is a child of the request");
