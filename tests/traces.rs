@@ -244,6 +244,30 @@ async fn a_hedge_is_a_span_of_its_own_in_the_jobs_trace() {
     assert_eq!(traceparent, format!("00-{TRACE_ID}-{}-01", id_of(hedge)), "names the hedge's span");
 }
 
+/// Without the OTLP variables (this process installs no exporter), a
+/// provider request carries no `traceparent`, a client's notwithstanding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_exporter_no_traceparent_is_sent() {
+    let store = TestStore::new(Backend::Sqlite).await.unwrap();
+    let gw = common::TestGateway::start(&store).await;
+    let job: Value = gw
+        .request(reqwest::Method::POST, "/v1/jobs", ALICE)
+        .header("idempotency-key", "untraced")
+        .header("prefer", "wait=10")
+        .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
+        .json(&common::chat_body("hello"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let sent = gw.sim().last_request(job["id"].as_str().unwrap()).expect("the simulator saw the job");
+    assert!(!sent.headers.contains_key("traceparent"), "{sent:?}");
+    assert!(sent.headers.contains_key("idempotency-key"), "{sent:?}");
+}
+
 fn hex(text: &str) -> Vec<u8> {
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
 }
