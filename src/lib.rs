@@ -22,3 +22,4 @@ pub mod jobs;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod traces;

@@ -1,21 +1,40 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
 
 use intentgate::cli::{Cli, LogFormat, run};
+use intentgate::traces::Traces;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_env("INTENTGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match cli.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let logs = match cli.log_format {
+        LogFormat::Text => logs.boxed(),
+        LogFormat::Json => logs.json().boxed(),
+    };
+    // Exported traces, when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT asks for them.
+    let (traces, refused) = match Traces::from_env() {
+        Ok(traces) => (traces, None),
+        Err(err) => (None, Some(err)),
+    };
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(traces.as_ref().map(Traces::layer))
+        .init();
+    if let Some(err) = refused {
+        tracing::error!(error = %err, "traces are not exported");
     }
-    run(cli).await
+    let code = run(cli).await;
+    if let Some(traces) = traces {
+        // The batch's last spans are sent on this runtime: block elsewhere.
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    }
+    code
 }

@@ -39,5 +39,5 @@ pub use provider::{Anthropic, Gemini, OpenAi, Provider};
 pub use secret::Secret;
 pub use stream::ChunkStream;
 pub use tokenize::{DEFAULT_DETOKENIZE_PATH, DEFAULT_TOKENIZE_PATH, RemoteTokenizer, TokenizeError};
-pub use transport::{ATTEMPT_HEADER, IDEMPOTENCY_KEY_HEADER};
-pub use types::{CallContext, ChatRequest, ChatResponse, Content, Message, StreamChunk, Usage};
+pub use transport::{ATTEMPT_HEADER, IDEMPOTENCY_KEY_HEADER, TRACEPARENT_HEADER};
+pub use types::{CallContext, ChatRequest, ChatResponse, Content, Message, StreamChunk, TraceParent, Usage};

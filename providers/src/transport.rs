@@ -20,6 +20,8 @@ use crate::types::CallContext;
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// Carries the attempt number downstream, for the provider's logs and ours.
 pub const ATTEMPT_HEADER: &str = "x-intentgate-attempt";
+/// Carries the attempt's span (W3C Trace Context), when traces are exported.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// Builds a provider's HTTP client. This is the one place that installs the
 /// rustls crypto provider; the connect timeout lives here because only the
@@ -167,13 +169,16 @@ impl Endpoint {
             reason: format!("cannot encode the request: {err}"),
             local: true,
         })?;
-        let request = self
+        let mut request = self
             .client
             .post(url.clone())
             .headers(self.headers.clone())
             .header(IDEMPOTENCY_KEY_HEADER, ctx.job_id.to_string())
-            .header(ATTEMPT_HEADER, ctx.attempt.to_string())
-            .body(payload);
+            .header(ATTEMPT_HEADER, ctx.attempt.to_string());
+        if let Some(parent) = ctx.traceparent {
+            request = request.header(TRACEPARENT_HEADER, parent.header());
+        }
+        let request = request.body(payload);
         let deadline = self.deadline(start);
         let first_byte = deadline.min(start + self.timeouts.first_byte);
         let response = match timeout_at(first_byte, request.send()).await {

@@ -148,11 +148,37 @@ pub struct CallContext {
     pub attempt: u32,
     /// Parse the answer as JSON; an answer that is not JSON is `bad_output`.
     pub expect_json: bool,
+    /// Sent as W3C `traceparent`: the attempt's span, when traces are exported.
+    pub traceparent: Option<TraceParent>,
+}
+
+/// A W3C trace context: the span a provider request is made under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    pub trace_id: u128,
+    pub span_id: u64,
+    pub sampled: bool,
+}
+
+impl TraceParent {
+    /// The `traceparent` header's value (version `00`).
+    pub fn header(&self) -> String {
+        format!("00-{:032x}-{:016x}-{:02x}", self.trace_id, self.span_id, u8::from(self.sampled))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traceparent_is_w3c() {
+        let parent =
+            TraceParent { trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736, span_id: 0xb7, sampled: true };
+        assert_eq!(parent.header(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00000000000000b7-01");
+        let unsampled = TraceParent { sampled: false, ..parent };
+        assert!(unsampled.header().ends_with("-00"));
+    }
 
     #[test]
     fn unknown_fields_round_trip() -> Result<(), serde_json::Error> {

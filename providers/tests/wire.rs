@@ -97,7 +97,7 @@ async fn job_identity_and_auth_headers_arrive() {
     for dialect in DIALECTS {
         let mut config = config(&sim, dialect, "m");
         config.api_key = Some(Secret::new("k-123"));
-        let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 3, expect_json: false };
+        let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 3, expect_json: false, traceparent: None };
         Provider::new(config).unwrap().chat(&hello(), &ctx).await.unwrap();
         let headers = sim.last_request(&ctx.job_id.to_string()).unwrap().headers;
         assert_eq!(headers["idempotency-key"], ctx.job_id.to_string());
@@ -222,7 +222,7 @@ async fn counts_are_exact_under_100_concurrent_requests() {
     for i in 0..100u32 {
         let (providers, barrier, job_id) = (providers.clone(), barrier.clone(), keys[i as usize % 10]);
         tasks.push(tokio::spawn(async move {
-            let ctx = CallContext { job_id, attempt: i / 10 + 1, expect_json: false };
+            let ctx = CallContext { job_id, attempt: i / 10 + 1, expect_json: false, traceparent: None };
             barrier.wait().await;
             providers[i as usize % 2].chat(&hello(), &ctx).await
         }));

@@ -206,6 +206,7 @@ async fn trace_request(request: Request, next: Next) -> Response {
         .get::<axum::extract::MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |matched| matched.as_str().to_owned());
     let span = tracing::info_span!("request", %method, %path, status = tracing::field::Empty);
+    crate::traces::continue_trace(&span, method.as_str(), &path, request.headers());
     let started = std::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
@@ -219,6 +220,7 @@ async fn trace_request(request: Request, next: Next) -> Response {
     ::metrics::counter!(crate::telemetry::HTTP_REQUESTS, "path" => path.clone(), "status" => status.to_string())
         .increment(1);
     span.record("status", status);
+    crate::traces::record_status(&span, status);
     span.in_scope(|| tracing::debug!(elapsed_ms = elapsed.as_secs_f64() * 1e3, "request done"));
     response
 }

@@ -210,7 +210,7 @@ async fn round_trip(
     expect: &Expect,
     provider: &Provider,
 ) -> Vec<String> {
-    let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false };
+    let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false, traceparent: None };
     let response = match provider.chat(request, &ctx).await {
         Ok(response) => response,
         Err(failure) => return vec![format!("{} ({failure})", failure.class())],
@@ -231,7 +231,7 @@ async fn embedding_round_trip(input: &str, contract: &EmbeddingContract, provide
     if let Some(reason) = provider.cannot_embed() {
         return vec![reason];
     }
-    let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false };
+    let ctx = CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false, traceparent: None };
     let mut request = EmbeddingRequest { input: input.into(), ..EmbeddingRequest::default() };
     request.extra.insert("encoding_format".into(), "float".into());
     match provider.embed(&request, &ctx).await {

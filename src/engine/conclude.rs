@@ -236,13 +236,8 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
         let finish_reason = response.finish_reason.clone();
-        if let Some(usage) = &response.usage {
-            let provider = attempt.provider.clone();
-            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "input")
-                .increment(usage.prompt_tokens);
-            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider, "direction" => "output")
-                .increment(usage.completion_tokens);
-        }
+        let usage = response.usage.as_ref().map(|usage| (usage.prompt_tokens, usage.completion_tokens));
+        let answered_model = response.model.clone();
         // Won or superseded, the provider did the work: it costs what it
         // reported (its reservation if it reported nothing).
         let reported = response.completion.get("usage").filter(|usage| !usage.is_null());
@@ -278,9 +273,45 @@ impl Engine {
                 )
             })
             .await?;
-        metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Ok.as_str())
+        self.count_delivery(attempt, route, &outcome, charged, (answered_model.as_deref(), usage));
+        let (next, settled, event) = cas_result(attempt, outcome, finish_reason);
+        if streamed {
+            self.streams().publish(attempt.job_id, event);
+        }
+        self.notify(attempt.job_id);
+        if let Some(state) = settled {
+            self.emit_settled(attempt, state);
+        }
+        Ok(next)
+    }
+
+    /// Counts and traces a delivered answer: its tokens (`usage`, as
+    /// input and output), what the compare-and-swap did, its charge, and a
+    /// second execution if another attempt had completed the job first.
+    fn count_delivery(
+        &self,
+        attempt: &Attempt,
+        route: &str,
+        outcome: &CasOutcome,
+        charged: crate::jobs::Amounts,
+        (answered_model, usage): (Option<&str>, Option<(u64, u64)>),
+    ) {
+        let provider = attempt.provider.clone();
+        if let Some((input, output)) = usage {
+            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "input")
+                .increment(input);
+            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "output")
+                .increment(output);
+        }
+        metrics::counter!(telemetry::ATTEMPTS, "provider" => provider, "outcome" => AttemptOutcome::Ok.as_str())
             .increment(1);
-        tracing::Span::current().record("outcome", AttemptOutcome::Ok.as_str());
+        crate::traces::record_outcome(AttemptOutcome::Ok.as_str());
+        let cas = match outcome {
+            CasOutcome::Won(_) => "won",
+            CasOutcome::Superseded { .. } => "superseded",
+            CasOutcome::NotDeliverable => "not_deliverable",
+        };
+        crate::traces::record_answer(answered_model, usage, cas);
         if !matches!(outcome, CasOutcome::NotDeliverable) {
             self.record_charge(attempt, Some(charged));
         }
@@ -291,15 +322,6 @@ impl Engine {
             metrics::counter!(telemetry::DUPLICATE_SPEND, "route" => route.to_owned())
                 .increment(u64::try_from(charged.nanos).unwrap_or(0));
         }
-        let (next, settled, event) = cas_result(attempt, outcome, finish_reason);
-        if streamed {
-            self.streams().publish(attempt.job_id, event);
-        }
-        self.notify(attempt.job_id);
-        if let Some(state) = settled {
-            self.emit_settled(attempt, state);
-        }
-        Ok(next)
     }
 
     /// Proven no work: `from` (the attempt's open state) → `failed`. False
@@ -331,7 +353,7 @@ impl Engine {
             self.record_charge(attempt, charge);
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => outcome.as_str())
                 .increment(1);
-            tracing::Span::current().record("outcome", outcome.as_str());
+            crate::traces::record_outcome(outcome.as_str());
             // An `unknown` attempt's settling is announced by the caller
             // once the job resumed (see `settle_open`).
             if from != AttemptState::Unknown {
@@ -372,7 +394,7 @@ impl Engine {
             }
             metrics::counter!(telemetry::ATTEMPTS, "provider" => attempt.provider.clone(), "outcome" => AttemptOutcome::Unknown.as_str())
                 .increment(1);
-            tracing::Span::current().record("outcome", AttemptOutcome::Unknown.as_str());
+            crate::traces::record_outcome(AttemptOutcome::Unknown.as_str());
             self.emit_settled(attempt, AttemptState::Unknown);
         }
         let event = StreamEvent::Failed {

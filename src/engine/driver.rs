@@ -52,6 +52,8 @@ pub(super) struct RunningCall {
     /// Its `attempt_timeout` from when it was sent.
     pub deadline: tokio::time::Instant,
     pub offer: super::conclude::Offered,
+    /// Its attempt's span (the one it was spawned in).
+    pub span: tracing::Span,
 }
 
 /// What a provider call task ended with, as the executor sees it.
@@ -71,7 +73,8 @@ fn seen_of(
 
 fn call_context(attempt: &Attempt) -> CallContext {
     let number = u32::try_from(attempt.number).unwrap_or(u32::MAX);
-    CallContext { job_id: attempt.job_id, attempt: number, expect_json: false }
+    let traceparent = crate::traces::current_parent();
+    CallContext { job_id: attempt.job_id, attempt: number, expect_json: false, traceparent }
 }
 
 /// The provider [`Engine::choose_provider`] chose, the refusals on the way
@@ -242,18 +245,7 @@ impl Engine {
                     None => return Ok(Next::Stop),
                 },
             };
-            let _ = self.inner.events.send(super::EngineEvent::AttemptStarted {
-                job_id,
-                number: attempt.number,
-                provider: attempt.provider.clone(),
-            });
-            let span = tracing::info_span!(
-                "attempt",
-                job_id = %job_id,
-                attempt = attempt.number,
-                provider = %attempt.provider,
-                outcome = tracing::field::Empty,
-            );
+            let span = self.attempt_started(&attempt, request);
             match self.run_attempt(&job, &route, request, attempt, retries).instrument(span).await? {
                 done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
@@ -264,6 +256,24 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Announces an attempt about to be sent and opens its span.
+    fn attempt_started(&self, attempt: &Attempt, request: &PreparedRequest) -> tracing::Span {
+        let _ = self.inner.events.send(super::EngineEvent::AttemptStarted {
+            job_id: attempt.job_id,
+            number: attempt.number,
+            provider: attempt.provider.clone(),
+        });
+        let span = tracing::info_span!(
+            "attempt",
+            job_id = %attempt.job_id,
+            attempt = attempt.number,
+            provider = %attempt.provider,
+            outcome = tracing::field::Empty,
+        );
+        self.describe_attempt(&span, attempt, request);
+        span
     }
 
     /// The job cannot be driven (its route is gone, its stored request
@@ -533,6 +543,30 @@ impl Engine {
         }
     }
 
+    /// The attempt span's GenAI attributes (see `traces.rs`).
+    pub(super) fn describe_attempt(
+        &self,
+        span: &tracing::Span,
+        attempt: &Attempt,
+        request: &PreparedRequest,
+    ) {
+        let operation = match request.work {
+            Work::Chat(_) => "chat",
+            Work::Embed(_) => "embeddings",
+        };
+        let (provider, model) = match self.provider(&attempt.provider) {
+            Some(entry) => (crate::traces::provider_name(entry.config.dialect), entry.config.model.clone()),
+            None => ("unknown", String::new()),
+        };
+        crate::traces::attempt_started(
+            span,
+            (attempt.job_id, attempt.number.into()),
+            operation,
+            provider,
+            &model,
+        );
+    }
+
     /// Sends a plain (not streamed) call of `attempt` in the background.
     pub(super) fn spawn_call(
         &self,
@@ -554,6 +588,7 @@ impl Engine {
             sent_at,
             deadline: sent_at + Duration::from(route.attempt_timeout),
             offer,
+            span: tracing::Span::current(),
         }
     }
 

@@ -27,6 +27,7 @@
 
 use tokio::task::JoinError;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use intentgate_providers::Outcome;
 
@@ -71,14 +72,20 @@ impl Engine {
         loop {
             let newest = open.iter().map(|running| running.sent_at).max();
             let hedge_at = newest.filter(|_| may_hedge && open.len() < bound).map(|at| at + hedge.after.0);
-            let (attempt, seen) = match next_event(&mut open, hedge_at).await {
+            let (span, (attempt, seen)) = match next_event(&mut open, hedge_at).await {
                 None => return Ok(Next::Stop),
                 Some(Event::HedgeDue) => {
                     may_hedge = self.add_hedge(job, route, request, &mut open).await;
                     continue;
                 }
-                Some(Event::Ended(index, joined)) => self.ended(open.remove(index), joined),
-                Some(Event::TimedOut(index)) => self.timed_out(route, open.remove(index)),
+                Some(Event::Ended(index, joined)) => {
+                    let running = open.remove(index);
+                    (running.span.clone(), self.ended(running, joined))
+                }
+                Some(Event::TimedOut(index)) => {
+                    let running = open.remove(index);
+                    (running.span.clone(), self.timed_out(route, running))
+                }
             };
             let proves_nothing = match &seen {
                 Seen::Silence { .. } => true,
@@ -92,7 +99,7 @@ impl Engine {
                 may_hedge = self.add_hedge(job, route, request, &mut open).await;
             }
             if open.is_empty() {
-                let next = self.conclude(&attempt, &route.name, live, seen).await?;
+                let next = self.conclude(&attempt, &route.name, live, seen).instrument(span).await?;
                 if left_unknown && matches!(next, Next::FailOver | Next::Retry { .. }) {
                     // No answer, and one attempt may still have done the work.
                     self.wait_on_unknown(job.id).await?;
@@ -101,7 +108,9 @@ impl Engine {
                 return Ok(next);
             }
             left_unknown |= proves_nothing;
-            if let Next::Completed(done) = self.conclude(&attempt, &route.name, Phase::Hedged, seen).await? {
+            let concluded =
+                self.conclude(&attempt, &route.name, Phase::Hedged, seen).instrument(span).await?;
+            if let Next::Completed(done) = concluded {
                 for running in open {
                     self.trail(route, running);
                 }
@@ -169,7 +178,20 @@ impl Engine {
             provider: provider.clone(),
         });
         let work = self.outgoing(&job.owner, request, &provider);
-        open.push(self.spawn_call(route, entry.provider.clone(), work, attempt));
+        // Its own span, in the job's trace beside the one it was started
+        // from (an OpenTelemetry child of it, not a `tracing` one: that
+        // would hold the first span open until this one ends).
+        let span = tracing::info_span!(
+            parent: None,
+            "attempt",
+            job_id = %job.id,
+            attempt = attempt.number,
+            provider = %attempt.provider,
+            outcome = tracing::field::Empty,
+        );
+        crate::traces::beside_current(&span);
+        self.describe_attempt(&span, &attempt, request);
+        open.push(span.in_scope(|| self.spawn_call(route, entry.provider.clone(), work, attempt)));
         true
     }
 
@@ -180,15 +202,19 @@ impl Engine {
     fn trail(&self, route: &RouteConfig, running: RunningCall) {
         let (engine, route) = (self.clone(), route.clone());
         let what = format!("hedged attempt {} of job {}", running.attempt.number, running.attempt.job_id);
+        let span = running.span.clone();
         self.tasks().spawn_listener(
             what,
-            self.keep_config(async move {
-                let (attempt, seen) = engine.await_call(&route, running).await;
-                if let Err(err) = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await {
-                    tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
-                    "cannot record a hedged attempt's outcome; the recovery sweep will");
+            self.keep_config(
+                async move {
+                    let (attempt, seen) = engine.await_call(&route, running).await;
+                    if let Err(err) = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await {
+                        tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
+                        "cannot record a hedged attempt's outcome; the recovery sweep will");
+                    }
                 }
-            }),
+                .instrument(span),
+            ),
         );
     }
 }

@@ -11,6 +11,8 @@
 
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use super::Engine;
 use super::conclude::{LateCall, Seen};
 use super::decide::Phase;
@@ -24,12 +26,22 @@ impl Engine {
     pub(super) fn spawn_late_listener(&self, attempt: Attempt, route: String, pending: Option<LateCall>) {
         let engine = self.clone();
         let what = format!("attempt {} of job {} on `{}`", attempt.number, attempt.job_id, attempt.provider);
+        // In the trace, a child of the attempt's span (which ended `unknown`).
+        let span = tracing::info_span!(
+            parent: None,
+            "late_answer",
+            job_id = %attempt.job_id,
+            attempt = attempt.number,
+            provider = %attempt.provider,
+            outcome = tracing::field::Empty,
+        );
+        crate::traces::beside_current(&span);
         self.tasks().spawn_listener(what, self.keep_config(async move {
             let job_id = attempt.job_id;
             if let Err(err) = engine.listen_late(attempt, &route, pending).await {
                 tracing::error!(%job_id, error = %err, "cannot settle an unknown attempt; the recovery sweep will");
             }
-        }));
+        }.instrument(span)));
     }
 
     async fn listen_late(

@@ -56,13 +56,15 @@ pub struct Drained {
 }
 
 impl Tasks {
-    /// Work that should finish before the process exits.
+    /// Work that should finish before the process exits. A drive and a
+    /// listener stay in the trace of the span that spawned them.
     pub fn spawn_drive<F>(&self, work: F) -> JoinHandle<Option<F::Output>>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
         let stop = self.stop.clone();
+        let work = crate::traces::carry(work);
         self.drives.spawn(async move { stop.run_until_cancelled(work).await })
     }
 
@@ -76,6 +78,7 @@ impl Tasks {
         let stop = self.stop.clone();
         let id = self.next_listener.fetch_add(1, Ordering::Relaxed);
         let waiting = self.waiting.clone();
+        let work = crate::traces::carry(work);
         waiting.lock().unwrap_or_else(PoisonError::into_inner).insert(id, what);
         self.listeners.spawn(async move {
             let out = stop.run_until_cancelled(work).await;

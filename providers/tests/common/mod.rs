@@ -70,7 +70,7 @@ pub fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
 }
 
 pub fn ctx() -> CallContext {
-    CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false }
+    CallContext { job_id: Uuid::now_v7(), attempt: 1, expect_json: false, traceparent: None }
 }
 
 pub fn hello() -> ChatRequest {
