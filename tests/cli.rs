@@ -136,19 +136,7 @@ async fn serve_beside_a_gateway_holding_the_shipped_ports() {
     let _held = std::net::TcpListener::bind("127.0.0.1:9101");
     let common::Spawned { mut child, url: base, logs } =
         common::spawn_binary(&["serve"], &[("INTENTGATE_DATABASE_URL", url.as_str())]).await;
-    let client = common::client();
-    let job: serde_json::Value = client
-        .post(format!("{base}/v1/jobs"))
-        .bearer_auth(common::ALICE)
-        .header("idempotency-key", "beside-1")
-        .header("prefer", "wait=10")
-        .json(&common::chat_body("hello"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let job = common::create_settled(&base, "beside-1", &common::chat_body("hello"), &[]).await;
     assert_eq!(job["status"], "succeeded", "served by its own simulator: {job}\n{}", logs.lock().unwrap());
     child.kill().await.unwrap();
     let _ = std::fs::remove_dir_all(dir);

@@ -117,19 +117,7 @@ async fn logs_carry_job_spans_and_no_secrets() {
         &[("INTENTGATE_TEST_PROVIDER_KEY", PROVIDER_KEY), ("INTENTGATE_LOG", "trace")],
     )
     .await;
-    let client = common::client();
-    let job: Value = client
-        .post(format!("{url}/v1/jobs"))
-        .bearer_auth(ALICE)
-        .header("idempotency-key", "logged")
-        .header("prefer", "wait=10")
-        .json(&chat_body("hello"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let job = common::create_settled(&url, "logged", &chat_body("hello"), &[]).await;
     assert_eq!(job["status"], "succeeded");
     let seen = sim.last_request(job["id"].as_str().unwrap()).unwrap();
     assert!(seen.headers.iter().any(|(_, v)| v.contains(PROVIDER_KEY)), "the key did reach the provider");

@@ -164,18 +164,7 @@ async fn sighup_reloads_the_file_serve_was_started_from() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
-    let job: Value = client
-        .post(format!("{}/v1/jobs", gateway.url))
-        .bearer_auth(ALICE)
-        .header("idempotency-key", "after-hangup")
-        .header("prefer", "wait=10")
-        .json(&common::chat_body("hi"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let job = common::create_settled(&gateway.url, "after-hangup", &common::chat_body("hi"), &[]).await;
     assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
 
     std::fs::write(&path, "this is not toml = [").unwrap();

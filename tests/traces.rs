@@ -19,7 +19,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::Value;
 
-use common::{ALICE, Backend, TestStore, set_provider};
+use common::{Backend, TestStore, set_provider};
 use intentgate_providers::sim::Simulator;
 
 type Received = Arc<Mutex<Vec<ExportTraceServiceRequest>>>;
@@ -113,19 +113,8 @@ impl Traced {
 
     /// A job on route `chat`, waited for, sent with the client's traceparent.
     async fn job(&self, key: &str) -> Value {
-        common::client()
-            .post(format!("{}/v1/jobs", self.gateway.url))
-            .bearer_auth(ALICE)
-            .header("idempotency-key", key)
-            .header("prefer", "wait=10")
-            .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
-            .json(&common::chat_body("hello"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let traceparent = ("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"));
+        common::create_settled(&self.gateway.url, key, &common::chat_body("hello"), &[traceparent]).await
     }
 
     /// The `traceparent` of the last provider request of job `job_id`.
@@ -250,18 +239,9 @@ async fn a_hedge_is_a_span_of_its_own_in_the_jobs_trace() {
 async fn without_an_exporter_no_traceparent_is_sent() {
     let store = TestStore::new(Backend::Sqlite).await.unwrap();
     let gw = common::TestGateway::start(&store).await;
-    let job: Value = gw
-        .request(reqwest::Method::POST, "/v1/jobs", ALICE)
-        .header("idempotency-key", "untraced")
-        .header("prefer", "wait=10")
-        .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
-        .json(&common::chat_body("hello"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let traceparent = ("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"));
+    let job =
+        common::create_settled(&gw.url(""), "untraced", &common::chat_body("hello"), &[traceparent]).await;
     assert_eq!(job["status"], "succeeded", "{job}");
     let sent = gw.sim().last_request(job["id"].as_str().unwrap()).expect("the simulator saw the job");
     assert!(!sent.headers.contains_key("traceparent"), "{sent:?}");

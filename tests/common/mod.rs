@@ -400,6 +400,20 @@ pub async fn settled_job(gw: &TestGateway, api_key: &str, job_id: &str) -> Value
     response.json().await.unwrap()
 }
 
+/// `POST {base_url}/v1/jobs` as alice under `key`, with `Prefer: wait=10`
+/// and the `extra` headers: the job as answered once it settled.
+pub async fn create_settled(base_url: &str, key: &str, body: &Value, extra: &[(&str, String)]) -> Value {
+    let mut request = client()
+        .post(format!("{base_url}/v1/jobs"))
+        .bearer_auth(ALICE)
+        .header("idempotency-key", key)
+        .header("prefer", "wait=10");
+    for (name, value) in extra {
+        request = request.header(*name, value);
+    }
+    request.json(body).send().await.unwrap().json().await.unwrap()
+}
+
 pub fn chat_body(text: &str) -> Value {
     serde_json::json!({
         "route": "chat",
