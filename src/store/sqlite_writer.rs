@@ -26,8 +26,11 @@
 //! microseconds): one request at a time, handing each write to the thread
 //! cost two thread wake-ups (the writer's, then the caller's), and on a
 //! busy 2-core machine a wake-up can wait milliseconds for a core — the p99
-//! at one client. Under load ops queue, and the thread batches them as
-//! above. What may wait on the disk or on another process goes through the
+//! at one client. Inline writes are group-committed too: the write that
+//! finds nothing gathered yields once to the runtime, every other ready
+//! task adds its write, and it commits them all (on one pinned core, where
+//! the connection is always idle, this is what batches). When the
+//! connection is busy, ops queue, and the thread batches them as above. What may wait on the disk or on another process goes through the
 //! thread, never an async worker: every commit with `FULL` (an `fsync`);
 //! the first commit after a checkpoint emptied the WAL (SQLite `fsync`s the
 //! WAL's new header even with `NORMAL`); and a write that finds the file's
@@ -110,6 +113,9 @@ struct Shared {
     wal_restarts: AtomicBool,
     /// The connection's busy timeout, which an inline `BEGIN` sets aside.
     busy_timeout: Duration,
+    /// Ops gathered on the async workers for the next inline commit; the
+    /// write that found it empty commits them all ([`Writer::write`]).
+    gathered: Mutex<Vec<Box<dyn Op>>>,
     /// Asks the checkpoint thread for a checkpoint (never waits).
     checkpoint: mpsc::SyncSender<()>,
 }
@@ -147,6 +153,7 @@ impl Writer {
             inline: options.synchronous == "NORMAL",
             wal_restarts: AtomicBool::new(true),
             busy_timeout: options.busy_timeout,
+            gathered: Mutex::new(Vec::new()),
             checkpoint: wanted,
         });
         // Weak: the checkpoint thread must not keep the writer alive (it
@@ -186,26 +193,68 @@ impl Writer {
         }
     }
 
-    /// Runs `work` in its own transaction on the caller's thread if the
-    /// writer is idle, else in the thread's next batch; answers once the
-    /// transaction that holds it is committed.
+    /// Runs `work` in a transaction on the caller's thread if the writer is
+    /// idle, else in the thread's next batch; answers once the transaction
+    /// that holds it is committed.
+    ///
+    /// Inline writes are gathered too: the write that finds none gathered
+    /// yields once, so that every other task ready on the runtime runs and
+    /// adds its own, then commits them all in one transaction. On one core
+    /// (a replica pinned to it has one async worker) every write finds the
+    /// connection idle; committed one by one, each would pay its own WAL
+    /// append and file locks. Alone (one request at a time) the yield
+    /// costs a turn of the scheduler, not a wake-up of another thread.
     pub(super) async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let (op, answer) = pending(work);
-        if let Err(op) = self.try_inline(op) {
+        if self.shared.inline {
+            if self.gather(op) {
+                // Dropped while it yields (its request went away), the
+                // guard hands what was gathered to the thread.
+                let leader = Gathering(Some(self));
+                tokio::task::yield_now().await;
+                leader.commit();
+            }
+        } else {
             self.enqueue(op)?;
         }
-        // Inline, it was answered before this: no wake-up.
+        // Committed inline, it was answered before this: no wake-up.
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Runs `op` as its own transaction on this thread if the writer is
+    /// Adds `op` to the gathered ops: whether it is the first (its write
+    /// commits them).
+    fn gather(&self, op: Box<dyn Op>) -> bool {
+        let mut gathered = self.shared.gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        gathered.push(op);
+        gathered.len() == 1
+    }
+
+    /// Takes the gathered ops: committed here if the writer is idle, else
+    /// sent to the thread in the order they came.
+    fn commit_gathered(&self, inline: bool) {
+        let batch = std::mem::take(
+            &mut *self.shared.gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if batch.is_empty() {
+            return;
+        }
+        let batch = if inline { self.try_inline(batch) } else { Err(batch) };
+        if let Err(batch) = batch {
+            for op in batch {
+                // A stopped thread drops the op: its caller is told so.
+                let _ = self.enqueue(op);
+            }
+        }
+    }
+
+    /// Runs `batch` as one transaction on this thread if the writer is
     /// idle and the file's write lock free at once; gives it back otherwise.
-    fn try_inline(&self, op: Box<dyn Op>) -> Result<(), Box<dyn Op>> {
-        let Some(conn) = self.idle_connection() else { return Err(op) };
+    fn try_inline(&self, batch: Vec<Box<dyn Op>>) -> Result<(), Vec<Box<dyn Op>>> {
+        let Some(conn) = self.idle_connection() else { return Err(batch) };
         // Another process holding the write lock would make `BEGIN` sleep in
         // SQLite's busy handler, up to the busy timeout: the thread waits
         // for it instead.
@@ -216,9 +265,9 @@ impl Writer {
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
             }
-            return Err(op);
+            return Err(batch);
         }
-        let mut batch = vec![op];
+        let mut batch = batch;
         let failure = run_begun(&conn, &mut batch).err();
         answer_batch(&self.shared, &conn, batch, failure);
         Ok(())
@@ -254,6 +303,25 @@ impl Writer {
     }
 }
 
+/// The write that gathers the next inline commit, until it commits.
+struct Gathering<'a>(Option<&'a Writer>);
+
+impl Gathering<'_> {
+    fn commit(mut self) {
+        if let Some(writer) = self.0.take() {
+            writer.commit_gathered(true);
+        }
+    }
+}
+
+impl Drop for Gathering<'_> {
+    fn drop(&mut self) {
+        if let Some(writer) = self.0.take() {
+            writer.commit_gathered(false);
+        }
+    }
+}
+
 /// An op for `work`, and where its answer will come.
 fn pending<R, F>(work: F) -> (Box<dyn Op>, oneshot::Receiver<Result<R, StoreError>>)
 where
@@ -278,6 +346,12 @@ trait Op: Send {
     /// Answers the caller: the op's result if the batch committed (`None`),
     /// else the batch's failure.
     fn finish(self: Box<Self>, failure: Option<&str>);
+}
+
+impl std::fmt::Debug for dyn Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Op")
+    }
 }
 
 struct QueuedOp<F, R> {
@@ -477,6 +551,7 @@ mod tests {
             inline,
             wal_restarts: AtomicBool::new(false),
             busy_timeout: Duration::from_secs(1),
+            gathered: Mutex::new(Vec::new()),
             checkpoint,
         });
         (Writer { ops, shared }, queue)
@@ -567,18 +642,24 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Polls `write` past its yield (what a runtime does at its next
+    /// turn): its answer if it came without waiting for the thread.
+    fn past_the_yield<R>(write: impl std::future::Future<Output = R>) -> Option<R> {
+        let mut write = Box::pin(write);
+        assert!((&mut write).now_or_never().is_none(), "the first write yields before it commits");
+        write.now_or_never()
+    }
+
     #[test]
     fn a_write_does_not_overtake_queued_ops_nor_wait_for_a_held_connection() {
         let (writer, queue) = unserved(true);
         let ran = Arc::new(AtomicUsize::new(0));
         let write = |writer: &Writer| {
             let ran = Arc::clone(&ran);
-            writer
-                .write(move |_| {
-                    ran.fetch_add(1, Ordering::SeqCst);
-                    Ok(())
-                })
-                .now_or_never()
+            past_the_yield(writer.write(move |_| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }))
         };
         // Queued ops: the write joins them instead of running first.
         let (op, _answer) = pending(|_| Ok(()));
@@ -612,6 +693,7 @@ mod tests {
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let mut write = Box::pin(writer.write(|_| Ok(std::thread::current().name().map(str::to_owned))));
         let started = std::time::Instant::now();
+        assert!((&mut write).now_or_never().is_none(), "it yields first");
         assert!((&mut write).now_or_never().is_none(), "the write waits for the lock on the thread");
         // Not a speed check: an inline `BEGIN` would have slept in SQLite's
         // busy handler for the whole busy timeout first.
@@ -626,8 +708,59 @@ mod tests {
     fn after_a_checkpoint_emptied_the_wal_the_next_write_goes_through_the_thread() {
         let (writer, queue) = unserved(true);
         writer.shared.wal_restarts.store(true, Ordering::SeqCst);
-        assert!(writer.write(|_| Ok(())).now_or_never().is_none());
+        assert!(past_the_yield(writer.write(|_| Ok(()))).is_none());
         assert_eq!(queue.try_iter().count(), 1);
+    }
+
+    /// One async worker (a replica pinned to one core): writes that are
+    /// ready together are committed together, on the worker, in the order
+    /// they came.
+    #[tokio::test]
+    async fn writes_ready_together_commit_in_one_transaction_on_the_worker() {
+        let dir = temp_dir();
+        let writer = open(&dir, "NORMAL");
+        writer.write(|conn| Ok(conn.execute_batch("CREATE TABLE t (x INTEGER)")?)).await.unwrap();
+        writer.shared.wal_restarts.store(false, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while writer.shared.conn.try_lock().is_err() {
+            assert!(std::time::Instant::now() < deadline, "the writer thread keeps the connection");
+            std::thread::yield_now();
+        }
+        let here = std::thread::current().id();
+        let commits = writer.shared.commits.load(Ordering::SeqCst);
+        let writes = (0..10).map(|x| {
+            writer.write(move |conn| {
+                conn.execute("INSERT INTO t VALUES (?1)", [x])?;
+                Ok(std::thread::current().id())
+            })
+        });
+        let ran_on = futures_util::future::join_all(writes).await;
+        assert!(ran_on.iter().all(|on| on.as_ref().is_ok_and(|on| *on == here)), "{ran_on:?}");
+        assert_eq!(writer.shared.commits.load(Ordering::SeqCst), commits + 1, "ten writes, one commit");
+        let order: Vec<i64> = writer
+            .write(|conn| {
+                let mut statement = conn.prepare("SELECT x FROM t ORDER BY rowid")?;
+                let rows = statement.query_map([], |row| row.get(0))?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(order, (0..10).collect::<Vec<_>>());
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A write dropped while it gathers (its request went away) leaves the
+    /// gathered ops to the thread: none is lost.
+    #[test]
+    fn a_gathering_write_dropped_hands_its_batch_to_the_thread() {
+        let (writer, queue) = unserved(true);
+        let mut first = Box::pin(writer.write(|_| Ok(1)));
+        assert!((&mut first).now_or_never().is_none());
+        let mut second = Box::pin(writer.write(|_| Ok(2)));
+        assert!((&mut second).now_or_never().is_none(), "it joins the first one's commit");
+        drop(first);
+        assert_eq!(queue.try_iter().count(), 2, "both went to the thread");
     }
 
     /// An op, and where its answer comes.
