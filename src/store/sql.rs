@@ -120,15 +120,19 @@ macro_rules! complete_job_cas {
             $job,
             " AND jobs.version = ",
             $version,
-            " AND jobs.completed_by IS NULL AND jobs.status IN ('running', 'unknown', 'failed')"
+            " AND jobs.completed_by IS NULL \
+             AND (jobs.status = 'running' OR jobs.status = 'unknown' OR jobs.status = 'failed')"
         )
     };
 }
 
-/// The states from which an attempt may still deliver a result.
+/// The states from which an attempt may still deliver a result. (Here and
+/// in the compare-and-swap, three or more states are compared one by one:
+/// SQLite builds a table for an `IN` list of three or more constants each
+/// time the statement runs; see migration 0007.)
 macro_rules! deliverable {
     () => {
-        "state IN ('starting', 'unknown', 'abandoned')"
+        "(state = 'starting' OR state = 'unknown' OR state = 'abandoned')"
     };
 }
 
