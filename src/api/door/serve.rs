@@ -11,7 +11,6 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
-use tokio::sync::broadcast;
 
 use super::{Door, StreamRender};
 use crate::api::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
@@ -247,13 +246,8 @@ async fn stream_live<D: Door>(
     replayed: bool,
     wait: Duration,
 ) -> Result<Response, Problem> {
-    let Subscription { backlog, live } = subscription;
-    let mut events = stream::iter(backlog.into_iter().map(Ok)).chain(receive(live)).boxed();
-    let first = match tokio::time::timeout(wait, events.next()).await {
-        Ok(Some(Ok(event))) => Some(event),
-        Ok(Some(Err(problem))) => return Err(problem),
-        Ok(None) | Err(_) => None,
-    };
+    let mut events = receive(subscription).boxed();
+    let first = tokio::time::timeout(wait, events.next()).await.ok().flatten();
     let attempt = match &first {
         Some(StreamEvent::Chunk { attempt, .. } | StreamEvent::Done { attempt, .. }) => *attempt,
         // Nothing was sent yet: answer as a plain request would.
@@ -264,23 +258,19 @@ async fn stream_live<D: Door>(
         }
     };
     let render = D::stream(&job);
-    let body = stream::iter(first.map(Ok)).chain(events).scan((false, render), |(ended, render), event| {
+    let body = stream::iter(first).chain(events).scan((false, render), |(ended, render), event| {
         if *ended {
             return futures_util::future::ready(None);
         }
         let bytes = match event {
-            Ok(StreamEvent::Chunk { chunk, .. }) => render.chunk(&chunk),
-            Ok(StreamEvent::Done { .. }) => {
+            StreamEvent::Chunk { chunk, .. } => render.chunk(&chunk),
+            StreamEvent::Done { .. } => {
                 *ended = true;
                 render.done()
             }
-            Ok(StreamEvent::Failed { code, message, .. }) => {
+            StreamEvent::Failed { code, message, .. } => {
                 *ended = true;
                 render.failed(code, &message)
-            }
-            Err(problem) => {
-                *ended = true;
-                render.failed(problem.slug(), "the stream reader fell behind")
             }
         };
         futures_util::future::ready(Some(Ok::<_, Infallible>(Bytes::from(bytes))))
@@ -299,21 +289,10 @@ async fn stream_live<D: Door>(
     Ok(response)
 }
 
-/// Live events until the stream's final one.
-fn receive(
-    live: broadcast::Receiver<StreamEvent>,
-) -> impl futures_util::Stream<Item = Result<StreamEvent, Problem>> {
-    stream::unfold(Some(live), |state| async move {
-        let mut live = state?;
-        match live.recv().await {
-            Ok(event) => {
-                let last = event.is_final();
-                Some((Ok(event), if last { None } else { Some(live) }))
-            }
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                Some((Err(Problem::new(ProblemType::StreamLagged, "behind")), None))
-            }
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
+/// The stream's events, up to and including its final one.
+fn receive(subscription: Subscription) -> impl futures_util::Stream<Item = StreamEvent> {
+    stream::unfold(subscription, |mut subscription| async move {
+        let event = subscription.next().await?;
+        Some((event, subscription))
     })
 }

@@ -162,7 +162,7 @@ fn model_object(route: &str) -> Value {
         (status = 422, description = "`invalid-body`, `unknown-route`",
             body = Problem, content_type = "application/problem+json"),
         (status = 429, response = super::problem::LimitReached),
-        (status = 500, description = "`internal`, `stream-lagged`",
+        (status = 500, description = "`internal`",
             body = Problem, content_type = "application/problem+json"),
         (status = 502, response = super::problem::UpstreamFailed),
         (status = 503, response = super::problem::StoreUnavailable),

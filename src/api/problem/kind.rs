@@ -122,8 +122,6 @@ problem_types! {
     ContentRefused = "content-refused", BAD_REQUEST, "Refused by the provider's content policy";
     /// an unexpected error; the detail is in the gateway's log
     Internal = "internal", INTERNAL_SERVER_ERROR, "Internal error";
-    /// a streaming reader fell behind before its first byte was sent
-    StreamLagged = "stream-lagged", INTERNAL_SERVER_ERROR, "Stream lagged";
     /// the database cannot be reached; `Retry-After: 1`. Before the job was
     /// stored: nothing stored, no provider called. After (`job_id`): the job
     /// exists and may have reached a provider; retry under the same key
@@ -175,7 +173,6 @@ impl ProblemType {
             | ProblemType::Internal
             // Its `Retry-After` depends on the window: set per problem.
             | ProblemType::RateLimited
-            | ProblemType::StreamLagged
             | ProblemType::Draining => &[],
         }
     }
