@@ -234,20 +234,29 @@ impl Writer {
     }
 
     /// Takes the gathered ops: committed here if the writer is idle, else
-    /// sent to the thread in the order they came.
+    /// sent to the thread in the order they came. At most [`MAX_BATCH`]
+    /// are committed here, as the thread takes at most as many: the rest
+    /// follow through the thread, after them, so that one worker is not
+    /// held by an unbounded transaction.
     fn commit_gathered(&self, inline: bool) {
-        let batch = std::mem::take(
+        let mut batch = std::mem::take(
             &mut *self.shared.gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        if batch.is_empty() {
-            return;
-        }
-        let batch = if inline { self.try_inline(batch) } else { Err(batch) };
-        if let Err(batch) = batch {
-            for op in batch {
-                // A stopped thread drops the op: its caller is told so.
-                let _ = self.enqueue(op);
+        let rest = batch.split_off(batch.len().min(MAX_BATCH));
+        if !batch.is_empty() {
+            let batch = if inline { self.try_inline(batch) } else { Err(batch) };
+            if let Err(batch) = batch {
+                self.enqueue_all(batch);
             }
+        }
+        self.enqueue_all(rest);
+    }
+
+    /// Sends `ops` to the thread in order; a stopped thread drops them, and
+    /// their callers are told so.
+    fn enqueue_all(&self, ops: Vec<Box<dyn Op>>) {
+        for op in ops {
+            let _ = self.enqueue(op);
         }
     }
 
@@ -771,6 +780,30 @@ mod tests {
         assert_eq!(order, (0..10).collect::<Vec<_>>());
         drop(writer);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// More writes ready at once than one batch carries: the first
+    /// [`MAX_BATCH`] are committed on the worker, the rest go to the thread.
+    #[test]
+    fn a_gathered_batch_beyond_the_cap_sends_the_rest_to_the_thread() {
+        let (writer, queue) = unserved(true);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let write = || {
+            let ran = Arc::clone(&ran);
+            Box::pin(writer.write(move |_| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }))
+        };
+        let mut first = write();
+        assert!((&mut first).now_or_never().is_none());
+        let mut others: Vec<_> = (0..MAX_BATCH + 9).map(|_| write()).collect();
+        for other in &mut others {
+            assert!(other.as_mut().now_or_never().is_none(), "it joins the first one's commit");
+        }
+        assert!(matches!(first.now_or_never(), Some(Ok(()))), "the first is in the committed part");
+        assert_eq!(ran.load(Ordering::SeqCst), MAX_BATCH);
+        assert_eq!(queue.try_iter().count(), 10, "the rest went to the thread");
     }
 
     /// A write dropped while it gathers (its request went away) leaves the
