@@ -50,7 +50,7 @@ struct Events {
 /// next, in order. Each reader keeps its own place in the one list of
 /// events, so however far behind it falls it misses nothing, and a stream
 /// costs its events and no buffer per reader (a broadcast channel's ring,
-/// allocated whole when the stream opened, was most of a held stream's
+/// allocated whole when the stream opened, was a third of a held stream's
 /// memory).
 pub struct Subscription {
     entry: Arc<Entry>,
