@@ -465,7 +465,21 @@ pub async fn spawn_serve(config: &Path) -> Spawned {
 /// the shipped config's ports must not matter) and `env`, and returns once it
 /// logged that it is listening (a signal, not a sleep). Its log is drained
 /// into `logs` so the pipe never fills; an early exit panics with that log.
+/// A free port can be taken by another test process between the moment it
+/// is found and the moment the child binds it: refused so, the child is
+/// started again on other ports.
 pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
+    for _ in 0..4 {
+        if let Some(spawned) = try_spawn_binary(args, env, false).await {
+            return spawned;
+        }
+    }
+    try_spawn_binary(args, env, true).await.unwrap()
+}
+
+/// One try of [`spawn_binary`]; `None` when a port it was given was taken
+/// meanwhile (and `last` is false).
+async fn try_spawn_binary(args: &[&str], env: &[(&str, &str)], last: bool) -> Option<Spawned> {
     use tokio::io::AsyncBufReadExt;
     let port = free_port();
     let sim_port = free_port();
@@ -488,7 +502,11 @@ pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
     loop {
         let Some(line) = lines.next_line().await.unwrap() else {
             let status = child.wait().await.unwrap();
-            panic!("intentgate exited before listening ({status}); its log:\n{}", logs.lock().unwrap());
+            let logged = logs.lock().unwrap().clone();
+            if !last && logged.contains("Address already in use") {
+                return None;
+            }
+            panic!("intentgate exited before listening ({status}); its log:\n{logged}");
         };
         logs.lock().unwrap().push_str(&line);
         logs.lock().unwrap().push('\n');
@@ -504,7 +522,7 @@ pub async fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Spawned {
             logs.push('\n');
         }
     });
-    Spawned { child, url: format!("http://127.0.0.1:{port}"), logs }
+    Some(Spawned { child, url: format!("http://127.0.0.1:{port}"), logs })
 }
 
 /// A system program (`haproxy`, `pgbouncer`) on the PATH or in the sbin
