@@ -30,7 +30,8 @@
 //! finds nothing gathered yields once to the runtime, every other ready
 //! task adds its write, and it commits them all (on one pinned core, where
 //! the connection is always idle, this is what batches). When the
-//! connection is busy, ops queue, and the thread batches them as above. What may wait on the disk or on another process goes through the
+//! connection is busy, ops queue, and the thread batches them as above.
+//! What may wait on the disk or on another process goes through the
 //! thread, never an async worker: every commit with `FULL` (an `fsync`);
 //! the first commit after a checkpoint emptied the WAL (SQLite `fsync`s the
 //! WAL's new header even with `NORMAL`); and a write that finds the file's
@@ -228,7 +229,7 @@ impl Writer {
     /// Adds `op` to the gathered ops: whether it is the first (its write
     /// commits them).
     fn gather(&self, op: Box<dyn Op>) -> bool {
-        let mut gathered = self.shared.gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut gathered = lock(&self.shared.gathered);
         gathered.push(op);
         gathered.len() == 1
     }
@@ -239,9 +240,7 @@ impl Writer {
     /// follow through the thread, after them, so that one worker is not
     /// held by an unbounded transaction.
     fn commit_gathered(&self, inline: bool) {
-        let mut batch = std::mem::take(
-            &mut *self.shared.gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let mut batch = std::mem::take(&mut *lock(&self.shared.gathered));
         let rest = batch.split_off(batch.len().min(MAX_BATCH));
         if !batch.is_empty() {
             let batch = if inline { self.try_inline(batch) } else { Err(batch) };
@@ -262,7 +261,7 @@ impl Writer {
 
     /// Runs `batch` as one transaction on this thread if the writer is
     /// idle and the file's write lock free at once; gives it back otherwise.
-    fn try_inline(&self, batch: Vec<Box<dyn Op>>) -> Result<(), Vec<Box<dyn Op>>> {
+    fn try_inline(&self, mut batch: Vec<Box<dyn Op>>) -> Result<(), Vec<Box<dyn Op>>> {
         let Some(conn) = self.idle_connection() else { return Err(batch) };
         // Another process holding the write lock would make `BEGIN` sleep in
         // SQLite's busy handler, up to the busy timeout: the thread waits
@@ -276,7 +275,6 @@ impl Writer {
             }
             return Err(batch);
         }
-        let mut batch = batch;
         let failure = run_begun(&conn, &mut batch).err();
         answer_batch(&self.shared, &conn, batch, failure);
         Ok(())
@@ -472,9 +470,10 @@ fn answer_batch(shared: &Shared, conn: &Connection, batch: Vec<Box<dyn Op>>, fai
 }
 
 /// A poisoned lock only says an op panicked while holding it; ops catch
-/// their own panics and roll back, so the connection is fine to use.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// their own panics and roll back, so the connection (or the gathered ops,
+/// pushed and taken whole) is fine to use.
+fn lock<T>(guarded: &Mutex<T>) -> MutexGuard<'_, T> {
+    guarded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The checkpoint thread: a `PASSIVE` checkpoint when the writer asks, and

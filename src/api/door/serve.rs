@@ -257,23 +257,15 @@ async fn stream_live<D: Door>(
             return answer::<D>(state, &read.unwrap_or(job), how).await;
         }
     };
-    let render = D::stream(&job);
-    let body = stream::iter(first).chain(events).scan((false, render), |(ended, render), event| {
-        if *ended {
-            return futures_util::future::ready(None);
-        }
+    let mut render = D::stream(&job);
+    // The events end with the final one: nothing follows it.
+    let body = stream::iter(first).chain(events).map(move |event| {
         let bytes = match event {
             StreamEvent::Chunk { chunk, .. } => render.chunk(&chunk),
-            StreamEvent::Done { .. } => {
-                *ended = true;
-                render.done()
-            }
-            StreamEvent::Failed { code, message, .. } => {
-                *ended = true;
-                render.failed(code, &message)
-            }
+            StreamEvent::Done { .. } => render.done(),
+            StreamEvent::Failed { code, message, .. } => render.failed(code, &message),
         };
-        futures_util::future::ready(Some(Ok::<_, Infallible>(Bytes::from(bytes))))
+        Ok::<_, Infallible>(Bytes::from(bytes))
     });
     let mut response = Response::new(Body::from_stream(body));
     let headers = response.headers_mut();
