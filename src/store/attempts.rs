@@ -344,7 +344,7 @@ async fn start_attempt_pg(
     let Amounts { nanos, tokens } = reservation.amounts;
 
     let named = store.named(); // false through a transaction pooler (postgres.rs)
-    let mut tx = store.pool.begin().await?;
+    let mut tx = super::postgres::begin(&store.pool).await?;
     let job: Option<JobRow> =
         sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).persistent(named).fetch_optional(&mut *tx).await?;
     let attempts: Vec<AttemptRow> =
