@@ -56,6 +56,9 @@
 //! One core per gateway, as an operator deploys a replica: `--gateway-cpus 1
 //! --load-cpus 0` runs each gateway under `taskset -c 1` and this process
 //! and the simulator on core 0, so the gateway's figures are its own core's.
+//! `--floor` adds HAProxy on the gateway's core in front of the simulator:
+//! the same trips between cores, no other work — what the machine charges
+//! any gateway before it does anything.
 //! `--replicas N` starts N PostgreSQL gateways on one schema and spreads the
 //! clients over them (a scaling table); `--streams N` replaces the load with
 //! N streams held open at once and reports the RSS they cost. What a
@@ -89,6 +92,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+#[path = "gateway/floor.rs"]
+mod floor;
 #[path = "gateway/streams.rs"]
 mod streams;
 
@@ -198,6 +203,11 @@ struct Args {
     /// its RSS per stream. The gateway's file limit is raised to fit.
     #[arg(long, default_value_t = 0)]
     streams: usize,
+    /// Also measure HAProxy forwarding to the simulator from the gateway's
+    /// CPUs (`--gateway-cpus`): the same trips between cores as a gateway,
+    /// no other work — the floor this machine sets (`gateway/floor.rs`).
+    #[arg(long)]
+    floor: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -231,6 +241,8 @@ impl Mix {
 enum Endpoint {
     /// The simulator itself.
     Sim,
+    /// The simulator through a proxy that does nothing (`--floor`).
+    Floor,
     Chat,
     Jobs,
 }
@@ -717,7 +729,7 @@ enum Outcome {
 /// Sends one request and reads the whole answer.
 async fn send(client: &reqwest::Client, target: &Target, url: &str, key: Option<&str>) -> Outcome {
     let mut request = match target.endpoint {
-        Endpoint::Sim => client.post(format!("{url}/v1/chat/completions")).body(SIM_BODY),
+        Endpoint::Sim | Endpoint::Floor => client.post(format!("{url}/v1/chat/completions")).body(SIM_BODY),
         Endpoint::Chat => {
             client.post(format!("{url}/v1/chat/completions")).bearer_auth(ALICE_KEY).body(CHAT_BODY)
         }
@@ -767,7 +779,9 @@ fn recent(pool: &Mutex<VecDeque<String>>, rng: &mut Rng) -> Option<String> {
 
 /// Picks the key of the `n`-th request of a client: `(key, sent as a replay)`.
 fn pick_key(target: &Target, mix: Mix, keys: &Keys, rng: &mut Rng, n: u64) -> (Option<String>, bool) {
-    if target.endpoint == Endpoint::Sim || (target.keyless && target.endpoint == Endpoint::Chat) {
+    if matches!(target.endpoint, Endpoint::Sim | Endpoint::Floor)
+        || (target.keyless && target.endpoint == Endpoint::Chat)
+    {
         return (None, false);
     }
     if mix == Mix::Replay
@@ -791,7 +805,7 @@ async fn closed_loop(
     until: Instant,
 ) -> Sample {
     let mut tasks = Vec::new();
-    let race = mix == Mix::Race && target.endpoint != Endpoint::Sim;
+    let race = mix == Mix::Race && !matches!(target.endpoint, Endpoint::Sim | Endpoint::Floor);
     let tasks_n = if race { (clients / RACE_GROUP).max(1) } else { clients };
     for index in 0..tasks_n {
         let client = client.clone();
@@ -1252,6 +1266,9 @@ async fn run_rounds(
         }
         for mix in mixes {
             for (order, target) in targets.iter().enumerate() {
+                if target.endpoint == Endpoint::Floor && *mix != Mix::New {
+                    continue; // a proxy keeps no jobs to replay or race
+                }
                 let cell = run_cell(args, client, target, *mix, &keys, sim, ticks).await;
                 print_progress(&target.label, *mix, round, &cell, round_direct.as_ref());
                 results
@@ -1467,6 +1484,27 @@ async fn main() {
         postgres: false,
         keyless: false,
     };
+    let floor_proxy = if args.floor {
+        let haproxy = pinned(Path::new("haproxy"), args.gateway_cpus.as_deref());
+        let proxy =
+            floor::start(haproxy, &dir, free_port(), sim.addr).unwrap_or_else(|err| panic!("--floor: {err}"));
+        targets.insert(
+            0,
+            Target {
+                label: "haproxy (floor)".into(),
+                endpoint: Endpoint::Floor,
+                urls: vec![proxy.url.clone()],
+                pid: Some(proxy.pid()),
+                other_pids: Vec::new(),
+                pool: Arc::default(),
+                postgres: false,
+                keyless: false,
+            },
+        );
+        Some(proxy)
+    } else {
+        None
+    };
     eprintln!(
         "simulator {} (pid {}); gateways: {}; temp dir {}",
         sim.addr,
@@ -1501,6 +1539,7 @@ async fn main() {
         }
     }
     drop(gateways);
+    drop(floor_proxy);
     drop(_sim_process);
     if let Some(schema) = pg_schema_name {
         drop_pg_schema(&args.pg_url, &schema).await;
