@@ -568,9 +568,21 @@ fn pinned(program: &Path, cpus: Option<&str>) -> Command {
     }
 }
 
-/// `command` with its open-file limit raised to `files` (`prlimit`, which
-/// root may use to raise the hard limit too): a stream holds two sockets.
+/// `command` with its open-file limit raised to `files` (`prlimit`), or to
+/// this process's hard limit if that is lower (raising a hard limit needs
+/// CAP_SYS_RESOURCE, which a container may not give even to root): a
+/// stream holds two sockets.
 fn with_files(command: Command, files: u64) -> Command {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 && limit.rlim_max < files {
+        eprintln!(
+            "the open-file limit is {}: streams past about {} will fail",
+            limit.rlim_max,
+            limit.rlim_max / 2
+        );
+    }
+    let files = if limit.rlim_max > 0 { files.min(limit.rlim_max) } else { files };
     let mut raised = Command::new("prlimit");
     raised.arg(format!("--nofile={files}:{files}")).arg(command.get_program()).args(command.get_args());
     raised
@@ -888,9 +900,14 @@ async fn open_loop(
         let (key, as_replay) = pick_key(target, mix, keys, &mut rng, n);
         let (client, target, sample) = (client.clone(), target.clone(), sample.clone());
         let url = target.urls[n as usize % target.urls.len()].clone();
+        // Timed from the send, not from `scheduled`: no request waits for
+        // another's answer here (each has its own task), so there is no
+        // coordinated omission to correct, and tokio's timer wakes up to a
+        // millisecond after `scheduled` — noise as large as the figure.
         tasks.spawn(async move {
+            let sent = Instant::now();
             let outcome = send(&client, &target, &url, key.as_deref()).await;
-            let elapsed = scheduled.elapsed();
+            let elapsed = sent.elapsed();
             if let (Outcome::Ok { .. }, Some(key), false, Mix::Replay) = (&outcome, key, as_replay, mix) {
                 remember(&target.pool, key);
             }

@@ -24,11 +24,13 @@ struct Choice {
 }
 
 /// The completion `chunks` (OpenAI `chat.completion.chunk` objects, in the
-/// order they arrived) add up to.
-pub fn assemble(chunks: &[Value]) -> Value {
+/// order they arrived) add up to. Owned or shared: a live stream keeps its
+/// chunks in `Arc`s, which its readers hold too.
+pub fn assemble<C: std::borrow::Borrow<Value>>(chunks: &[C]) -> Value {
     let mut choices: BTreeMap<u64, Choice> = BTreeMap::new();
     let mut top = Map::new();
     for chunk in chunks {
+        let chunk: &Value = chunk.borrow();
         for key in ["id", "created", "model", "system_fingerprint", "service_tier", "usage"] {
             if let Some(value) = chunk.get(key).filter(|v| !v.is_null()) {
                 top.insert(key.to_owned(), value.clone());

@@ -94,7 +94,7 @@ impl Engine {
             let mut first_chunk = Some(first_chunk);
             let mut text = String::new();
             let (mut finish_reason, mut usage) = (None, None);
-            let mut chunks: Vec<serde_json::Value> = Vec::new();
+            let mut chunks: Vec<Arc<serde_json::Value>> = Vec::new();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
                     Ok(chunk) => chunk,
@@ -108,11 +108,10 @@ impl Engine {
                 if let Some(signal) = first_chunk.take() {
                     let _ = signal.send(());
                 }
-                engine
-                    .streams()
-                    .publish(job_id, StreamEvent::Chunk { attempt: number, chunk: chunk.chunk.clone() });
+                let shared = Arc::new(chunk.chunk);
+                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: shared.clone() });
                 text.push_str(&chunk.delta);
-                chunks.push(chunk.chunk);
+                chunks.push(shared);
                 finish_reason = chunk.finish_reason.or(finish_reason);
                 usage = chunk.usage.or(usage);
             }
@@ -135,7 +134,9 @@ impl Engine {
                 json: None,
                 usage,
                 finish_reason,
-                raw: serde_json::to_vec(&chunks).unwrap_or_default().into(),
+                raw: serde_json::to_vec(&chunks.iter().map(|chunk| &**chunk).collect::<Vec<_>>())
+                    .unwrap_or_default()
+                    .into(),
                 model: None,
             });
             Streamed { outcome: Ok(response), after_first_chunk }

@@ -18,8 +18,9 @@ use uuid::Uuid;
 pub enum StreamEvent {
     /// A piece of the answer of attempt `attempt`.
     /// One chunk in OpenAI's `chat.completion.chunk` shape, as the provider
-    /// sent it (or its dialect translated it).
-    Chunk { attempt: i32, chunk: serde_json::Value },
+    /// sent it (or its dialect translated it). Shared: the list of events,
+    /// every reader and the attempt's assembled answer hold the one value.
+    Chunk { attempt: i32, chunk: Arc<serde_json::Value> },
     /// The answer is complete and is the job's result.
     Done { attempt: i32, finish_reason: Option<String> },
     /// The stream broke after it began; no failover happens any more.
@@ -130,7 +131,22 @@ mod tests {
     use futures_util::FutureExt as _;
 
     fn chunk(n: i64) -> StreamEvent {
-        StreamEvent::Chunk { attempt: 1, chunk: serde_json::json!({ "n": n }) }
+        StreamEvent::Chunk { attempt: 1, chunk: Arc::new(serde_json::json!({ "n": n })) }
+    }
+
+    /// Every reader gets the chunk that was published, not a copy of it: a
+    /// held stream keeps each chunk once however many hold it.
+    #[tokio::test]
+    async fn readers_share_the_published_chunk() {
+        let hub = StreamHub::default();
+        let job = Uuid::now_v7();
+        let (mut first, mut second) = (hub.open(job).unwrap(), hub.attach(job).unwrap());
+        let published = Arc::new(serde_json::json!({ "choices": [] }));
+        hub.publish(job, StreamEvent::Chunk { attempt: 1, chunk: published.clone() });
+        for reader in [&mut first, &mut second] {
+            let Some(StreamEvent::Chunk { chunk, .. }) = reader.next().await else { panic!("a chunk") };
+            assert!(Arc::ptr_eq(&chunk, &published));
+        }
     }
 
     /// A reader that has read nothing while thousands of chunks went by
