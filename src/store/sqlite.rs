@@ -86,3 +86,68 @@ impl SqliteStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::sql;
+    use super::*;
+
+    /// An in-memory database with every migration applied.
+    fn migrated() -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for migration in MIGRATOR.iter() {
+            conn.execute_batch(migration.sql.as_ref()).unwrap();
+        }
+        conn
+    }
+
+    /// The lists of three or more constants after `IN` in `sql`: SQLite
+    /// builds each as a table (an ephemeral b-tree), filled and freed every
+    /// time the statement runs.
+    fn constant_lists(sql: &str) -> Vec<String> {
+        let mut lists = Vec::new();
+        let upper = sql.to_ascii_uppercase();
+        for (at, _) in upper.match_indices(" IN (") {
+            let rest = &sql[at + 5..];
+            let Some(end) = rest.find(')') else { continue };
+            let items = &rest[..end];
+            if items.trim_start().starts_with('\'') && items.split(',').count() >= 3 {
+                lists.push(items.split_whitespace().collect::<Vec<_>>().join(" "));
+            }
+        }
+        lists
+    }
+
+    /// Every rule a job's writes run through — the CHECKs of `jobs` and
+    /// `attempts`, their triggers and partial indexes — and every statement
+    /// of the hot path compares with constants one by one: none has a list
+    /// SQLite would build a table for on each insert and state change.
+    #[test]
+    fn a_jobs_writes_build_no_table() {
+        let conn = migrated();
+        let mut schema = conn
+            .prepare("SELECT name, sql FROM sqlite_master WHERE tbl_name IN ('jobs', 'attempts') AND sql IS NOT NULL")
+            .unwrap();
+        let rules: Vec<(String, String)> =
+            schema.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).unwrap().map(Result::unwrap).collect();
+        assert!(rules.len() >= 10, "the tables, their indexes and triggers");
+        let statements = [
+            ("INSERT_JOB", sql::INSERT_JOB),
+            ("INSERT_FIRST_ATTEMPT", sql::INSERT_FIRST_ATTEMPT),
+            ("INSERT_ATTEMPT", sql::INSERT_ATTEMPT),
+            ("COMPLETE_JOB_CAS", sql::COMPLETE_JOB_CAS),
+            ("SETTLE_DELIVERED", sql::SETTLE_DELIVERED),
+            ("SETTLE_ATTEMPT", sql::SETTLE_ATTEMPT),
+            ("SET_JOB_STATUS", sql::SET_JOB_STATUS),
+            ("FAIL_JOB", sql::FAIL_JOB),
+        ];
+        let all = rules.iter().map(|(name, sql)| (name.as_str(), sql.as_str())).chain(statements);
+        for (name, sql) in all {
+            assert_eq!(
+                constant_lists(sql),
+                Vec::<String>::new(),
+                "{name} has a list SQLite builds a table for"
+            );
+        }
+    }
+}
