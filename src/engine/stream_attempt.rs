@@ -134,9 +134,7 @@ impl Engine {
                 json: None,
                 usage,
                 finish_reason,
-                raw: serde_json::to_vec(&chunks.iter().map(|chunk| &**chunk).collect::<Vec<_>>())
-                    .unwrap_or_default()
-                    .into(),
+                raw: serde_json::to_vec(&chunks).unwrap_or_default().into(),
                 model: None,
             });
             Streamed { outcome: Ok(response), after_first_chunk }
