@@ -136,12 +136,19 @@ impl Store {
                 store
                     .writer
                     .write(move |conn| {
-                        let won = fetch_optional(
+                        let won = match execute(
                             conn,
                             sql::COMPLETE_JOB_CAS,
                             &[&job_id, &job_version, &result, &attempt_id, &now_ms],
-                            JobRow::from_sqlite,
-                        )?;
+                        )? {
+                            0 => None,
+                            _ => Some(
+                                fetch_optional(conn, sql::SELECT_JOB_BY_ID, &[&job_id], JobRow::from_sqlite)?
+                                    .ok_or_else(|| {
+                                        StoreError::Corrupt(format!("job {job_id} won and vanished"))
+                                    })?,
+                            ),
+                        };
                         let to = settled_state(won.is_some());
                         let settled = execute(
                             conn,

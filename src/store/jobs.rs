@@ -30,8 +30,8 @@ pub struct JobFilter {
 impl Store {
     /// Inserts the job unless `(owner, idempotency_key)` exists, in which
     /// case the existing job is returned (R2). `INSERT … ON CONFLICT DO
-    /// NOTHING RETURNING` then a read: the unique constraint decides, and a
-    /// racing duplicate waits on it rather than on our code.
+    /// NOTHING` then a read: the unique constraint decides, and a racing
+    /// duplicate waits on it rather than on our code.
     ///
     /// With a `first_provider`, a new job is inserted `running` together
     /// with its attempt 1 `starting` on that provider, in the same
@@ -264,7 +264,9 @@ async fn create_job_sqlite(
                 &reserved.tokens,
                 &open_attempts,
             ];
-            if let Some(row) = fetch_optional(conn, sql::INSERT_JOB, &args, JobRow::from_sqlite)? {
+            if execute(conn, sql::INSERT_JOB, &args)? == 1 {
+                let row = fetch_optional(conn, sql::SELECT_INSERTED_JOB, &[], JobRow::from_sqlite)?
+                    .ok_or_else(|| vanished(&new))?;
                 if provider.is_some() {
                     execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
                     book_sqlite(conn, attempt_id, &attempt_holds)?;
@@ -337,7 +339,7 @@ impl Store {
 
 fn vanished(new: &NewJob) -> StoreError {
     StoreError::Corrupt(format!(
-        "insert of ({}, {}) conflicted but no row is there",
+        "insert of ({}, {}) left no row to read",
         new.owner,
         new.idempotency_key.as_str()
     ))

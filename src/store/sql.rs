@@ -23,16 +23,24 @@ macro_rules! attempt_columns {
 /// SQLite: R2, the unique constraint decides; the inserting instance holds
 /// the lease from the first moment, so a crash right after the insert is
 /// recovered. `$10` is the status: `pending`, or `running` when the first
-/// attempt is inserted with it; `$15` its bound on open attempts.
+/// attempt is inserted with it; `$15` its bound on open attempts. One row
+/// changed: the job is new, and [`SELECT_INSERTED_JOB`] reads it back.
 /// (PostgreSQL: [`INSERT_JOBS_PG`].)
-pub(super) const INSERT_JOB: &str = concat!(
-    "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
+///
+/// No `RETURNING` on SQLite's hot path, here or in [`COMPLETE_JOB_CAS`]:
+/// SQLite gathers a statement's returned rows in an ephemeral table (a
+/// b-tree built, filled and freed each time the statement runs), where
+/// reading the row back after the write is one seek on a page the write
+/// has just touched.
+pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
      status, version, created_at, updated_at, lease_owner, lease_expires_at, open_attempts) \
      VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9, $15) \
-     ON CONFLICT (owner_id, idempotency_key) DO NOTHING \
-     RETURNING ",
-    job_columns!()
-);
+     ON CONFLICT (owner_id, idempotency_key) DO NOTHING";
+
+/// SQLite: the job [`INSERT_JOB`] has just inserted on this connection, by
+/// its row id (run before anything else is inserted).
+pub(super) const SELECT_INSERTED_JOB: &str =
+    concat!("SELECT ", job_columns!(), " FROM jobs WHERE rowid = last_insert_rowid()");
 
 /// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
 /// (`$11` attempt id, `$12` provider, `$13`/`$14` its reservation in
@@ -103,8 +111,8 @@ pub(super) const FAIL_JOB: &str = "UPDATE jobs SET status = 'failed', error = $3
 /// cancelled meanwhile). A job that failed meanwhile still takes the answer
 /// (`failed → succeeded`: the work was done; the error it had no longer
 /// applies). A completed job needs no driver: the lease goes with the same
-/// write. It returns the job as it leaves it, so that whoever waits on the
-/// job needs no read.
+/// write. Each backend hands back the job as the write left it, so that
+/// whoever waits on the job needs no read of its own.
 macro_rules! complete_job_cas {
     ($from:literal, $job:literal, $version:literal, $result:literal, $attempt:literal, $now:literal) => {
         concat!(
@@ -138,13 +146,14 @@ macro_rules! deliverable {
 
 /// SQLite: the compare-and-swap, if attempt `$4` may still deliver (the
 /// writer's transaction holds the database's only write lock, so nothing
-/// moves the attempt meanwhile).
+/// moves the attempt meanwhile). One row changed: it won, and
+/// [`SELECT_JOB_BY_ID`] reads the job as it left it, in the same
+/// transaction (no `RETURNING`: see [`INSERT_JOB`]).
 pub(super) const COMPLETE_JOB_CAS: &str = concat!(
     complete_job_cas!("", "$1", "$2", "$3", "$4", "$5"),
     " AND EXISTS (SELECT 1 FROM attempts WHERE id = $4 AND ",
     deliverable!(),
-    ") RETURNING ",
-    job_columns!()
+    ")"
 );
 
 /// SQLite: the delivering attempt settles as `$2` (`succeeded` if its CAS
