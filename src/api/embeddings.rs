@@ -39,8 +39,8 @@ impl Door for Embeddings {
 
     /// The provider's list as it answered, naming the model that answered
     /// (the route when the provider named none).
-    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
-        let mut list = result.completion.clone()?;
+    fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {
+        let mut list = result.completion?;
         let fields = list.as_object_mut()?;
         if fields.get("model").and_then(Value::as_str).is_none_or(str::is_empty) {
             fields.insert("model".into(), job.route.clone().into());

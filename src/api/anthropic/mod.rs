@@ -38,8 +38,8 @@ impl Door for Messages {
         Ok(Translated { job, stream, continues: None, background: false })
     }
 
-    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
-        render::message_body(&render::Identity::of(job), result)
+    fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {
+        render::message_body(&render::Identity::of(job), &result)
     }
 
     fn stream(job: &Job) -> render::EventStream {

@@ -55,8 +55,11 @@ pub trait Door: Send + Sync + 'static {
     fn translate(body: &Bytes) -> Result<Translated, Problem>;
 
     /// A succeeded job's response body; `None` if its stored result has
-    /// nothing this door can render (the job then answers `internal`).
-    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>>;
+    /// nothing this door can render (the job then answers `internal`). The
+    /// result is the door's to take apart: it was decoded for this answer
+    /// alone, so a door that passes the provider's completion on changes
+    /// it in place instead of copying it.
+    fn body(job: &Job, result: JobResult) -> Option<Vec<u8>>;
 
     /// The renderer of `job`'s stream, for its live events or its replay.
     fn stream(job: &Job) -> Self::Stream;

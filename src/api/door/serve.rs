@@ -179,12 +179,15 @@ pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Resu
     if job.status != JobStatus::Succeeded {
         return Err(not_succeeded(state, job).await?);
     }
-    let result = job.result.as_deref().and_then(JobResult::decode);
-    let rendered = result.as_ref().and_then(|result| match stream {
-        true => Some(("text/event-stream", super::replay_stream::<D>(job, result))),
-        false => D::body(job, result).map(|body| ("application/json", body)),
+    let rendered = job.result.as_deref().and_then(JobResult::decode).and_then(|result| {
+        let answered_by = (result.provider.clone(), result.model.clone());
+        let rendered = match stream {
+            true => Some(("text/event-stream", super::replay_stream::<D>(job, &result))),
+            false => D::body(job, result).map(|body| ("application/json", body)),
+        };
+        rendered.map(|rendered| (answered_by, rendered))
     });
-    let (Some(result), Some((content_type, bytes))) = (result.as_ref(), rendered) else {
+    let Some(((provider, model), (content_type, bytes))) = rendered else {
         tracing::error!(job_id = %job.id, "a succeeded job's result cannot be rendered");
         return Err(Problem::new(
             ProblemType::Internal,
@@ -198,7 +201,7 @@ pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Resu
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     identify(headers, job, winner);
-    name_provider(headers, &result.provider, result.model.as_deref());
+    name_provider(headers, &provider, model.as_deref());
     Ok(response)
 }
 

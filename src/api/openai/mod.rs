@@ -39,7 +39,7 @@ impl Door for ChatCompletions {
         translate(body)
     }
 
-    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
+    fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {
         render::completion_body(&render::Completion::of(job), result)
     }
 

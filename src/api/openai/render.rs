@@ -30,9 +30,8 @@ impl Completion {
 /// `logprobs`, `usage` with its details, `system_fingerprint`, fields we do
 /// not know), with the gateway's `id` and `created`, and the model that
 /// answered as `model` (see [`stamped`]).
-pub fn completion_body(completion: &Completion, result: &JobResult) -> Option<Vec<u8>> {
-    let mut body =
-        stamped(completion, result.completion.as_ref()?, "chat.completion", result.model.as_deref());
+pub fn completion_body(completion: &Completion, result: JobResult) -> Option<Vec<u8>> {
+    let mut body = stamped(completion, result.completion?, "chat.completion", result.model.as_deref());
     with_required_nulls(&mut body);
     serde_json::to_vec(&body).ok()
 }
@@ -55,8 +54,7 @@ fn with_required_nulls(body: &mut Value) {
 /// its `id`, `created`, `object`, and as `model` the model that answered
 /// when the provider named it (as OpenAI answers with the resolved model),
 /// else `answering` (what an earlier chunk named), else the route.
-fn stamped(completion: &Completion, value: &Value, object: &str, answering: Option<&str>) -> Value {
-    let mut value = value.clone();
+fn stamped(completion: &Completion, mut value: Value, object: &str, answering: Option<&str>) -> Value {
     if let Some(fields) = value.as_object_mut() {
         let named = fields.get("model").and_then(Value::as_str).filter(|model| !model.is_empty());
         let model =
@@ -90,7 +88,8 @@ impl ChunkStream {
 
 impl StreamRender for ChunkStream {
     fn chunk(&mut self, chunk: &Value) -> Vec<u8> {
-        let stamped = stamped(&self.completion, chunk, "chat.completion.chunk", self.answering.as_deref());
+        let stamped =
+            stamped(&self.completion, chunk.clone(), "chat.completion.chunk", self.answering.as_deref());
         if self.answering.is_none()
             && chunk.get("model").and_then(Value::as_str).is_some_and(|m| !m.is_empty())
         {
@@ -177,7 +176,7 @@ mod tests {
             chunks: None,
         };
         let completion = Completion { id: "chatcmpl-1".into(), created: 0, model: "chat".into() };
-        let body: Value = serde_json::from_slice(&completion_body(&completion, &result).unwrap_or_default())
+        let body: Value = serde_json::from_slice(&completion_body(&completion, result).unwrap_or_default())
             .unwrap_or_default();
         assert_eq!(body["choices"][0]["logprobs"], Value::Null);
         assert!(body["choices"][0]["logprobs"].is_null() && body["choices"][0].get("logprobs").is_some());

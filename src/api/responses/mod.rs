@@ -42,8 +42,8 @@ impl Door for Responses {
         })
     }
 
-    fn body(job: &Job, result: &JobResult) -> Option<Vec<u8>> {
-        render::response_body(&render::Identity::of(job), result)
+    fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {
+        render::response_body(&render::Identity::of(job), &result)
     }
 
     fn stream(job: &Job) -> render::EventStream {
