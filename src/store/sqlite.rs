@@ -202,4 +202,23 @@ mod tests {
             "the check sees a RETURNING's table"
         );
     }
+
+    /// The reads that replace `RETURNING` seek their row: by row id and by
+    /// primary key, never a scan of `jobs` (`last_insert_rowid()` is not
+    /// deterministic, and a planner that would not seek on it would read the
+    /// whole table at every insert).
+    #[test]
+    fn a_written_job_is_read_back_by_a_seek() {
+        let conn = migrated();
+        for read in [sql::SELECT_INSERTED_JOB, sql::SELECT_JOB_BY_ID] {
+            let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {read}")).unwrap();
+            let nulls = vec![rusqlite::types::Value::Null; explain.parameter_count()];
+            let plan: Vec<String> = explain
+                .query_map(rusqlite::params_from_iter(nulls), |row| row.get(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(plan.iter().all(|step| step.starts_with("SEARCH jobs USING")), "{read}: {plan:?}");
+        }
+    }
 }
