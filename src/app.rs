@@ -184,12 +184,12 @@ async fn start_with_simulator(
     let limits = crate::server::ConnectionLimits::from_config(&config.server);
     let drain_timeout: std::time::Duration = config.server.drain_timeout.into();
     let unready_delay = config.server.unready_delay.into();
-    let state = AppState {
+    let state = AppState::new(api::Shared {
         max_body_bytes: config.server.max_body_bytes,
         live: api::Live::new(config, principals),
         store: store.clone(),
         engine: engine.clone(),
-    };
+    });
     engine.spawn_sweeper();
     engine.spawn_settled_listener();
     engine.tasks().spawn_watch(crate::telemetry::upkeep());

@@ -3,7 +3,8 @@
 //! both backends: for every (from, to) pair the database accepts the UPDATE
 //! exactly when `can_become` says it is legal. Also R4's database half: the
 //! partial unique index refuses a second open attempt even to SQL that
-//! bypasses the code.
+//! bypasses the code. And where the store builds a job from what it wrote
+//! instead of reading it back, what it built is the row it wrote.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,6 +22,7 @@ store_matrix!(
     settling_needs_a_charge,
     racing_drivers_start_one_attempt,
     a_failing_write_spares_the_writes_beside_it,
+    a_created_job_is_the_row_the_store_holds,
 );
 
 /// Raw SQL against the test database, bypassing the store's code.
@@ -343,4 +345,43 @@ async fn a_failing_write_spares_the_writes_beside_it(store: TestStore) {
         let job = real.job_by_key("alice", &format!("k{i}")).await.unwrap().unwrap();
         assert_eq!(job.status, JobStatus::Running);
     }
+}
+
+/// SQLite's store builds a new job (and its attempt 1) from the values it
+/// inserted rather than reading them back: what the store hands the engine
+/// is the row as a later read finds it, pending or running, and so is the
+/// job the compare-and-swap completes.
+async fn a_created_job_is_the_row_the_store_holds(store: TestStore) {
+    use intentgate::jobs::{Amounts, IdempotencyKey, NewJob, now_ms};
+    use intentgate::store::{CasOutcome, Created, Lease, Reservation};
+
+    let config = common::test_config(&store.url);
+    let real = intentgate::store::Store::connect(&config.store).await.unwrap();
+    real.migrate().await.unwrap();
+    let lease = Lease { owner: "test", expires_at_ms: now_ms() + 60_000 };
+    let body = common::chat_body("x");
+    let pending = NewJob::of_body("alice".into(), IdempotencyKey::parse("pending").unwrap(), &body).unwrap();
+    let Created::New(job, None) = real.create_job(&pending, lease, None, 1, now_ms()).await.unwrap() else {
+        panic!("a new job without an attempt")
+    };
+    assert_eq!(job.status, JobStatus::Pending);
+    assert_eq!(Some(&job), real.job(job.id).await.unwrap().as_ref(), "a pending job as stored");
+
+    let running = NewJob::of_body("alice".into(), IdempotencyKey::parse("running").unwrap(), &body).unwrap();
+    let first = Some(("p", &Reservation::default()));
+    let Created::New(job, Some(attempt)) = real.create_job(&running, lease, first, 2, now_ms()).await.unwrap()
+    else {
+        panic!("a new job with its attempt 1")
+    };
+    assert_eq!(job.status, JobStatus::Running);
+    assert_eq!(Some(&job), real.job(job.id).await.unwrap().as_ref(), "a running job as stored");
+    assert_eq!(vec![*attempt], real.attempts(job.id).await.unwrap(), "its attempt 1 as stored");
+
+    let charge = (Amounts { nanos: 0, tokens: 0 }, None);
+    let attempt = &real.attempts(job.id).await.unwrap()[0];
+    let CasOutcome::Won(won) = real.complete_job(attempt, "{}", "{}", charge, now_ms()).await.unwrap() else {
+        panic!("the only attempt wins")
+    };
+    assert_eq!(won.status, JobStatus::Succeeded);
+    assert_eq!(Some(&*won), real.job(job.id).await.unwrap().as_ref(), "a won job as stored");
 }

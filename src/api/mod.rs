@@ -60,16 +60,33 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::store::Store;
 
-/// What every handler can reach. Cheap to clone.
+/// What every handler can reach: one `Arc`, since axum clones the state
+/// for every request (several times, once per layer that holds it), and
+/// each clone of the parts is an atomic count shared by every core.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// The parts of [`AppState`].
+pub struct Shared {
     pub live: Live,
     pub store: Store,
     pub engine: Engine,
     pub max_body_bytes: usize,
 }
 
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
 impl AppState {
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+
     /// The configuration now (a reload swaps it; see [`Live`]).
     pub fn config(&self) -> Arc<Config> {
         self.live.now().0

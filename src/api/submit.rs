@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
@@ -54,7 +55,7 @@ pub fn new_job(
         validate_messages(messages)
             .map_err(|err| invalid_messages(err.under("/input/messages"), "Invalid job request"))?;
     }
-    let mut request: JobRequest = serde_json::from_value(body.clone()).map_err(|err| {
+    let mut request = JobRequest::deserialize(&body).map_err(|err| {
         Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
             .titled("Invalid job request")
     })?;

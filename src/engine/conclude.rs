@@ -261,7 +261,12 @@ impl Engine {
             chunks,
         }
         .encode();
-        let raw = String::from_utf8_lossy(&response.raw);
+        // Valid UTF-8 in practice: checked by the fast path, not decoded
+        // character by character.
+        let raw = match std::str::from_utf8(&response.raw) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(&response.raw),
+        };
         let outcome = self
             .hold(attempt, "record an answer", || {
                 self.store().complete_job(

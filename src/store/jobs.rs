@@ -226,7 +226,7 @@ async fn create_job_sqlite(
     let open_attempts = first.open_attempts;
     let provider = first.provider.map(str::to_owned);
     let attempt_holds = first.holds.to_vec();
-    let new = new.clone();
+    let job = inserted(new, status, now_ms);
     let lease_owner = lease.owner.to_owned();
     let expires_at = lease.expires_at_ms;
     let created = store
@@ -236,7 +236,7 @@ async fn create_job_sqlite(
                 fetch_optional(
                     conn,
                     sql::SELECT_JOB_BY_KEY,
-                    &[&new.owner, &new.idempotency_key.as_str()],
+                    &[&job.owner, &job.idempotency_key],
                     JobRow::from_sqlite,
                 )
             };
@@ -248,12 +248,12 @@ async fn create_job_sqlite(
                 };
             }
             let args: [&dyn rusqlite::ToSql; 15] = [
-                &new.id,
-                &new.owner,
-                &new.idempotency_key.as_str(),
-                &new.fingerprint.as_str(),
-                &new.request.route,
-                &new.canonical,
+                &job.id,
+                &job.owner,
+                &job.idempotency_key,
+                &job.fingerprint.as_str(),
+                &job.route,
+                &job.request,
                 &now_ms,
                 &lease_owner,
                 &expires_at,
@@ -265,21 +265,43 @@ async fn create_job_sqlite(
                 &open_attempts,
             ];
             if execute(conn, sql::INSERT_JOB, &args)? == 1 {
-                let row = fetch_optional(conn, sql::SELECT_INSERTED_JOB, &[], JobRow::from_sqlite)?
-                    .ok_or_else(|| vanished(&new))?;
                 if provider.is_some() {
                     execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
                     book_sqlite(conn, attempt_id, &attempt_holds)?;
                 }
-                return Ok(Created::New(row.try_into()?, None));
+                return Ok(Created::New(job, None));
             }
             match existing(conn)? {
                 Some(row) => Ok(Created::Existing(row.try_into()?)),
-                None => Err(vanished(&new)),
+                None => Err(vanished(&job.owner, &job.idempotency_key)),
             }
         })
         .await?;
     Ok(created)
+}
+
+/// The job [`sql::INSERT_JOB`] stores for `new`, as a read of its row would
+/// return it: what was inserted, version 0, no result, no error, no winner.
+/// SQLite builds it rather than reading the row back: one statement less
+/// in the writer's op, which every job waits for (PostgreSQL's insert
+/// returns its row). `a_created_job_is_the_row_the_store_holds` (tests)
+/// compares the two on both stores.
+fn inserted(new: &NewJob, status: JobStatus, now_ms: i64) -> Job {
+    Job {
+        id: new.id,
+        owner: new.owner.clone(),
+        idempotency_key: new.idempotency_key.as_str().to_owned(),
+        fingerprint: new.fingerprint.clone(),
+        route: new.request.route.clone(),
+        request: new.canonical.clone(),
+        status,
+        version: 0,
+        completed_by: None,
+        result: None,
+        error: None,
+        created_at_ms: now_ms,
+        updated_at_ms: now_ms,
+    }
 }
 
 impl Store {
@@ -331,16 +353,13 @@ impl Store {
             Some(row) => Ok(Created::New(row.try_into()?, None)),
             None => match self.job_by_key(&new.owner, new.idempotency_key.as_str()).await? {
                 Some(job) => Ok(Created::Existing(job)),
-                None => Err(vanished(new)),
+                None => Err(vanished(&new.owner, new.idempotency_key.as_str())),
             },
         }
     }
 }
 
-fn vanished(new: &NewJob) -> StoreError {
-    StoreError::Corrupt(format!(
-        "insert of ({}, {}) left no row to read",
-        new.owner,
-        new.idempotency_key.as_str()
-    ))
+/// An insert that changed nothing found no job under its key either.
+fn vanished(owner: &str, idempotency_key: &str) -> StoreError {
+    StoreError::Corrupt(format!("insert of ({owner}, {idempotency_key}) stored nothing and found no job"))
 }

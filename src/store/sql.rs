@@ -24,23 +24,18 @@ macro_rules! attempt_columns {
 /// the lease from the first moment, so a crash right after the insert is
 /// recovered. `$10` is the status: `pending`, or `running` when the first
 /// attempt is inserted with it; `$15` its bound on open attempts. One row
-/// changed: the job is new, and [`SELECT_INSERTED_JOB`] reads it back.
-/// (PostgreSQL: [`INSERT_JOBS_PG`].)
+/// changed: the job is new, and the store builds it from what it inserted
+/// (`store::jobs::inserted`). (PostgreSQL: [`INSERT_JOBS_PG`].)
 ///
 /// No `RETURNING` on SQLite's hot path, here or in [`COMPLETE_JOB_CAS`]:
 /// SQLite gathers a statement's returned rows in an ephemeral table (a
 /// b-tree built, filled and freed each time the statement runs), where
 /// reading the row back after the write is one seek on a page the write
-/// has just touched.
+/// has just touched, and building it from the values written is none.
 pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
      status, version, created_at, updated_at, lease_owner, lease_expires_at, open_attempts) \
      VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9, $15) \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING";
-
-/// SQLite: the job [`INSERT_JOB`] has just inserted on this connection, by
-/// its row id (run before anything else is inserted).
-pub(super) const SELECT_INSERTED_JOB: &str =
-    concat!("SELECT ", job_columns!(), " FROM jobs WHERE rowid = last_insert_rowid()");
 
 /// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
 /// (`$11` attempt id, `$12` provider, `$13`/`$14` its reservation in
