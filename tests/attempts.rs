@@ -201,7 +201,8 @@ async fn reverse_order_first_to_finish_wins(store: TestStore) {
     assert_eq!(job["attempts"][0]["state"], "superseded");
     assert_eq!(gw.sim().calls().total, 2);
     let stored = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
-    assert!(stored[0].response.is_some(), "A's late payload stays on A for audit");
+    let late = gw.gateway.store.attempt_response(stored[0].id).await.unwrap();
+    assert!(late.is_some(), "A's late payload stays on A for audit");
 }
 
 /// R7, the opposite order: A's late answer arrives before B's → A wins even

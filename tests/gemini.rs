@@ -270,7 +270,8 @@ async fn usage_is_reported_and_kept(store: TestStore) {
     assert_eq!(usage["total_tokens"], 9, "usageMetadata.totalTokenCount");
     let raw: Value = {
         let seen = gw.gateway.store.attempts(job.parse().unwrap()).await.unwrap();
-        serde_json::from_str(seen[0].response.as_deref().unwrap_or_default()).unwrap_or_default()
+        let stored = gw.gateway.store.attempt_response(seen[0].id).await.unwrap();
+        serde_json::from_str(stored.as_deref().unwrap_or_default()).unwrap_or_default()
     };
     assert_eq!(
         raw["usageMetadata"]["candidatesTokenCount"], 5,

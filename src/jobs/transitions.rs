@@ -110,7 +110,6 @@ mod tests {
             job_version: 0,
             outcome: None,
             detail: None,
-            response: None,
             resolved_by: None,
             started_at_ms: 0,
             finished_at_ms: None,

@@ -58,6 +58,15 @@ impl Store {
         rows.into_iter().map(Attempt::try_from).collect()
     }
 
+    /// The provider's answer as an attempt received it, byte for byte (kept
+    /// for audit, and for a superseded answer that is not the job's
+    /// result). Not part of [`Attempt`]: no view shows it, and it can be
+    /// large, so every read of a job's attempts would copy it for nothing.
+    pub async fn attempt_response(&self, attempt_id: Uuid) -> Result<Option<String>, StoreError> {
+        let row = self.read_optional(sql::SELECT_ATTEMPT_RESPONSE, vec![attempt_id.into()], first).await?;
+        Ok(row.and_then(|(response,)| response))
+    }
+
     pub async fn attempt(&self, job_id: Uuid, number: i32) -> Result<Option<Attempt>, StoreError> {
         let args = vec![job_id.into(), i64::from(number).into()];
         let row = self.read_optional(sql::SELECT_ATTEMPT, args, AttemptRow::from_sqlite).await?;

@@ -12,7 +12,7 @@ macro_rules! job_columns {
 
 macro_rules! attempt_columns {
     () => {
-        "id, job_id, number, provider, state, job_version, outcome, detail, response, \
+        "id, job_id, number, provider, state, job_version, outcome, detail, \
          resolved_by, started_at, finished_at, reserved_nanos, reserved_tokens, cost_nanos, \
          tokens, usage, lane, unknown_at"
     };
@@ -276,6 +276,9 @@ pub(super) const LIST_JOBS: &str = concat!(
 
 pub(super) const SELECT_ATTEMPTS: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 ORDER BY number");
+
+/// The answer attempt `$1` received, which the attempt columns leave out.
+pub(super) const SELECT_ATTEMPT_RESPONSE: &str = "SELECT response FROM attempts WHERE id = $1";
 
 pub(super) const SELECT_ATTEMPT: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 AND number = $2");
