@@ -10,6 +10,7 @@
 //! the GenAI semantic-convention attributes; each provider request carries
 //! a `traceparent` naming its attempt's span.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::propagation::TextMapPropagator;
@@ -26,6 +27,17 @@ use crate::config::DialectConfig;
 
 /// The service name when `OTEL_SERVICE_NAME` is unset.
 pub const DEFAULT_SERVICE_NAME: &str = "intentgate";
+
+/// Whether this process exports traces (a [`Traces::layer`] was made).
+/// Until then the helpers below return at once: the attributes they would
+/// set go to a layer that is not there, and building them (a job id as
+/// text, a model name copied, a `traceparent` looked for) cost every
+/// request a few thousand instructions for nothing.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
 
 /// The exporting tracer provider; [`Traces::shutdown`] flushes it.
 #[derive(Debug)]
@@ -75,6 +87,7 @@ impl Traces {
         S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
     {
         let tracer = self.provider.tracer("intentgate");
+        EXPORTING.store(true, Ordering::Relaxed);
         tracing_opentelemetry::layer().with_tracer(tracer).with_filter(tracing_subscriber::filter::filter_fn(
             |meta| {
                 meta.is_span()
@@ -137,6 +150,9 @@ impl opentelemetry_http::HttpClient for Client {
 /// The request span continues the client's trace, when its `traceparent`
 /// names one; it has HTTP's semantic-convention attributes.
 pub fn continue_trace(span: &tracing::Span, method: &str, route: &str, headers: &axum::http::HeaderMap) {
+    if !exporting() {
+        return;
+    }
     let parent = TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
@@ -147,6 +163,9 @@ pub fn continue_trace(span: &tracing::Span, method: &str, route: &str, headers: 
 
 /// The request span's response status.
 pub fn record_status(span: &tracing::Span, status: u16) {
+    if !exporting() {
+        return;
+    }
     span.set_attribute("http.response.status_code", i64::from(status));
 }
 
@@ -154,18 +173,25 @@ pub fn record_status(span: &tracing::Span, status: u16) {
 /// task spawned for a request (a drive, a late answer's listener) puts its
 /// attempt spans in that request's trace.
 pub fn carry<F: std::future::Future>(work: F) -> opentelemetry::context::WithContext<F> {
-    opentelemetry::context::FutureExt::with_context(work, tracing::Span::current().context())
+    let context =
+        if exporting() { tracing::Span::current().context() } else { opentelemetry::Context::new() };
+    opentelemetry::context::FutureExt::with_context(work, context)
 }
 
 /// `span` (a root in `tracing`) joins the current span's trace, as its
 /// child.
 pub fn beside_current(span: &tracing::Span) {
-    let _ = span.set_parent(tracing::Span::current().context());
+    if exporting() {
+        let _ = span.set_parent(tracing::Span::current().context());
+    }
 }
 
 /// The `traceparent` a provider request carries: the current span's (the
 /// attempt's), when it is exported.
 pub fn current_parent() -> Option<TraceParent> {
+    if !exporting() {
+        return None;
+    }
     let context = tracing::Span::current().context();
     let span = context.span();
     let span = span.span_context();
@@ -194,6 +220,9 @@ pub fn attempt_started(
     provider: &'static str,
     model: &str,
 ) {
+    if !exporting() {
+        return;
+    }
     span.set_attribute("gen_ai.operation.name", operation);
     span.set_attribute("gen_ai.provider.name", provider);
     span.set_attribute("gen_ai.request.model", model.to_owned());
@@ -206,13 +235,18 @@ pub fn attempt_started(
 pub fn record_outcome(outcome: &'static str) {
     let span = tracing::Span::current();
     span.record("outcome", outcome);
-    span.set_attribute("intentgate.outcome", outcome);
+    if exporting() {
+        span.set_attribute("intentgate.outcome", outcome);
+    }
 }
 
 /// What the current (attempt) span's answer was: its model and usage, and
 /// how it fared at the compare-and-swap (`won`, `superseded`,
 /// `not_deliverable`).
 pub fn record_answer(model: Option<&str>, usage: Option<(u64, u64)>, cas: &'static str) {
+    if !exporting() {
+        return;
+    }
     let span = tracing::Span::current();
     if let Some(model) = model {
         span.set_attribute("gen_ai.response.model", model.to_owned());

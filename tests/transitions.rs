@@ -369,7 +369,8 @@ async fn a_created_job_is_the_row_the_store_holds(store: TestStore) {
 
     let running = NewJob::of_body("alice".into(), IdempotencyKey::parse("running").unwrap(), &body).unwrap();
     let first = Some(("p", &Reservation::default()));
-    let Created::New(job, Some(attempt)) = real.create_job(&running, lease, first, 2, now_ms()).await.unwrap()
+    let Created::New(job, Some(attempt)) =
+        real.create_job(&running, lease, first, 2, now_ms()).await.unwrap()
     else {
         panic!("a new job with its attempt 1")
     };
