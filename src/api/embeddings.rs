@@ -10,9 +10,9 @@
 //! whose dialect has no embeddings (Anthropic's) is passed over with the
 //! reason, as for any request a dialect cannot express.
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
+use axum::extract::Request;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
@@ -115,9 +115,12 @@ impl StreamRender for Unstreamed {
 pub async fn embeddings(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, Problem> {
+    // The request whole, not `HeaderMap` and `Body`: that extractor copies
+    // every header.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     super::door::serve::<Embeddings>(&state, &caller, &headers, body).await
 }
 

@@ -1,7 +1,7 @@
 //! The native jobs API: create (idempotently) and read jobs.
 
 use axum::Json;
-use axum::body::Body;
+use axum::extract::Request;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -70,9 +70,12 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, Problem> {
+    // The request whole, not `HeaderMap` and `Body`: that extractor copies
+    // every header.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     let key = idempotency_key(&headers)?;
     let body = super::extract::read_body(body, state.max_body_bytes).await?;
     let value = super::ijson::parse(&body)?;

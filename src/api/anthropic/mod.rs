@@ -16,8 +16,8 @@ mod render;
 mod translate;
 
 use axum::body::{Body, Bytes};
+use axum::extract::Request;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
@@ -162,8 +162,11 @@ pub async fn count_tokens(
 pub async fn messages(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, Problem> {
+    // The request whole, not `HeaderMap` and `Body`: that extractor copies
+    // every header.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     super::door::serve::<Messages>(&state, &caller, &headers, body).await
 }

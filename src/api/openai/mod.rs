@@ -16,7 +16,8 @@ mod render;
 mod schema;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
+use axum::extract::Request;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -171,9 +172,12 @@ fn model_object(route: &str) -> Value {
 pub async fn chat_completions(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, Problem> {
+    // The request whole, not `HeaderMap` and `Body`: that extractor copies
+    // every header.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     super::door::serve::<ChatCompletions>(&state, &caller, &headers, body).await
 }
 

@@ -15,9 +15,9 @@ mod render;
 mod translate;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
+use axum::extract::Request;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
@@ -106,9 +106,12 @@ impl Door for Responses {
 pub async fn responses(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, Problem> {
+    // The request whole, not `HeaderMap` and `Body`: that extractor copies
+    // every header.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     super::door::serve::<Responses>(&state, &caller, &headers, body).await
 }
 
