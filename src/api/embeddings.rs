@@ -121,7 +121,7 @@ pub async fn embeddings(
     // every header.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    super::door::serve::<Embeddings>(&state, &caller, &headers, body).await
+    super::door::serve::<Embeddings>(&state, &caller, headers, body).await
 }
 
 /// OpenAI's embeddings request → the job request.

@@ -301,15 +301,12 @@ impl Engine {
         charged: crate::jobs::Amounts,
         (answered_model, usage): (Option<&str>, Option<(u64, u64)>),
     ) {
-        let provider = attempt.provider.clone();
+        let series = self.series(&attempt.provider);
         if let Some((input, output)) = usage {
-            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "input")
-                .increment(input);
-            metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => provider.clone(), "direction" => "output")
-                .increment(output);
+            series.input_tokens.increment(input);
+            series.output_tokens.increment(output);
         }
-        metrics::counter!(telemetry::ATTEMPTS, "provider" => provider, "outcome" => AttemptOutcome::Ok.as_str())
-            .increment(1);
+        series.answered.increment(1);
         crate::traces::record_outcome(AttemptOutcome::Ok.as_str());
         let cas = match outcome {
             CasOutcome::Won(_) => "won",

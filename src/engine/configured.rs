@@ -70,6 +70,7 @@ fn build_providers(config: &Config) -> Result<HashMap<String, Arc<ProviderEntry>
             provider: Arc::new(built),
             config: provider.clone(),
             prompt_counter: std::sync::OnceLock::new(),
+            series: Arc::new(super::series::ProviderSeries::new(&provider.name)),
         };
         providers.insert(provider.name.clone(), Arc::new(entry));
     }

@@ -380,8 +380,7 @@ impl Engine {
     /// ended) and the job's overhead accounting.
     pub(super) fn record_call_time(&self, attempt: &Attempt, spent: Duration, ended: bool) {
         if ended {
-            metrics::histogram!(telemetry::PROVIDER_LATENCY, "provider" => attempt.provider.clone())
-                .record(spent.as_secs_f64());
+            self.series(&attempt.provider).latency.record(spent.as_secs_f64());
             self.inner.latencies.observe(&attempt.provider, spent, self.now_ms());
         }
         Engine::add_provider_time(spent);

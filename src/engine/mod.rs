@@ -31,6 +31,7 @@ mod random;
 mod recovery;
 mod remote;
 mod request;
+mod series;
 mod spend;
 mod stream_attempt;
 mod streams;
@@ -154,6 +155,7 @@ struct ProviderEntry {
     config: ProviderConfig,
     /// How reservations count its prompts.
     prompt_counter: std::sync::OnceLock<spend::PromptCounter>,
+    series: Arc<series::ProviderSeries>,
 }
 
 impl Engine {
@@ -413,5 +415,12 @@ impl Engine {
 
     fn provider(&self, name: &str) -> Option<Arc<ProviderEntry>> {
         self.configured().providers.get(name).cloned()
+    }
+
+    /// `name`'s answer series: its entry's, or registered now for a
+    /// provider a reload removed while one of its attempts was open.
+    fn series(&self, name: &str) -> Arc<series::ProviderSeries> {
+        self.provider(name)
+            .map_or_else(|| Arc::new(series::ProviderSeries::new(name)), |entry| entry.series.clone())
     }
 }

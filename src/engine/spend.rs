@@ -181,8 +181,7 @@ impl Engine {
     /// Counts what a settled attempt was charged, once its write landed.
     pub(super) fn record_charge(&self, attempt: &Attempt, charged: Option<crate::jobs::Amounts>) {
         if let Some(nanos) = charged.map(|c| c.nanos).filter(|nanos| *nanos > 0) {
-            metrics::counter!(telemetry::SPEND, "provider" => attempt.provider.clone())
-                .increment(u64::try_from(nanos).unwrap_or(0));
+            self.series(&attempt.provider).spend.increment(u64::try_from(nanos).unwrap_or(0));
         }
     }
 

@@ -168,5 +168,5 @@ pub async fn messages(
     // every header.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    super::door::serve::<Messages>(&state, &caller, &headers, body).await
+    super::door::serve::<Messages>(&state, &caller, headers, body).await
 }

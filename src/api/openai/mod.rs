@@ -178,7 +178,7 @@ pub async fn chat_completions(
     // every header.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    super::door::serve::<ChatCompletions>(&state, &caller, &headers, body).await
+    super::door::serve::<ChatCompletions>(&state, &caller, headers, body).await
 }
 
 /// OpenAI request → job request body, and whether a stream was asked for.

@@ -112,7 +112,7 @@ pub async fn responses(
     // every header.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    super::door::serve::<Responses>(&state, &caller, &headers, body).await
+    super::door::serve::<Responses>(&state, &caller, headers, body).await
 }
 
 /// `GET /v1/responses/{id}`: a response as it stands, for a client that

@@ -1,0 +1,35 @@
+//! A provider's metric series on the path of every answer, registered once
+//! when its entry is built. `metrics::counter!` with labels builds its key,
+//! copies the label values and looks the series up in the recorder's map
+//! on every call: four such calls for every answer cost more than the rest
+//! of counting it. A handle is an `Arc` to the series itself.
+
+use metrics::{Counter, Histogram};
+
+use crate::jobs::AttemptOutcome;
+use crate::telemetry;
+
+/// The series of one provider that every delivered answer moves.
+pub(super) struct ProviderSeries {
+    /// `intentgate_attempts_total{outcome="ok"}`.
+    pub answered: Counter,
+    pub input_tokens: Counter,
+    pub output_tokens: Counter,
+    pub spend: Counter,
+    pub latency: Histogram,
+}
+
+impl ProviderSeries {
+    /// Registers (or finds) `provider`'s series with the process's recorder,
+    /// which is installed before any engine is built (`app::serve`).
+    pub fn new(provider: &str) -> ProviderSeries {
+        let name = || provider.to_owned();
+        ProviderSeries {
+            answered: metrics::counter!(telemetry::ATTEMPTS, "provider" => name(), "outcome" => AttemptOutcome::Ok.as_str()),
+            input_tokens: metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => name(), "direction" => "input"),
+            output_tokens: metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => name(), "direction" => "output"),
+            spend: metrics::counter!(telemetry::SPEND, "provider" => name()),
+            latency: metrics::histogram!(telemetry::PROVIDER_LATENCY, "provider" => name()),
+        }
+    }
+}
