@@ -59,7 +59,7 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
     if !says_something {
         return Err("choices[0].message has neither content nor tool_calls nor a refusal".into());
     }
-    let usage = completion.get("usage").and_then(|usage| serde_json::from_value(usage.clone()).ok());
+    let usage = completion.get("usage").and_then(|usage| Usage::deserialize(usage).ok());
     Ok(Decoded {
         text,
         usage,
