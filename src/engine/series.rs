@@ -21,7 +21,8 @@ pub(super) struct ProviderSeries {
 
 impl ProviderSeries {
     /// Registers (or finds) `provider`'s series with the process's recorder,
-    /// which is installed before any engine is built (`app::serve`).
+    /// which the gateway installs before it builds its engine
+    /// (`app::start_with_simulator`); before that, handles count nothing.
     pub fn new(provider: &str) -> ProviderSeries {
         let name = || provider.to_owned();
         ProviderSeries {
