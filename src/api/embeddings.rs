@@ -117,11 +117,7 @@ pub async fn embeddings(
     caller: Caller,
     request: Request,
 ) -> Result<Response, Problem> {
-    // The request whole, not `HeaderMap` and `Body`: that extractor copies
-    // every header.
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    super::door::serve::<Embeddings>(&state, &caller, headers, body).await
+    super::door::serve::<Embeddings>(&state, &caller, request).await
 }
 
 /// OpenAI's embeddings request → the job request.

@@ -164,9 +164,5 @@ pub async fn messages(
     caller: Caller,
     request: Request,
 ) -> Result<Response, Problem> {
-    // The request whole, not `HeaderMap` and `Body`: that extractor copies
-    // every header.
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    super::door::serve::<Messages>(&state, &caller, headers, body).await
+    super::door::serve::<Messages>(&state, &caller, request).await
 }

@@ -8,6 +8,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
@@ -28,13 +29,16 @@ pub const PROVIDER_HEADER: &str = "x-intentgate-provider";
 /// The model that provider says answered.
 pub const MODEL_HEADER: &str = "x-intentgate-model";
 
-/// One request through door `D`, from its body to its answer.
+/// One request through door `D`, from its body to its answer. It takes
+/// the request whole: a handler that extracted `HeaderMap` would copy
+/// every header.
 pub async fn serve<D: Door>(
     state: &AppState,
     caller: &Caller,
-    headers: &HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<Response, Problem> {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     // A malformed key is refused before the body is read; a missing one is
     // the route's to settle (`keyless`), once the body says which route.
     let sent = match idempotency_key(headers) {

@@ -174,11 +174,7 @@ pub async fn chat_completions(
     caller: Caller,
     request: Request,
 ) -> Result<Response, Problem> {
-    // The request whole, not `HeaderMap` and `Body`: that extractor copies
-    // every header.
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    super::door::serve::<ChatCompletions>(&state, &caller, headers, body).await
+    super::door::serve::<ChatCompletions>(&state, &caller, request).await
 }
 
 /// OpenAI request → job request body, and whether a stream was asked for.

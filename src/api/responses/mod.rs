@@ -108,11 +108,7 @@ pub async fn responses(
     caller: Caller,
     request: Request,
 ) -> Result<Response, Problem> {
-    // The request whole, not `HeaderMap` and `Body`: that extractor copies
-    // every header.
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    super::door::serve::<Responses>(&state, &caller, headers, body).await
+    super::door::serve::<Responses>(&state, &caller, request).await
 }
 
 /// `GET /v1/responses/{id}`: a response as it stands, for a client that
