@@ -48,6 +48,7 @@ mod sqlite;
 mod sqlite_files;
 mod sqlite_readers;
 mod sqlite_statements;
+mod sqlite_wal_vfs;
 mod sqlite_writer;
 // Last, apart from the list above (the budgets branch adds to it).
 mod listener;
