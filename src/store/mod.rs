@@ -13,7 +13,8 @@
 //! and a write is an op on the one writing connection: its own transaction
 //! on the caller's thread when nothing else is writing, else in the writer
 //! thread's next batch, which commits many at once (`sqlite_writer.rs`),
-//! both binding the shared SQL through `sqlite_statements.rs`; on
+//! both binding the shared SQL through `sqlite_statements.rs`, its WAL
+//! written a commit at a time (`sqlite_wal_vfs.rs`); on
 //! PostgreSQL both run on the pool, and the two writes every job makes (its
 //! insert, its result's CAS) go through batch lanes that write many jobs
 //! per statement (`batch_lane.rs`, `pg_batches.rs`). The few

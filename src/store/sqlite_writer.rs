@@ -411,11 +411,7 @@ fn in_savepoint<R>(
 
 /// Opens the writing connection: WAL, its frames gathered into one write a
 /// commit ([`super::sqlite_wal_vfs`]), checkpoints left to the checkpoint
-/// thread, and statement journals in memory. A batch runs each op in a
-/// savepoint, whose journal keeps a copy of every page the op touches: past
-/// 64 KiB SQLite would spill it to a new temporary file, created and
-/// unlinked in every large batch (measured: one in six of the writer's
-/// `pwrite`s at sixteen clients went to such files).
+/// thread.
 fn open_writing(options: &WriterOptions) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags_and_vfs(
         &options.path,
@@ -426,7 +422,6 @@ fn open_writing(options: &WriterOptions) -> Result<Connection, StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", options.synchronous)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.set_prepared_statement_cache_capacity(64);
     // Checkpoints are the checkpoint thread's, not a commit's.
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -608,35 +603,6 @@ mod tests {
 
     fn temp_dir() -> std::path::PathBuf {
         std::env::temp_dir().join(format!("intentgate-writer-{}", uuid::Uuid::now_v7()))
-    }
-
-    #[test]
-    fn an_ops_savepoint_journal_opens_no_file() {
-        let dir = temp_dir();
-        std::fs::create_dir_all(&dir).unwrap();
-        let options = WriterOptions {
-            path: dir.join("writer.db"),
-            synchronous: "NORMAL",
-            busy_timeout: Duration::from_secs(1),
-        };
-        let conn = open_writing(&options).unwrap();
-        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)").unwrap();
-        for id in 0..100 {
-            conn.execute("INSERT INTO t VALUES (?1, ?2)", (id, "a".repeat(2_000))).unwrap();
-        }
-        super::super::sqlite_wal_vfs::take_opens();
-        // As a batch runs an op: in a savepoint, touching about fifty pages
-        // that existed before it (200 KB of journal, past SQLite's 64 KiB).
-        conn.execute_batch(
-            "BEGIN IMMEDIATE; SAVEPOINT op; UPDATE t SET body = body || 'b'; RELEASE op; COMMIT;",
-        )
-        .unwrap();
-        let journals = super::super::sqlite_wal_vfs::take_opens()
-            .into_iter()
-            .filter(|flags| flags & rusqlite::ffi::SQLITE_OPEN_SUBJOURNAL != 0)
-            .count();
-        assert_eq!(journals, 0, "the savepoint's journal stayed in memory");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
