@@ -17,7 +17,8 @@
 //! by updating the WAL index in shared memory after its last write returns,
 //! and that last write is the commit frame's page (or, when checksums are
 //! rewritten, the commit frame's header) — both are written before the call
-//! returns, so a failure is the commit's error. Frames that are not a
+//! returns, so a failure is the commit's error. Gathering starts only at a
+//! frame that is not a commit's, so nothing else is ever left gathered. Frames that are not a
 //! commit's (a transaction spilling its cache) are not visible to others,
 //! and this connection reads them only through `xRead`, which writes what
 //! is gathered first. A gathered write that fails is dropped with the error:
@@ -228,25 +229,29 @@ unsafe extern "C" fn write(
             gathered.start = offset;
         }
         let completes_commit = gathered.commit_page_at.take() == Some(offset);
-        let commit_header =
-            bytes.len() == FRAME_HEADER && offset >= WAL_HEADER && bytes[4..8] != [0, 0, 0, 0];
+        let frame_header = bytes.len() == FRAME_HEADER && offset >= WAL_HEADER;
+        let commit_header = frame_header && bytes[4..8] != [0, 0, 0, 0];
         if commit_header {
             gathered.commit_page_at = Some(offset + FRAME_HEADER as i64);
         }
-        if completes_commit {
-            gathered.bytes.extend_from_slice(bytes);
-            return write_out(file, gathered);
-        }
-        // A commit frame's header that follows nothing gathered is either
-        // the first frame of a one-page commit or SQLite rewriting the
-        // transaction's checksums, which writes headers alone and publishes
-        // the frames right after the last: written at once.
-        if commit_header && !follows {
+        // Gathering starts only at the header of a frame that is not a
+        // commit's, so it always ends with a commit frame's page, or before
+        // another call. Anything else that follows nothing gathered is
+        // written at once: the WAL's header (a sync follows), a page
+        // rewritten in place, the rest of a write split at a sync, and a
+        // commit frame's header — the first frame of a one-page commit, or
+        // SQLite rewriting a transaction's checksums, which writes headers
+        // alone and publishes the frames right after the last.
+        if !follows && (commit_header || !frame_header) {
             let (handle, methods) = default_of(file);
             return write_through(handle, methods, bytes, offset);
         }
         gathered.bytes.extend_from_slice(bytes);
-        if gathered.bytes.len() >= GATHER_LIMIT { write_out(file, gathered) } else { ffi::SQLITE_OK }
+        if completes_commit || gathered.bytes.len() >= GATHER_LIMIT {
+            write_out(file, gathered)
+        } else {
+            ffi::SQLITE_OK
+        }
     }
 }
 
@@ -433,6 +438,29 @@ mod tests {
         assert_eq!(rows(&recovered), expected);
         let check: String = recovered.query_row("PRAGMA integrity_check", [], |row| row.get(0)).unwrap();
         assert_eq!(check, "ok");
+    }
+
+    #[test]
+    fn commits_padded_to_a_sector_and_synced_are_read_whole() {
+        // Without powersafe overwrite, `FULL` pads a commit with copies of
+        // its last frame up to the sector's end and splits the write that
+        // crosses it around a sync: the split's second half is still a
+        // frame readers may read.
+        let path = temp_db("padded");
+        let uri = format!("file:{}?psow=0", path.display());
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags_and_vfs(&uri, flags, name()).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.pragma_update(None, "synchronous", "FULL").unwrap();
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)").unwrap();
+        let other = Connection::open(&path).unwrap();
+        for id in 0..30 {
+            conn.execute("INSERT INTO t VALUES (?1, ?2)", (id, "p".repeat(100 * (id as usize + 1)))).unwrap();
+            let expected = (id + 1, (1..=id + 1).map(|n| 100 * n).sum::<i64>());
+            assert_eq!(rows(&other), expected);
+        }
+        assert_eq!(rows(&recovered(&path)), (30, 46_500));
     }
 
     #[test]
