@@ -99,7 +99,8 @@ struct Gathered {
     start: i64,
     bytes: Vec<u8>,
     /// Where the page of a commit frame whose header was just written goes:
-    /// the write there completes the commit, and is not kept.
+    /// the write there completes the commit, and is written at once with
+    /// what was gathered before it.
     commit_page_at: Option<i64>,
 }
 
@@ -173,10 +174,7 @@ unsafe fn write_out(file: *mut ffi::sqlite3_file, gathered: &mut Gathered) -> c_
         return ffi::SQLITE_OK;
     }
     // SAFETY: as the caller promised.
-    let rc = unsafe {
-        let (handle, methods) = default_of(file);
-        write_through(handle, methods, &gathered.bytes, gathered.start)
-    };
+    let rc = unsafe { write_through(file, &gathered.bytes, gathered.start) };
     gathered.bytes.clear();
     rc
 }
@@ -187,13 +185,10 @@ unsafe fn write_out(file: *mut ffi::sqlite3_file, gathered: &mut Gathered) -> c_
 /// masks to zero as a full disk).
 ///
 /// # Safety
-/// `handle` is the default VFS's open handle, `methods` its methods.
-unsafe fn write_through(
-    handle: *mut ffi::sqlite3_file,
-    methods: &ffi::sqlite3_io_methods,
-    bytes: &[u8],
-    offset: i64,
-) -> c_int {
+/// `file` was opened by [`open`] as a WAL.
+unsafe fn write_through(file: *mut ffi::sqlite3_file, bytes: &[u8], offset: i64) -> c_int {
+    // SAFETY: as the caller promised.
+    let (handle, methods) = unsafe { default_of(file) };
     let Some(write) = methods.xWrite else { return ffi::SQLITE_IOERR_WRITE };
     let mut at = offset;
     for chunk in bytes.chunks(MOST_AT_ONCE) {
@@ -243,8 +238,7 @@ unsafe extern "C" fn write(
         // SQLite rewriting a transaction's checksums, which writes headers
         // alone and publishes the frames right after the last.
         if !follows && (commit_header || !frame_header) {
-            let (handle, methods) = default_of(file);
-            return write_through(handle, methods, bytes, offset);
+            return write_through(file, bytes, offset);
         }
         gathered.bytes.extend_from_slice(bytes);
         if completes_commit || gathered.bytes.len() >= GATHER_LIMIT {
