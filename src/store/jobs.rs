@@ -1,6 +1,8 @@
 //! Job rows: insert-or-get, reads, status transitions, the result CAS and
 //! the driving lease.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
@@ -226,12 +228,17 @@ async fn create_job_sqlite(
     let open_attempts = first.open_attempts;
     let provider = first.provider.map(str::to_owned);
     let attempt_holds = first.holds.to_vec();
-    let job = inserted(new, status, now_ms);
+    // Shared with the op, which may run more than once (the writer runs a
+    // batch again if another op of it failed), and is its own again once
+    // the op has been answered.
+    let job = Arc::new(inserted(new, status, now_ms));
+    let stored = Arc::clone(&job);
     let lease_owner = lease.owner.to_owned();
     let expires_at = lease.expires_at_ms;
     let created = store
         .writer
         .write(move |conn| {
+            let job = &*stored;
             let existing = |conn: &rusqlite::Connection| {
                 fetch_optional(
                     conn,
@@ -243,8 +250,8 @@ async fn create_job_sqlite(
             if let Some(refusal) = check_sqlite(conn, &attempt_holds)? {
                 // A duplicate is answered, not refused: it books nothing.
                 return match existing(conn)? {
-                    Some(row) => Ok(Created::Existing(row.try_into()?)),
-                    None => Ok(Created::Refused(refusal)),
+                    Some(row) => Ok(Some(Created::Existing(row.try_into()?))),
+                    None => Ok(Some(Created::Refused(refusal))),
                 };
             }
             let args: [&dyn rusqlite::ToSql; 15] = [
@@ -269,15 +276,15 @@ async fn create_job_sqlite(
                     execute(conn, sql::INSERT_FIRST_ATTEMPT, &args)?;
                     book_sqlite(conn, attempt_id, &attempt_holds)?;
                 }
-                return Ok(Created::New(job, None));
+                return Ok(None);
             }
             match existing(conn)? {
-                Some(row) => Ok(Created::Existing(row.try_into()?)),
+                Some(row) => Ok(Some(Created::Existing(row.try_into()?))),
                 None => Err(vanished(&job.owner, &job.idempotency_key)),
             }
         })
         .await?;
-    Ok(created)
+    Ok(created.unwrap_or_else(|| Created::New(Arc::unwrap_or_clone(job), None)))
 }
 
 /// The job [`sql::INSERT_JOB`] stores for `new`, as a read of its row would

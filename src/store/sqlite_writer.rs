@@ -4,16 +4,19 @@
 //! gateway goes through this connection. Callers hand it a closure (an
 //! *op*: one insert-or-get, one attempt start, one compare-and-swap…) and
 //! await its answer. The thread takes every op waiting in its queue, runs them in
-//! ONE transaction, each inside its own savepoint, commits once and only
-//! then answers them all. Under load a commit carries hundreds of ops (one
-//! WAL append, or one fsync with `synchronous = FULL`, for all of them);
-//! when idle an op is its own transaction, as before.
+//! ONE transaction, commits once and only then answers them all. Under
+//! load a commit carries hundreds of ops (one WAL append, or one fsync
+//! with `synchronous = FULL`, for all of them); when idle an op is its own
+//! transaction, as before.
 //!
 //! What passes through this seam: ops in, their results out, each answered
 //! after the commit that made it durable — or with the error that says it
-//! was not. An op that fails is rolled back to its savepoint and does not
-//! disturb its batch (alone in its transaction it needs no savepoint: the
-//! transaction is rolled back); an error that ends the whole transaction (disk full,
+//! was not. An op that fails does not disturb its batch: the batch is
+//! rolled back and run again with each op in a savepoint of its own, so
+//! that only the failed op's statements are undone (savepoints only then:
+//! each copies every page its op touches into a sub-journal). An op may
+//! therefore run more than once, and must give the same answer for the
+//! same database. An error that ends the whole transaction (disk full,
 //! I/O) fails every op of the batch, none of which is then reported done.
 //!
 //! An op's statements run synchronously where the op runs: no hop to
@@ -195,7 +198,7 @@ impl Writer {
     pub(super) async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let (op, answer) = pending(work);
         if self.shared.inline {
@@ -320,10 +323,10 @@ impl Drop for Gathering<'_> {
 fn pending<R, F>(work: F) -> (Box<dyn Op>, oneshot::Receiver<Result<R, StoreError>>)
 where
     R: Send + 'static,
-    F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
 {
     let (reply, answer) = oneshot::channel();
-    (Box::new(QueuedOp { work: Some(work), result: None, reply }), answer)
+    (Box::new(QueuedOp { work, result: None, reply }), answer)
 }
 
 fn stopped() -> StoreError {
@@ -332,11 +335,12 @@ fn stopped() -> StoreError {
 
 /// One queued op, its result type erased so that one queue carries all.
 trait Op: Send {
-    /// Runs inside the batch's transaction: in a savepoint of its own, so
-    /// that its failure undoes its statements only, unless it is `alone`
-    /// in the transaction (then the caller rolls the transaction back).
-    /// Returns whether it failed.
-    fn run(&mut self, conn: &Connection, alone: bool) -> bool;
+    /// Runs inside the batch's transaction, in a savepoint of its own if
+    /// `guarded` (its failure then undoes its statements only; unguarded,
+    /// the caller rolls the transaction back). Returns whether it failed.
+    /// An op may run more than once: a batch that one op failed is run
+    /// again, guarded, and each op's last run is its answer.
+    fn run(&mut self, conn: &Connection, guarded: bool) -> bool;
     /// Answers the caller: the op's result if the batch committed (`None`),
     /// else the batch's failure.
     fn finish(self: Box<Self>, failure: Option<&str>);
@@ -349,7 +353,7 @@ impl std::fmt::Debug for dyn Op {
 }
 
 struct QueuedOp<F, R> {
-    work: Option<F>,
+    work: F,
     result: Option<Result<R, StoreError>>,
     reply: oneshot::Sender<Result<R, StoreError>>,
 }
@@ -357,34 +361,39 @@ struct QueuedOp<F, R> {
 impl<F, R> Op for QueuedOp<F, R>
 where
     R: Send + 'static,
-    F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
 {
-    fn run(&mut self, conn: &Connection, alone: bool) -> bool {
-        if let Some(work) = self.work.take() {
-            // A panicking op must not take the writer (and every later
-            // write) down with it: it fails alone, its statements undone.
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if alone { work(conn) } else { in_savepoint(conn, work) }
-            }));
-            self.result = Some(ran.unwrap_or_else(|_| {
-                if !alone && !conn.is_autocommit() {
-                    let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
-                }
-                Err(StoreError::Corrupt("a write panicked; it was undone".into()))
-            }));
-        }
-        matches!(self.result, Some(Err(_)))
+    fn run(&mut self, conn: &Connection, guarded: bool) -> bool {
+        let work = &mut self.work;
+        // A panicking op must not take the writer (and every later write)
+        // down with it: it fails alone, its statements undone.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if guarded { in_savepoint(conn, work) } else { work(conn) }
+        }));
+        let result = ran.unwrap_or_else(|_| {
+            if guarded && !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+            }
+            Err(StoreError::Corrupt("a write panicked; it was undone".into()))
+        });
+        let failed = result.is_err();
+        self.result = Some(result);
+        failed
     }
 
     fn finish(self: Box<Self>, failure: Option<&str>) {
-        let answer = match (failure, self.result) {
+        let QueuedOp { work, result, reply } = *self;
+        // What the op holds goes before its answer: a caller that shared
+        // a value with it finds itself the value's only owner again.
+        drop(work);
+        let answer = match (failure, result) {
             (None, Some(result)) => result,
             (Some(failure), _) => Err(StoreError::Unavailable(DbError::Writer(failure.to_owned()))),
             (None, None) => Err(StoreError::Unavailable(DbError::Writer("the op was not run".into()))),
         };
         // The caller may have gone (its request was dropped): the write
         // stands, as it would had the answer arrived a moment earlier.
-        let _ = self.reply.send(answer);
+        let _ = reply.send(answer);
     }
 }
 
@@ -552,24 +561,43 @@ fn begin(conn: &Connection) -> Result<(), String> {
 }
 
 /// Runs every op of `batch` in the transaction begun on `conn`, and
-/// commits. An op alone in its transaction (idle, or inline) runs without a
-/// savepoint, whose sub-journal copies every page it touches: if it fails,
-/// the transaction is rolled back instead, which undoes the same.
+/// commits. First without savepoints: a savepoint's sub-journal copies
+/// every page its op touches, and an op almost never fails (its own
+/// outcomes, a lost compare-and-swap or a refused budget, are answers, not
+/// failures). If one fails, the transaction is rolled back. Alone, the op
+/// is answered with its error, as if rolled back to a savepoint; among
+/// others, the batch runs again in a new transaction, each op in a
+/// savepoint of its own, so that a failure undoes its op's statements only
+/// (that `BEGIN` may wait out another process's write lock: this happens
+/// only after an op failed).
 fn run_begun(conn: &Connection, batch: &mut [Box<dyn Op>]) -> Result<(), String> {
-    let alone = batch.len() == 1;
-    for op in batch.iter_mut() {
-        let failed = op.run(conn, alone);
-        if conn.is_autocommit() {
-            return Err("the transaction was rolled back by SQLite (I/O error, disk full or the like)".into());
-        }
-        if alone && failed {
-            // Answered with its own error, as if rolled back to a savepoint.
-            execute(conn, "ROLLBACK", &[]).map_err(|err| err.to_string())?;
+    if !run_ops(conn, batch, false)? {
+        execute(conn, "ROLLBACK", &[]).map_err(|err| err.to_string())?;
+        if batch.len() == 1 {
             return Ok(());
         }
+        begin(conn)?;
+        run_ops(conn, batch, true)?;
     }
     execute(conn, "COMMIT", &[]).map_err(|err| err.to_string())?;
     Ok(())
+}
+
+/// Runs the ops of `batch` in order, each in a savepoint if `guarded`:
+/// whether the transaction may commit. Unguarded, it stops at the first op
+/// that fails (`false`). An error that ended the transaction itself fails
+/// the batch.
+fn run_ops(conn: &Connection, batch: &mut [Box<dyn Op>], guarded: bool) -> Result<bool, String> {
+    for op in batch.iter_mut() {
+        let failed = op.run(conn, guarded);
+        if conn.is_autocommit() {
+            return Err("the transaction was rolled back by SQLite (I/O error, disk full or the like)".into());
+        }
+        if failed && !guarded {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 #[cfg(test)]
 mod tests {
@@ -825,7 +853,7 @@ mod tests {
     }
 
     /// An op, and where its answer comes.
-    type Queued = (Box<dyn Op>, oneshot::Receiver<Result<(), StoreError>>);
+    type Queued<R = ()> = (Box<dyn Op>, oneshot::Receiver<Result<R, StoreError>>);
 
     /// An op that wrote and then failed leaves nothing behind, alone in its
     /// transaction (no savepoint: the transaction is rolled back) or among
@@ -862,6 +890,47 @@ mod tests {
             [true, false, true]
         );
         assert_eq!(rows(&conn), [2, 3, 5], "in a batch: only its own insert was undone");
+    }
+
+    /// A batch runs its ops outside savepoints, each once; a batch one op of
+    /// which failed is rolled back and run again, every op in a savepoint,
+    /// and each op is answered by its last run.
+    #[test]
+    fn a_batch_runs_without_savepoints_until_an_op_fails() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        // (op, whether it ran in a savepoint), one entry a run.
+        let runs = Arc::new(Mutex::new(Vec::<(i64, bool)>::new()));
+        let insert = |x: i64, fail: bool| {
+            let runs = Arc::clone(&runs);
+            pending(move |conn: &Connection| {
+                // Undoes nothing, and succeeds only inside the op's savepoint.
+                let guarded = conn.execute_batch("ROLLBACK TO op").is_ok();
+                lock(&runs).push((x, guarded));
+                conn.execute("INSERT INTO t VALUES (?1)", [x])?;
+                if fail { Err(StoreError::Corrupt("refused".into())) } else { Ok(x) }
+            })
+        };
+        let run = |batch: Vec<Queued<i64>>| {
+            let (mut ops, mut answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            begin(&conn).unwrap();
+            assert_eq!(run_begun(&conn, &mut ops), Ok(()));
+            for op in ops {
+                op.finish(None);
+            }
+            let answers: Vec<_> = answers.iter_mut().map(|answer| answer.try_recv().unwrap().ok()).collect();
+            (answers, std::mem::take(&mut *lock(&runs)))
+        };
+        let (answers, ran) = run(vec![insert(1, false), insert(2, false), insert(3, false)]);
+        assert_eq!(answers, [Some(1), Some(2), Some(3)]);
+        assert_eq!(ran, [(1, false), (2, false), (3, false)], "once each, no savepoint");
+
+        let (answers, ran) = run(vec![insert(4, false), insert(5, true), insert(6, false)]);
+        assert_eq!(answers, [Some(4), None, Some(6)]);
+        assert_eq!(ran, [(4, false), (5, false), (4, true), (5, true), (6, true)], "run again, guarded");
+        let mut statement = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        let rows: Vec<i64> = statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
+        assert_eq!(rows, [1, 2, 3, 4, 6], "the failed op's insert alone was undone, once");
     }
 
     /// Many writers at once, some inline and some batched by the thread:
