@@ -186,7 +186,9 @@ impl Writer {
 
     /// Runs `work` in a transaction on the caller's thread if the writer is
     /// idle, else in the thread's next batch; answers once the transaction
-    /// that holds it is committed.
+    /// that holds it is committed. `work` may run more than once (its
+    /// batch runs again if another op of it failed) and must then give
+    /// the same answer for the same database.
     ///
     /// Inline writes are gathered too: the write that finds none gathered
     /// yields once, so that every other task ready on the runtime runs and
