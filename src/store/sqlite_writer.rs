@@ -857,6 +857,12 @@ mod tests {
     /// An op, and where its answer comes.
     type Queued<R = ()> = (Box<dyn Op>, oneshot::Receiver<Result<R, StoreError>>);
 
+    /// The rows of the tests' table `t`, in order.
+    fn rows(conn: &Connection) -> Vec<i64> {
+        let mut statement = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
+    }
+
     /// An op that wrote and then failed leaves nothing behind, alone in its
     /// transaction (no savepoint: the transaction is rolled back) or among
     /// others (its savepoint is), and the others of its batch are kept.
@@ -869,10 +875,6 @@ mod tests {
                 conn.execute("INSERT INTO t VALUES (?1)", [x])?;
                 if fail { Err(StoreError::Corrupt("refused".into())) } else { Ok(()) }
             })
-        };
-        let rows = |conn: &Connection| -> Vec<i64> {
-            let mut statement = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
-            statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
         };
         let run = |conn: &Connection, batch: Vec<Queued>| {
             let (mut ops, mut answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
@@ -930,9 +932,7 @@ mod tests {
         let (answers, ran) = run(vec![insert(4, false), insert(5, true), insert(6, false)]);
         assert_eq!(answers, [Some(4), None, Some(6)]);
         assert_eq!(ran, [(4, false), (5, false), (4, true), (5, true), (6, true)], "run again, guarded");
-        let mut statement = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
-        let rows: Vec<i64> = statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
-        assert_eq!(rows, [1, 2, 3, 4, 6], "the failed op's insert alone was undone, once");
+        assert_eq!(rows(&conn), [1, 2, 3, 4, 6], "the failed op's insert alone was undone, once");
     }
 
     /// Many writers at once, some inline and some batched by the thread:
