@@ -3,7 +3,9 @@
 //! the next provider starts beside it, the first answer wins and the late
 //! one is kept `superseded` and charged; a broken connection hedges at once;
 //! a hedge the budget cannot cover is not started; a stream is never
-//! hedged; and without a hedge the default is unchanged. Upstream calls are
+//! hedged; an attempt still in flight after the hedge won keeps the job's
+//! lease, so a driver that dies leaves it to the sweep; and without a hedge
+//! the default is unchanged. Upstream calls are
 //! counted at the simulator by path: `sim-primary` speaks OpenAI
 //! (`/v1/chat/completions`), `sim-fallback` Anthropic (`/v1/messages`).
 
@@ -11,8 +13,10 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{ALICE, TestGateway, TestStore, set_provider, set_route};
-use intentgate::jobs::AttemptState;
+use intentgate::jobs::{AttemptState, JobStatus};
 use serde_json::{Value, json};
 
 store_matrix!(
@@ -23,6 +27,7 @@ store_matrix!(
     when_neither_answers_the_job_waits_on_both,
     a_hedge_the_budget_cannot_cover_is_not_started,
     a_stream_is_never_hedged_after_its_first_chunk,
+    a_trailing_attempt_keeps_the_lease_so_a_dead_driver_leaves_it_unknown,
 );
 
 const PRIMARY: &str = "/v1/chat/completions";
@@ -237,4 +242,42 @@ async fn a_stream_is_never_hedged_after_its_first_chunk(store: TestStore) {
     assert!(text.contains("data: {"), "a chunk reached the client: {text}");
     assert!(text.contains("error"), "the stall ends the stream with an in-band error: {text}");
     assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "no hedge after a chunk");
+}
+
+/// The hedge answered while attempt 1 was still in flight, and then the
+/// driver stopped: here its lease lapses, as a killed process's does (the
+/// sweep is told that a minute went by; the lease lasts 15 s). The winner's
+/// write left the job its lease while attempt 1 was `starting`, so the
+/// sweep takes the job over and makes attempt 1 `unknown` — it was sent —
+/// where without the lease nothing would ever settle it (nor release what it
+/// reserved). The job stays succeeded; attempt 1's answer, when it comes, is
+/// still kept (`superseded`); once nothing trails, the lease is gone.
+async fn a_trailing_attempt_keeps_the_lease_so_a_dead_driver_leaves_it_unknown(store: TestStore) {
+    let (gw, route) = hedged(&store, "200ms", "10s", |doc| {
+        let engine = doc.entry("engine").or_insert(toml::Value::Table(Default::default()));
+        engine.as_table_mut().unwrap().insert("sweep_interval".into(), "1h".into());
+    })
+    .await;
+    let mut events = gw.events();
+    gw.sim().queue(Some("sim:ok"), "hold=trail", 1).unwrap();
+    let id = create(&gw, &route, "trailing").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(
+        (job["status"].as_str(), job["result"]["provider"].as_str()),
+        (Some("succeeded"), Some("sim-fallback"))
+    );
+    assert_eq!(attempts(&job)[0]["state"], "starting", "attempt 1 is still in flight: {job}");
+
+    let (engine, rows) = (&gw.gateway.engine, &gw.gateway.store);
+    let job_id = id.parse().unwrap();
+    engine.clock().advance(Duration::from_secs(60));
+    assert_eq!(engine.sweep_once().await.unwrap(), 1, "the job of a trailing attempt has a lease to lapse");
+    assert_eq!(rows.attempts(job_id).await.unwrap()[0].state, AttemptState::Unknown, "it may have been sent");
+    assert_eq!(rows.job(job_id).await.unwrap().unwrap().status, JobStatus::Succeeded);
+
+    gw.sim().release("trail");
+    common::wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+    engine.clock().advance(Duration::from_secs(60));
+    assert_eq!(engine.sweep_once().await.unwrap(), 0, "no lease is left behind");
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, none re-sent");
 }

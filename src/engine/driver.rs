@@ -98,7 +98,8 @@ pub(super) enum Next {
     /// The job is settled, or waits on an unknown attempt: stop driving.
     Stop,
     /// This attempt's answer won the compare-and-swap, which also released
-    /// the lease: stop driving, nothing left to release.
+    /// the lease (or left it to a hedge's trail, while another attempt is
+    /// in flight): stop driving, nothing left to release.
     Completed(Completed),
     /// Proven failure: the next provider of the chain, at once.
     FailOver,

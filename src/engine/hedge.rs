@@ -18,7 +18,11 @@
 //! - a job's open attempts are bounded by `hedge.open_attempts`, which the
 //!   job carries from its creation and the schema enforces (one open attempt
 //!   per lane, `migrations/*/0006_hedged_attempts.sql`);
-//! - a streamed request is never hedged (see `RouteConfig::hedge`).
+//! - a streamed request is never hedged (see `RouteConfig::hedge`);
+//! - the attempts still in flight when another won keep the job's lease
+//!   (the winner's write leaves it to them), renewed until the last ends: a
+//!   process that dies meanwhile leaves them to the sweep, which makes them
+//!   `unknown` like any attempt whose driver died.
 //!
 //! Every outcome goes through the one executor: in phase `Hedged` while
 //! another attempt is open beside it (it settles only itself), in the
@@ -28,6 +32,7 @@
 use tokio::task::JoinError;
 use tokio::time::Instant;
 use tracing::Instrument;
+use uuid::Uuid;
 
 use intentgate_providers::Outcome;
 
@@ -111,9 +116,7 @@ impl Engine {
             let concluded =
                 self.conclude(&attempt, &route.name, Phase::Hedged, seen).instrument(span).await?;
             if let Next::Completed(done) = concluded {
-                for running in open {
-                    self.trail(route, running);
-                }
+                self.trail(route, job.id, open);
                 return Ok(Next::Completed(done));
             }
         }
@@ -195,26 +198,47 @@ impl Engine {
         true
     }
 
-    /// An attempt still open when another won: its outcome is still
-    /// recorded when it comes (an answer `superseded` and charged, a
+    /// The attempts still open when another won: each one's outcome is
+    /// still recorded when it comes (an answer `superseded` and charged, a
     /// failure `failed`, silence `unknown` with its late answer listened
-    /// for), in the background.
-    fn trail(&self, route: &RouteConfig, running: RunningCall) {
+    /// for), in the background. The job's lease, which the winner's write
+    /// left while they were `starting`, is renewed until the last of them
+    /// ends and then released: should this process die first, the lease
+    /// expires and the sweep makes them `unknown` (they were sent).
+    fn trail(&self, route: &RouteConfig, job_id: Uuid, open: Vec<RunningCall>) {
+        if open.is_empty() {
+            return;
+        }
         let (engine, route) = (self.clone(), route.clone());
-        let what = format!("hedged attempt {} of job {}", running.attempt.number, running.attempt.job_id);
-        let span = running.span.clone();
+        let what = format!("{} hedged attempt(s) of job {job_id}", open.len());
         self.tasks().spawn_listener(
             what,
-            self.keep_config(
-                async move {
-                    let (attempt, seen) = engine.await_call(&route, running).await;
-                    if let Err(err) = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await {
-                        tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
-                        "cannot record a hedged attempt's outcome; the recovery sweep will");
+            self.keep_config(async move {
+                let held = engine.hold_lease(job_id);
+                let trailing = open.into_iter().map(|running| {
+                    let span = running.span.clone();
+                    let (engine, route) = (&engine, &route);
+                    async move {
+                        let (attempt, seen) = engine.await_call(route, running).await;
+                        let concluded = engine.conclude(&attempt, &route.name, Phase::Hedged, seen).await;
+                        if let Err(err) = &concluded {
+                            tracing::error!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
+                            "cannot record a hedged attempt's outcome; the recovery sweep will");
+                        }
+                        concluded.is_ok()
                     }
+                    .instrument(span)
+                });
+                let recorded = futures_util::future::join_all(trailing).await;
+                drop(held);
+                // One not recorded is still `starting`: the lease, left to
+                // expire, sends the sweep to it.
+                if recorded.iter().all(|&ok| ok)
+                    && let Err(err) = engine.store().release_lease(job_id, engine.instance()).await
+                {
+                    tracing::warn!(%job_id, error = %err, "cannot release the lease; it will expire");
                 }
-                .instrument(span),
-            ),
+            }),
         );
     }
 }

@@ -106,8 +106,9 @@ pub(super) const FAIL_JOB: &str = "UPDATE jobs SET status = 'failed', error = $3
 /// cancelled meanwhile). A job that failed meanwhile still takes the answer
 /// (`failed → succeeded`: the work was done; the error it had no longer
 /// applies). A completed job needs no driver: the lease goes with the same
-/// write. Each backend hands back the job as the write left it, so that
-/// whoever waits on the job needs no read of its own.
+/// write — unless another attempt of a hedged job is still `starting`
+/// (`kept_while_trailing!`). Each backend hands back the job as the write
+/// left it, so that whoever waits on the job needs no read of its own.
 macro_rules! complete_job_cas {
     ($from:literal, $job:literal, $version:literal, $result:literal, $attempt:literal, $now:literal) => {
         concat!(
@@ -117,7 +118,10 @@ macro_rules! complete_job_cas {
             $attempt,
             ", error = NULL, version = jobs.version + 1, updated_at = ",
             $now,
-            ", lease_owner = NULL, lease_expires_at = NULL",
+            ", ",
+            kept_while_trailing!("lease_owner", $attempt),
+            ", ",
+            kept_while_trailing!("lease_expires_at", $attempt),
             $from,
             " WHERE jobs.id = ",
             $job,
@@ -125,6 +129,29 @@ macro_rules! complete_job_cas {
             $version,
             " AND jobs.completed_by IS NULL \
              AND (jobs.status = 'running' OR jobs.status = 'unknown' OR jobs.status = 'failed')"
+        )
+    };
+}
+
+/// A lease column as the result's write leaves it: kept while another
+/// attempt of the job than `$attempt`, the one delivering, is `starting` —
+/// the hedge's loser, still in flight, which its driver goes on listening
+/// to (and renews the lease for) until it ends. Were the lease gone with the
+/// result, a driver that died meanwhile would leave that attempt `starting`
+/// for good: no sweep takes over a job without a lease. With it, the lease
+/// expires and the sweep makes the attempt `unknown`, as for any attempt
+/// whose driver died. A job that never hedges (`open_attempts = 1`) never
+/// runs the lookup.
+macro_rules! kept_while_trailing {
+    ($column:literal, $attempt:literal) => {
+        concat!(
+            $column,
+            " = CASE WHEN jobs.open_attempts > 1 AND EXISTS (SELECT 1 FROM attempts sibling \
+             WHERE sibling.job_id = jobs.id AND sibling.state = 'starting' AND sibling.id <> ",
+            $attempt,
+            ") THEN jobs.",
+            $column,
+            " END"
         )
     };
 }
