@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::proxy::ToggleProxy;
 use common::{
-    ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_provider, set_route, settled_job,
-    wait_for_attempt,
+    ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_engine, set_provider, set_route,
+    settled_job, wait_for_attempt,
 };
 use intentgate::engine::EngineEvent;
 use intentgate::jobs::{AttemptState, IdempotencyKey, JobStatus, NewJob};
@@ -41,8 +41,7 @@ async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) 
 /// sent again.
 async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(store: TestStore) {
     let gw = TestGateway::start_tweaked(&store, |doc| {
-        let engine = doc.entry("engine").or_insert(toml::Value::Table(Default::default()));
-        engine.as_table_mut().unwrap().insert("sweep_interval".into(), "1h".into());
+        set_engine(doc, "sweep_interval", "1h");
     })
     .await;
     let engine = &gw.gateway.engine;

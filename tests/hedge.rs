@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ALICE, TestGateway, TestStore, set_provider, set_route};
+use common::{ALICE, TestGateway, TestStore, set_engine, set_provider, set_route};
 use intentgate::jobs::{AttemptState, JobStatus};
 use serde_json::{Value, json};
 
@@ -254,8 +254,7 @@ async fn a_stream_is_never_hedged_after_its_first_chunk(store: TestStore) {
 /// still kept (`superseded`); once nothing trails, the lease is gone.
 async fn a_trailing_attempt_keeps_the_lease_so_a_dead_driver_leaves_it_unknown(store: TestStore) {
     let (gw, route) = hedged(&store, "200ms", "10s", |doc| {
-        let engine = doc.entry("engine").or_insert(toml::Value::Table(Default::default()));
-        engine.as_table_mut().unwrap().insert("sweep_interval".into(), "1h".into());
+        set_engine(doc, "sweep_interval", "1h");
     })
     .await;
     let mut events = gw.events();

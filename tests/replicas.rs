@@ -8,7 +8,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{ALICE, TestGateway, TestStore, chat_body, config_from_doc, set_provider, test_config_doc};
+use common::{
+    ALICE, TestGateway, TestStore, chat_body, config_from_doc, set_engine, set_provider, test_config_doc,
+};
 use intentgate::store::Store;
 use intentgate_providers::sim::Simulator;
 use serde_json::Value;
@@ -85,8 +87,7 @@ async fn two_gateways_one_job_one_call(store: TestStore) {
     let mut gateways = Vec::new();
     for name in ["gw-a", "gw-b"] {
         let mut doc = test_config_doc(&store.url, Some(sim.addr()));
-        let engine = doc.entry("engine").or_insert(toml::Value::Table(Default::default()));
-        engine.as_table_mut().unwrap().insert("instance_id".into(), name.into());
+        set_engine(&mut doc, "instance_id", name);
         gateways.push(Arc::new(TestGateway::start_with(config_from_doc(&doc)).await));
     }
     let barrier = Arc::new(Barrier::new(REQUESTS));

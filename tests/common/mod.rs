@@ -242,6 +242,12 @@ pub fn set_route(doc: &mut toml::Table, name: &str, key: &str, value: impl Into<
     set_in(doc, "routes", name, key, value.into());
 }
 
+/// Sets `key = value` in `[engine]`, creating the table if the file has none.
+pub fn set_engine(doc: &mut toml::Table, key: &str, value: impl Into<toml::Value>) {
+    let engine = doc.entry("engine").or_insert(toml::Value::Table(Default::default()));
+    engine.as_table_mut().unwrap().insert(key.into(), value.into());
+}
+
 fn set_in(doc: &mut toml::Table, array: &str, name: &str, key: &str, value: toml::Value) {
     let entry = doc[array]
         .as_array_mut()
