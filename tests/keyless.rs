@@ -9,13 +9,16 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, assert_problem, set_route};
+use common::{ALICE, BOB, TestGateway, TestStore, assert_problem, set_route};
 use reqwest::Response;
 use serde_json::{Value, json};
 
 store_matrix!(
     a_derived_key_makes_a_retry_the_same_job_and_a_new_request_a_new_one,
     a_route_refuses_or_mints_as_it_says,
+    the_shipped_config_derives_a_key_bound_to_the_caller,
+    a_plain_retry_of_a_cut_stream_is_the_same_job,
+    a_streamed_retry_of_a_plain_request_replays_it_as_a_stream,
 );
 
 async fn keyless(gw: &TestGateway, text: &str) -> Response {
@@ -64,11 +67,84 @@ async fn a_derived_key_makes_a_retry_the_same_job_and_a_new_request_a_new_one(st
 }
 
 async fn a_route_refuses_or_mints_as_it_says(store: TestStore) {
-    let gw = TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "keyless", "mint")).await;
-    assert_problem(keyless_on(&gw, "extract", "refused").await, 400, "idempotency-key-missing").await;
-    assert_eq!(gw.job_count().await, 0, "the default refuses, storing nothing");
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_route(doc, "chat", "keyless", "mint");
+        set_route(doc, "extract", "keyless", "refuse");
+    })
+    .await;
+    let refused =
+        assert_problem(keyless_on(&gw, "extract", "refused").await, 400, "idempotency-key-missing").await;
+    let detail = refused["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("keyless = \"derive\"") && detail.contains("`extract`"),
+        "names the way out: {detail}"
+    );
+    assert_eq!(gw.job_count().await, 0, "a refusal stores nothing");
     for _ in 0..2 {
         assert_eq!(keyless(&gw, "minted").await.status(), 200);
     }
     assert_eq!(gw.job_count().await, 2, "a minted key deduplicates nothing");
+}
+
+/// No config change: a keyless request through a compatible door is
+/// deduplicated under a key derived from the caller and the request, so
+/// the same body from another caller is another job.
+async fn the_shipped_config_derives_a_key_bound_to_the_caller(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let first = keyless(&gw, "same words").await;
+    assert_eq!(first.status(), 200);
+    let job = first.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    let retry = keyless(&gw, "same words").await;
+    assert_eq!(retry.headers()["x-intentgate-job-id"], job.as_str(), "an SDK's retry is the same job");
+
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "same words"}]});
+    let bob =
+        gw.client.post(gw.url("/v1/chat/completions")).bearer_auth(BOB).json(&body).send().await.unwrap();
+    assert_eq!(bob.status(), 200);
+    assert_ne!(bob.headers()["x-intentgate-job-id"], job.as_str(), "another caller's request is its own job");
+    assert_eq!(gw.job_count().await, 2);
+    assert_eq!(gw.sim().calls().total, 2, "one upstream call per job");
+}
+
+async fn messages(gw: &TestGateway, stream: bool) -> Response {
+    let body = json!({"model": "chat", "max_tokens": 64, "stream": stream,
+        "messages": [{"role": "user", "content": "read the file"}]});
+    let request = gw.client.post(gw.url("/v1/messages")).header("x-api-key", ALICE);
+    request.header("anthropic-version", "2023-06-01").json(&body).send().await.unwrap()
+}
+
+/// Claude Code re-sends a request whose stream broke as a plain one: the
+/// stream flag is how the answer is delivered, not part of the intent, so
+/// the retry is answered from the job and the provider is called once.
+async fn a_plain_retry_of_a_cut_stream_is_the_same_job(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let mut streamed = messages(&gw, true).await;
+    assert_eq!(streamed.status(), 200);
+    let job = streamed.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    assert!(streamed.chunk().await.unwrap().is_some(), "the stream began");
+    drop(streamed);
+
+    let plain = messages(&gw, false).await;
+    assert_eq!(plain.status(), 200);
+    assert_eq!(plain.headers()["x-intentgate-job-id"], job.as_str(), "the plain retry is the streamed job");
+    assert_eq!(plain.headers()["idempotent-replayed"], "true");
+    let answer: Value = plain.json().await.unwrap();
+    assert_eq!(answer["type"], "message", "{answer}");
+    assert_eq!(gw.job_count().await, 1);
+    assert_eq!(gw.sim().calls().total, 1, "one upstream call");
+}
+
+/// The other way round: a plain job asked again as a stream is replayed as
+/// the door's stream, from the stored answer.
+async fn a_streamed_retry_of_a_plain_request_replays_it_as_a_stream(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let plain = messages(&gw, false).await;
+    assert_eq!(plain.status(), 200);
+    let job = plain.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    let streamed = messages(&gw, true).await;
+    assert_eq!(streamed.headers()["x-intentgate-job-id"], job.as_str());
+    assert_eq!(streamed.headers()["content-type"], "text/event-stream");
+    let text = streamed.text().await.unwrap();
+    assert!(text.contains("event: message_start") && text.contains("event: message_stop"), "{text}");
+    assert_eq!(gw.sim().calls().total, 1, "one upstream call");
 }

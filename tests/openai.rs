@@ -143,7 +143,7 @@ async fn completion_and_byte_identical_replay(store: TestStore) {
 }
 
 async fn errors_are_problems_the_sdks_do_not_retry(store: TestStore) {
-    let gw = TestGateway::start(&store).await;
+    let gw = TestGateway::start_tweaked(&store, |doc| set_route(doc, "chat", "keyless", "refuse")).await;
     let no_key =
         gw.request(Method::POST, "/v1/chat/completions", ALICE).json(&chat("x", false)).send().await.unwrap();
     assert_problem(no_key, 400, "idempotency-key-missing").await;
@@ -151,8 +151,12 @@ async fn errors_are_problems_the_sdks_do_not_retry(store: TestStore) {
     let reused = post(&gw, "k", &chat("two", false)).await;
     assert_eq!(reused.headers()["x-should-retry"], "false");
     assert_problem(reused, 409, "idempotency-key-reused").await;
+    // Streaming is how the answer is delivered, not what is asked: the
+    // streamed twin is the same intent, replayed as a stream.
     let streamed_twin = post(&gw, "k", &chat("one", true)).await;
-    assert_problem(streamed_twin, 409, "idempotency-key-reused").await;
+    assert_eq!(streamed_twin.status(), 200);
+    assert_eq!(streamed_twin.headers()["idempotent-replayed"], "true");
+    assert_eq!(streamed_twin.headers()["content-type"], "text/event-stream");
     let unknown_model =
         post(&gw, "m", &json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]})).await;
     assert_problem(unknown_model, 422, "unknown-route").await;

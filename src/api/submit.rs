@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
 use crate::jobs::{
-    IdempotencyKey, InputKind, InvalidMessage, InvalidParam, JobRequest, NewJob, canonical_json,
-    validate_embedding, validate_messages, validate_params,
+    IdempotencyKey, InputKind, InvalidMessage, InvalidParam, JobRequest, NewJob, validate_embedding,
+    validate_messages, validate_params,
 };
 
 /// Submits `new` and waits up to `wait`: plain (`stream = false`) or with
@@ -88,10 +88,9 @@ pub fn new_job(
         request.route = route.name.clone();
         body["route"] = route.name.clone().into();
     }
-    let canonical = canonical_json(&body).map_err(|err| {
+    NewJob::new(caller.0.owner.clone(), key, request, body).map_err(|err| {
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
-    })?;
-    Ok(NewJob::new(caller.0.owner.clone(), key, request, canonical))
+    })
 }
 
 /// `invalid-body` for messages refused at the door, with the JSON pointer of

@@ -667,9 +667,11 @@ pub struct RouteConfig {
     /// off gives up R9 for the route: it fails over to whatever comes next.
     #[serde(default = "default_true")]
     pub require_contract_for_fallback: bool,
-    /// What a compatible door (chat completions, Messages) does with a
-    /// request on this route that carries no `Idempotency-Key`. Unset:
-    /// `mint` with `[openai] mint_idempotency_keys = true`, else `refuse`.
+    /// What a compatible door (chat completions, Responses, Messages,
+    /// embeddings) does with a request on this route that carries no
+    /// `Idempotency-Key`. Unset: `mint` with `[openai] mint_idempotency_keys
+    /// = true`, else `derive` (see [`Config::keyless`]). The jobs API always
+    /// requires the header.
     pub keyless: Option<Keyless>,
     /// Other names a client may use for this route as `model` (some only
     /// accept names they know, such as `gpt-4o-mini`); `GET /v1/models`
@@ -923,6 +925,20 @@ impl Config {
     /// The route `name` names: its own name or one of its aliases.
     pub fn route_named(&self, name: &str) -> Option<&RouteConfig> {
         self.route(name).or_else(|| self.routes.iter().find(|route| route.aliases.iter().any(|a| a == name)))
+    }
+
+    /// What a compatible door does with a keyless request on `route`: the
+    /// route's `keyless`, else `mint` where `[openai]
+    /// mint_idempotency_keys` asks for it, else `derive`. Derivation is the
+    /// default because no SDK or agent sends a key of its own: refusing
+    /// them would refuse every client that only changed its base URL, and
+    /// minting would turn each of their retries into a second execution.
+    pub fn keyless(&self, route: Option<&RouteConfig>) -> Keyless {
+        match route.and_then(|route| route.keyless) {
+            Some(policy) => policy,
+            None if self.openai.mint_idempotency_keys => Keyless::Mint,
+            None => Keyless::Derive,
+        }
     }
 }
 

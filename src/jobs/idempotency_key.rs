@@ -50,12 +50,15 @@ impl IdempotencyKey {
     }
 
     /// The key a door derives for a client that sent none, from the
-    /// request's fingerprint and the number of the window it falls in (see
-    /// `config::Keyless::Derive`): the same request in the same window is
-    /// the same key.
-    pub fn derived(fingerprint: &super::Fingerprint, window: i64) -> Self {
-        let digest = fingerprint.as_str();
-        let digest = digest.get(..32).unwrap_or(digest);
+    /// caller, the request's fingerprint and the number of the window it
+    /// falls in (see `config::Keyless::Derive`): the same caller's same
+    /// request in the same window is the same key. The owner is hashed in
+    /// although keys are already scoped per owner, so a derived key read in
+    /// a log or the console names nothing another caller could reproduce.
+    pub fn derived(owner: &str, fingerprint: &super::Fingerprint, window: i64) -> Self {
+        let named = format!("{}:{owner}{}", owner.len(), fingerprint.as_str());
+        let digest = super::sha256_hex(named.as_bytes());
+        let digest = digest.get(..32).unwrap_or(&digest);
         IdempotencyKey(format!("{DERIVED_PREFIX}{digest}-{window}"))
     }
 

@@ -1,4 +1,5 @@
 use serde::Serialize;
+use serde_json::Map;
 use uuid::Uuid;
 
 use super::{Fingerprint, IdempotencyKey, JobRequest, UnknownState};
@@ -73,26 +74,35 @@ pub struct NewJob {
     pub fingerprint: Fingerprint,
     /// The request, parsed once at the door.
     pub request: JobRequest,
-    /// The request body in its canonical (RFC 8785) form: what is stored
-    /// and what the fingerprint is taken of.
+    /// The request body in its canonical (RFC 8785) form: what is stored,
+    /// and what a driver that picks the job up reads back.
     pub canonical: String,
 }
 
 impl NewJob {
+    /// The job of `body` (the job request as JSON, already parsed into
+    /// `request`). The fingerprint is taken of the intent alone: the body
+    /// without the fields that say how the answer is delivered
+    /// ([`JobRequest::DELIVERY_PARAMS`]), so a streamed request and its
+    /// plain retry are one intent, while the stored form keeps them, for
+    /// the driver to stream as the first request asked.
     pub fn new(
         owner: String,
         idempotency_key: IdempotencyKey,
         request: JobRequest,
-        canonical: String,
-    ) -> Self {
-        NewJob {
-            id: Uuid::now_v7(),
-            owner,
-            idempotency_key,
-            fingerprint: Fingerprint::of_canonical(&canonical),
-            request,
-            canonical,
-        }
+        mut body: serde_json::Value,
+    ) -> Result<Self, serde_json::Error> {
+        let delivery = take_delivery(&mut body);
+        let intent = super::canonical_json(&body)?;
+        let fingerprint = Fingerprint::of_canonical(&intent);
+        let canonical = match delivery {
+            None => intent,
+            Some(delivery) => {
+                put_back_delivery(&mut body, delivery);
+                super::canonical_json(&body)?
+            }
+        };
+        Ok(NewJob { id: Uuid::now_v7(), owner, idempotency_key, fingerprint, request, canonical })
     }
 
     /// A job of `body` (a job request as JSON), for callers that build
@@ -103,7 +113,7 @@ impl NewJob {
         body: &serde_json::Value,
     ) -> Result<Self, serde_json::Error> {
         let request = serde_json::from_value(body.clone())?;
-        Ok(NewJob::new(owner, idempotency_key, request, super::canonical_json(body)?))
+        NewJob::new(owner, idempotency_key, request, body.clone())
     }
 
     /// The route that serves it.
@@ -129,4 +139,31 @@ pub struct Job {
     pub error: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+/// The delivery fields of `body`'s `params`, taken out (and `params` with
+/// them when nothing else was in it, so `{"stream": true}` alone reads as
+/// no params at all); `None` when it has none, the common case, which then
+/// canonicalises once.
+fn take_delivery(body: &mut serde_json::Value) -> Option<Map<String, serde_json::Value>> {
+    let fields = body.as_object_mut()?;
+    let params = fields.get_mut("params")?.as_object_mut()?;
+    let taken: Map<String, serde_json::Value> = JobRequest::DELIVERY_PARAMS
+        .iter()
+        .filter_map(|field| params.remove(*field).map(|value| ((*field).to_owned(), value)))
+        .collect();
+    if params.is_empty() {
+        fields.remove("params");
+    }
+    (!taken.is_empty()).then_some(taken)
+}
+
+/// Undoes [`take_delivery`].
+fn put_back_delivery(body: &mut serde_json::Value, delivery: Map<String, serde_json::Value>) {
+    if let Some(fields) = body.as_object_mut() {
+        let params = fields.entry("params").or_insert_with(|| serde_json::Value::Object(Map::new()));
+        if let Some(params) = params.as_object_mut() {
+            params.extend(delivery);
+        }
+    }
 }

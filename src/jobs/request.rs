@@ -25,6 +25,13 @@ pub struct JobRequest {
     pub door: Option<DoorName>,
 }
 
+impl JobRequest {
+    /// The `params` that say how the answer is delivered, not what is asked:
+    /// left out of the fingerprint (and so of a derived key), so a client
+    /// that retries a broken stream as a plain request finds its job.
+    pub const DELIVERY_PARAMS: [&'static str; 2] = ["stream", "stream_options"];
+}
+
 /// A door whose jobs are recorded as its own (see [`JobRequest::door`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum DoorName {

@@ -54,7 +54,7 @@ pub async fn serve<D: Door>(
     let keyless = sent.is_none();
     let mut new = new_job(state, caller, sent.unwrap_or_else(IdempotencyKey::minted), translated.job)?;
     if keyless {
-        new.idempotency_key = keyless_key(state, headers, &new).await?;
+        new.idempotency_key = keyless_key(state, &new).await?;
     }
     let wait: Duration =
         if translated.background { Duration::ZERO } else { state.config().openai.wait.into() };
@@ -77,29 +77,27 @@ pub async fn serve<D: Door>(
     Ok(response)
 }
 
-/// The key of a request that sent none, as its route says (`keyless`):
-/// refused, minted, or derived from the request — the key of the window
-/// it falls in, or of the window before when that one's job is younger
-/// than the window (so a retry just past a window's end still finds it).
-async fn keyless_key(state: &AppState, headers: &HeaderMap, new: &NewJob) -> Result<IdempotencyKey, Problem> {
+/// The key of a request that sent none, as its route says
+/// ([`crate::config::Config::keyless`]): refused, minted, or derived from
+/// the caller and the request — the key of the window it falls in, or of
+/// the window before when that one's job is younger than the window (so a
+/// retry just past a window's end still finds it).
+async fn keyless_key(state: &AppState, new: &NewJob) -> Result<IdempotencyKey, Problem> {
     let config = state.config();
     let route = config.route(new.route());
-    let mint = state.config().openai.mint_idempotency_keys;
-    let policy =
-        route.and_then(|route| route.keyless).unwrap_or(if mint { Keyless::Mint } else { Keyless::Refuse });
-    match policy {
-        Keyless::Refuse => idempotency_key(headers),
+    match config.keyless(route) {
+        Keyless::Refuse => Err(Problem::keyless_refused(new.route())),
         Keyless::Mint => Ok(new.idempotency_key.clone()),
         Keyless::Derive => {
             let window = route.map_or(Duration::from_secs(600), |route| route.keyless_window.into());
             let window = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
             let now = state.engine.clock().now_ms();
-            let previous = IdempotencyKey::derived(&new.fingerprint, now / window - 1);
+            let previous = IdempotencyKey::derived(&new.owner, &new.fingerprint, now / window - 1);
             let found = state.store.job_by_key(&new.owner, previous.as_str()).await;
             let found = found.map_err(|err| Problem::store(err, crate::api::StoreStage::Lookup))?;
             match found {
                 Some(job) if now - job.created_at_ms < window => Ok(previous),
-                _ => Ok(IdempotencyKey::derived(&new.fingerprint, now / window)),
+                _ => Ok(IdempotencyKey::derived(&new.owner, &new.fingerprint, now / window)),
             }
         }
     }

@@ -5,8 +5,9 @@
 //!
 //! `model` names a route. The request becomes the job request
 //! `{"route": model, "input": {"messages"}, "params": <every other field>}`
-//! (with `"stream": true` kept in `params`, so a streamed and a plain request
-//! are different intents). A succeeded job is answered from its stored
+//! (with `"stream": true` kept in `params` for the driver, but left out of
+//! the fingerprint: a streamed and a plain request are one intent, see
+//! `JobRequest::DELIVERY_PARAMS`). A succeeded job is answered from its stored
 //! result, identically every time; a duplicate of a running job waits for it
 //! (streams attach live); the wait is bounded by `[openai] wait`. The flow
 //! between is the door seam's (`api::door::serve`); this module is the
@@ -134,8 +135,8 @@ fn model_object(route: &str) -> Value {
     params(
         ("Idempotency-Key" = String, Header, min_length = 1,
             description = "Names the intent: 1–255 visible ASCII characters, sent once; the RFC 8941 \
-                quoted form `\"abc\"` is accepted. Optional only with `[openai] mint_idempotency_keys \
-                = true`, which gives each request without it a fresh key (and no deduplication)."),
+                quoted form `\"abc\"` is accepted. Optional: without it the route's `keyless` \
+                decides (by default a key derived from the caller and the request, so a retry is the same job)."),
     ),
     request_body(content = schema::ChatCompletionRequest),
     responses(

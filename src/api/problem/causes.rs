@@ -32,6 +32,21 @@ impl Problem {
         Problem::store(err, StoreStage::AfterCommit(job_id))
     }
 
+    /// A compatible door's request without an `Idempotency-Key` on a route
+    /// that refuses such requests (`keyless = "refuse"`): says both ways
+    /// out, the header or the route's derivation.
+    pub fn keyless_refused(route: &str) -> Problem {
+        Problem::new(
+            ProblemType::IdempotencyKeyMissing,
+            format!(
+                "route `{route}` refuses requests without an `Idempotency-Key` header (`keyless = \"refuse\"`): \
+                 send one naming this intent (the same key on every retry of it, a new one for the next \
+                 intent), or set `keyless = \"derive\"` on the route to let the gateway derive it"
+            ),
+        )
+        .with("route", route)
+    }
+
     /// The key is bound to another intent (R3), the job it names.
     pub fn key_reused(job_id: Uuid) -> Problem {
         Problem::new(
