@@ -222,10 +222,10 @@ async fn bad_requests_and_keys_get_anthropics_errors(store: TestStore) {
     assert_eq!(error["error"]["type"], "invalid_request_error");
     assert_eq!(error["path"], "/max_tokens", "{error}");
 
-    let mut thinking = hello();
-    thinking["thinking"] = json!({"type": "enabled", "budget_tokens": 1024});
-    let error: Value = post(&gw, "bad-2", &thinking).await.json().await.unwrap();
-    assert_eq!(error["path"], "/thinking", "a field the door cannot carry is named, not dropped: {error}");
+    let mut wrong = hello();
+    wrong["messages"][0]["content"] = json!([{"type": "text"}]);
+    let error: Value = post(&gw, "bad-2", &wrong).await.json().await.unwrap();
+    assert_eq!(error["path"], "/messages/0/content/0", "the block at fault is named: {error}");
 
     let unknown = gw
         .client

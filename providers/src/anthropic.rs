@@ -60,6 +60,28 @@ pub(crate) fn request_body(req: &ChatRequest, model: &str, stream: bool) -> Resu
     Ok(Value::Object(body))
 }
 
+/// The client's own Messages request (see [`crate::Native`]) as this
+/// provider is sent it: what the client sent, with only what the gateway
+/// must set — the provider's model, the completion limit the attempt
+/// reserves, and whether it streams.
+pub(crate) fn passthrough_body(
+    native: &crate::Native,
+    req: &ChatRequest,
+    model: &str,
+    stream: bool,
+) -> Value {
+    let mut body = native.body.clone();
+    body.insert("model".into(), model.into());
+    if let Some(limit) = req.max_tokens {
+        body.insert("max_tokens".into(), limit.into());
+    }
+    body.remove("stream");
+    if stream {
+        body.insert("stream".into(), true.into());
+    }
+    Value::Object(body)
+}
+
 #[derive(Deserialize)]
 struct MessageBody {
     model: Option<String>,
@@ -175,6 +197,9 @@ pub(crate) struct StreamState {
     tool_blocks: Vec<(u64, usize)>,
     include_usage: bool,
     usage: Option<Usage>,
+    /// Every event is kept as sent ([`StreamChunk::native`]): the request
+    /// was the client's own, passed through.
+    passthrough: bool,
 }
 
 #[derive(Deserialize)]
@@ -220,8 +245,8 @@ fn openai_chunk(delta: Value, finish_reason: Option<&str>) -> Value {
 
 impl StreamState {
     /// For a request that asked for usage in its stream (`include_usage`), or not.
-    pub(crate) fn new(include_usage: bool) -> StreamState {
-        StreamState { include_usage, ..StreamState::default() }
+    pub(crate) fn new(include_usage: bool, passthrough: bool) -> StreamState {
+        StreamState { include_usage, passthrough, ..StreamState::default() }
     }
 
     pub(crate) fn decode_event(&mut self, data: Bytes) -> Result<StreamEvent, Failure> {
@@ -237,7 +262,11 @@ impl StreamState {
             finish_reason: None,
             usage: None,
             raw: Bytes::new(),
+            native: None,
         };
+        if self.passthrough && !matches!(event.kind.as_str(), "message_stop" | "error" | "ping") {
+            chunk.native = serde_json::from_slice(&data).ok();
+        }
         match event.kind.as_str() {
             "message_stop" => {
                 let usage = self.usage.take().filter(|_| self.include_usage);

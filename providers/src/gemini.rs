@@ -368,8 +368,14 @@ impl StreamState {
         self.finished |= finish.is_some();
         let text = said.text.unwrap_or_default();
         let called = !said.calls.is_empty();
-        let mut chunk =
-            StreamChunk { chunk: Value::Null, delta: text, finish_reason: finish, usage: None, raw: data };
+        let mut chunk = StreamChunk {
+            chunk: Value::Null,
+            delta: text,
+            finish_reason: finish,
+            usage: None,
+            raw: data,
+            native: None,
+        };
         if chunk.delta.is_empty() && !called && chunk.finish_reason.is_none() {
             return Ok(StreamEvent::Chunk(chunk)); // nothing a client would see (usage so far)
         }
@@ -407,6 +413,7 @@ impl StreamState {
             finish_reason: None,
             usage: Some(usage.usage()),
             raw: Bytes::new(),
+            native: None,
         }))
     }
 }

@@ -118,5 +118,12 @@ pub(crate) fn decode_event(data: Bytes) -> Result<StreamEvent, Failure> {
     };
     let whole: Value = serde_json::from_slice(&data)
         .map_err(|err| Failure::bad_output(format!("stream event is not a chunk: {err}"), data.clone()))?;
-    Ok(StreamEvent::Chunk(StreamChunk { chunk: whole, delta, finish_reason, usage: chunk.usage, raw: data }))
+    Ok(StreamEvent::Chunk(StreamChunk {
+        chunk: whole,
+        delta,
+        finish_reason,
+        usage: chunk.usage,
+        raw: data,
+        native: None,
+    }))
 }

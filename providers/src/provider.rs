@@ -134,7 +134,7 @@ impl Provider {
     async fn chat_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
         let start = Instant::now();
         let endpoint = self.endpoint();
-        let response = self.send(&self.render(req, false)?, ctx, start, false).await?;
+        let response = self.send(&self.render(req, false)?, req, ctx, start, false).await?;
         let limit = endpoint.answer_limits.max_response_bytes;
         let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
         let bad = |reason: String| Failure::bad_output(reason, raw.clone());
@@ -149,7 +149,15 @@ impl Provider {
                 Failure::bad_output(format!("JSON was asked for, the answer is not JSON: {err}"), raw.clone())
             })?),
         };
-        Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model })
+        // The client's own protocol answers as the provider gave it.
+        let native = self.passes_through(req).and_then(|_| serde_json::from_slice(&raw).ok());
+        Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model, native })
+    }
+
+    /// The client's own request, when this provider's dialect speaks its
+    /// protocol: then it is sent that, not the chat view's translation.
+    fn passes_through<'a>(&self, req: &'a ChatRequest) -> Option<&'a crate::Native> {
+        req.native.as_deref().filter(|native| native.protocol.spoken_by(self.dialect()))
     }
 
     /// One streamed call. Resolves once the response headers are in: an
@@ -185,7 +193,7 @@ impl Provider {
         let start = Instant::now();
         let endpoint = self.endpoint();
         let deadline = endpoint.deadline(start);
-        let response = self.send(&self.render(req, true)?, ctx, start, true).await?;
+        let response = self.send(&self.render(req, true)?, req, ctx, start, true).await?;
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
@@ -201,7 +209,11 @@ impl Provider {
             Provider::OpenAi(_) => Decoder::OpenAi,
             Provider::Anthropic(_) => {
                 let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
-                Decoder::Anthropic(anthropic::StreamState::new(asked == Some(&Value::Bool(true))))
+                let passthrough = self.passes_through(req).is_some();
+                Decoder::Anthropic(anthropic::StreamState::new(
+                    asked == Some(&Value::Bool(true)),
+                    passthrough,
+                ))
             }
             Provider::Gemini(_) => {
                 let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
@@ -211,15 +223,19 @@ impl Provider {
         Ok(chunk_stream(response, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
     }
 
-    /// Sends a chat body; a Gemini rejection gets the wait its body names.
+    /// Sends a chat body (with the headers the client's own request carries,
+    /// when it passes through); a Gemini rejection gets the wait its body
+    /// names.
     async fn send(
         &self,
         body: &Value,
+        req: &ChatRequest,
         ctx: &CallContext,
         start: Instant,
         stream: bool,
     ) -> Result<reqwest::Response, Failure> {
-        let sent = self.endpoint().send(body, ctx, start, stream).await;
+        let carried = self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice());
+        let sent = self.endpoint().send(body, carried, ctx, start, stream).await;
         match self {
             Provider::Gemini(_) => sent.map_err(gemini::with_retry_delay),
             _ => sent,
@@ -238,6 +254,14 @@ impl Provider {
     /// express is never sent to it with the field dropped: the engine skips
     /// the provider for that request and says why in the job's error.
     pub fn cannot_express(&self, req: &ChatRequest) -> Option<String> {
+        if let Some(native) = &req.native {
+            if self.passes_through(req).is_some() {
+                return None;
+            }
+            if let Some(reason) = native.cannot_express(self.dialect()) {
+                return Some(reason);
+            }
+        }
         match self {
             Provider::OpenAi(_) => None,
             Provider::Anthropic(_) => anthropic::cannot_express(req),
@@ -261,7 +285,8 @@ impl Provider {
             let Decoded { completion, text, usage, finish_reason, model } =
                 embeddings::decode_response(&raw, req.inputs())
                     .map_err(|reason| Failure::bad_output(reason, raw.clone()))?;
-            let response = ChatResponse { completion, text, json: None, usage, finish_reason, raw, model };
+            let response =
+                ChatResponse { completion, text, json: None, usage, finish_reason, raw, model, native: None };
             Ok(endpoint.redactor.redact_response(response))
         }
         .instrument(span)
@@ -311,8 +336,11 @@ impl Provider {
             }
             return Ok(body);
         }
-        let body = match self {
-            Provider::Anthropic(_) => anthropic::request_body(req, model, stream),
+        let body = match (self, self.passes_through(req)) {
+            (Provider::Anthropic(_), Some(native)) => {
+                Ok(anthropic::passthrough_body(native, req, model, stream))
+            }
+            (Provider::Anthropic(_), None) => anthropic::request_body(req, model, stream),
             _ => openai::request_body(req, model, stream),
         };
         let mut body = body.map_err(|err| unsent(err.to_string()))?;

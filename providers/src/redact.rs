@@ -100,11 +100,17 @@ pub(crate) fn response(mut response: ChatResponse, secret: &str) -> ChatResponse
     if let Some(model) = &mut response.model {
         text(model, secret);
     }
+    if let Some(native) = &mut response.native {
+        json(native, secret);
+    }
     response
 }
 
 pub(crate) fn chunk(mut chunk: StreamChunk, secret: &str) -> StreamChunk {
     json(&mut chunk.chunk, secret);
+    if let Some(native) = &mut chunk.native {
+        json(native, secret);
+    }
     text(&mut chunk.delta, secret);
     bytes(&mut chunk.raw, secret);
     chunk
@@ -136,6 +142,7 @@ mod tests {
             finish_reason: None,
             raw: bytes::Bytes::from_static(raw),
             model: None,
+            native: None,
         };
         let scrubbed = super::response(response, "sk-1");
         assert_eq!(scrubbed.text, "[redacted]");

@@ -136,14 +136,17 @@ impl Endpoint {
 
     /// Sends `body` to the dialect's chat endpoint, its streaming one when
     /// `stream` (see [`Endpoint::post`]).
+    /// `carried`: headers of the client's own request that change what the
+    /// provider does (see `crate::Native`), set over this endpoint's own.
     pub(crate) async fn send(
         &self,
         body: &serde_json::Value,
+        carried: &[(String, String)],
         ctx: &CallContext,
         start: Instant,
         stream: bool,
     ) -> Result<reqwest::Response, Failure> {
-        self.post(if stream { &self.stream_url } else { &self.url }, body, ctx, start).await
+        self.post(if stream { &self.stream_url } else { &self.url }, body, carried, ctx, start).await
     }
 
     /// Sends `body` to the embeddings endpoint (see [`Endpoint::post`]).
@@ -153,7 +156,7 @@ impl Endpoint {
         ctx: &CallContext,
         start: Instant,
     ) -> Result<reqwest::Response, Failure> {
-        self.post(&self.embeddings_url, body, ctx, start).await
+        self.post(&self.embeddings_url, body, &[], ctx, start).await
     }
 
     /// Sends `body` and waits for the response headers. A 2xx comes back as
@@ -162,6 +165,7 @@ impl Endpoint {
         &self,
         url: &reqwest::Url,
         body: &serde_json::Value,
+        carried: &[(String, String)],
         ctx: &CallContext,
         start: Instant,
     ) -> Result<reqwest::Response, Failure> {
@@ -169,10 +173,18 @@ impl Endpoint {
             reason: format!("cannot encode the request: {err}"),
             local: true,
         })?;
+        let mut headers = self.headers.clone();
+        for (name, value) in carried {
+            if let (Ok(name), Ok(value)) =
+                (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
+            {
+                headers.insert(name, value);
+            }
+        }
         let mut request = self
             .client
             .post(url.clone())
-            .headers(self.headers.clone())
+            .headers(headers)
             .header(IDEMPOTENCY_KEY_HEADER, ctx.job_id.to_string())
             .header(ATTEMPT_HEADER, ctx.attempt.to_string());
         if let Some(parent) = ctx.traceparent {

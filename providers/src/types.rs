@@ -26,6 +26,11 @@ pub struct ChatRequest {
     pub stream: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// The client's own request, when it came in a protocol a dialect may
+    /// speak natively (see [`crate::Native`]); shared, as every attempt
+    /// renders from it.
+    #[serde(skip)]
+    pub native: Option<std::sync::Arc<crate::Native>>,
 }
 
 impl ChatRequest {
@@ -118,6 +123,10 @@ pub struct ChatResponse {
     pub raw: Bytes,
     /// The model the provider says answered.
     pub model: Option<String>,
+    /// The answer as the provider gave it, when the request was its own
+    /// protocol passed through (see [`crate::Native`]): what that protocol's
+    /// door answers with, thinking blocks and cache usage included.
+    pub native: Option<Value>,
 }
 
 /// One event of a streamed answer. The terminator (`[DONE]`,
@@ -137,6 +146,10 @@ pub struct StreamChunk {
     pub usage: Option<Usage>,
     /// The exact SSE `data` payload of the event.
     pub raw: Bytes,
+    /// The event as the provider sent it, when the request was its own
+    /// protocol passed through: every event of it, `chunk` or not, is what
+    /// that protocol's door streams.
+    pub native: Option<Value>,
 }
 
 /// Who is calling: the job identity travels downstream (R10 in `docs/design.md`).

@@ -33,7 +33,7 @@ pub struct Embeddings;
 impl Door for Embeddings {
     type Stream = Unstreamed;
 
-    fn translate(body: &Bytes) -> Result<Translated, Problem> {
+    fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         translate(body)
     }
 

@@ -75,6 +75,14 @@ pub fn new_job(
                 .with("path", "/input"));
         }
     }
+    if request.native.is_some() && request.door != Some(crate::jobs::DoorName::AnthropicMessages) {
+        return Err(Problem::new(
+            ProblemType::InvalidBody,
+            "`native` is a Messages request carried beside its chat view: only with `door` `anthropic-messages`",
+        )
+        .titled("Invalid job request")
+        .with("path", "/native"));
+    }
     let config = state.config();
     let Some(route) = config.route_named(&request.route) else {
         return Err(Problem::new(

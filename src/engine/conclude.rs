@@ -259,6 +259,7 @@ impl Engine {
             finish_reason: response.finish_reason,
             completion: Some(response.completion),
             chunks,
+            native: response.native,
         }
         .encode();
         // Valid UTF-8 in practice: checked by the fast path, not decoded

@@ -466,9 +466,6 @@ impl Engine {
     /// Why provider `name` cannot be sent `request`, if it cannot.
     fn cannot_express(&self, name: &str, request: &PreparedRequest) -> Option<String> {
         let entry = self.provider(name)?;
-        if entry.provider.dialect() == intentgate_providers::Dialect::OpenAi {
-            return None; // the request's own shape: nothing to lose
-        }
         request.work.cannot_express(&entry.provider)
     }
 

@@ -5,10 +5,12 @@
 //! choice, the capability checks, the reservation and the outgoing body all
 //! take it by reference: nothing downstream parses the request again.
 
-use intentgate_providers::{CallContext, ChatRequest, EmbeddingRequest, Failure, Outcome, Provider};
+use intentgate_providers::{
+    CallContext, ChatRequest, EmbeddingRequest, Failure, Native, Outcome, Protocol, Provider,
+};
 use serde_json::{Map, Value};
 
-use crate::jobs::{InputKind, JobRequest};
+use crate::jobs::{DoorName, InputKind, JobRequest};
 
 /// What a provider is asked to do for a job.
 #[derive(Debug, Clone)]
@@ -120,7 +122,24 @@ fn to_chat_request(request: &JobRequest) -> Result<ChatRequest, serde_json::Erro
     let mut body: Map<String, Value> = request.params.clone();
     body.insert("messages".into(), serde_json::to_value(&request.input.messages)?);
     body.remove("stream");
-    serde_json::from_value(Value::Object(body))
+    let mut chat: ChatRequest = serde_json::from_value(Value::Object(body))?;
+    chat.native = native_of(request).map(std::sync::Arc::new);
+    Ok(chat)
+}
+
+/// The client's own request, for a door whose protocol a dialect may speak.
+fn native_of(request: &JobRequest) -> Option<Native> {
+    let native = request.native.as_ref()?;
+    let protocol = match request.door? {
+        DoorName::AnthropicMessages => Protocol::AnthropicMessages,
+        DoorName::OpenAiResponses | DoorName::OpenAiEmbeddings => return None,
+    };
+    Some(Native {
+        protocol,
+        body: native.body.clone(),
+        headers: native.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect(),
+        untranslated: native.untranslated.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -94,7 +94,11 @@ impl Engine {
             let mut first_chunk = Some(first_chunk);
             let mut text = String::new();
             let (mut finish_reason, mut usage) = (None, None);
+            // What the job's readers get and a replay sends again (the
+            // provider's own events when the request passed through), and
+            // the chat chunks the answer is assembled from.
             let mut chunks: Vec<Arc<serde_json::Value>> = Vec::new();
+            let mut chat_chunks: Vec<Arc<serde_json::Value>> = Vec::new();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
                     Ok(chunk) => chunk,
@@ -102,16 +106,21 @@ impl Engine {
                         return Streamed { outcome: Err(failure), after_first_chunk: first_chunk.is_none() };
                     }
                 };
-                if chunk.chunk.is_null() {
-                    continue; // nothing a client would see (a ping, a block's end)
-                }
+                let chat = (!chunk.chunk.is_null()).then(|| Arc::new(chunk.chunk));
+                let delivered = match chunk.native {
+                    Some(event) => Arc::new(crate::jobs::JobResult::native_chunk(event)),
+                    None => match &chat {
+                        Some(chat) => chat.clone(),
+                        None => continue, // nothing a client would see (a ping, a block's end)
+                    },
+                };
                 if let Some(signal) = first_chunk.take() {
                     let _ = signal.send(());
                 }
-                let shared = Arc::new(chunk.chunk);
-                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: shared.clone() });
+                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: delivered.clone() });
                 text.push_str(&chunk.delta);
-                chunks.push(shared);
+                chunks.push(delivered);
+                chat_chunks.extend(chat);
                 finish_reason = chunk.finish_reason.or(finish_reason);
                 usage = chunk.usage.or(usage);
             }
@@ -119,7 +128,7 @@ impl Engine {
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
-            let mut completion = intentgate_providers::assemble(&chunks);
+            let mut completion = intentgate_providers::assemble(&chat_chunks);
             // A dialect that reports usage the client did not ask to see in
             // the stream (a translated one) still reports it to the charge.
             if let (Some(usage), Some(fields)) = (usage, completion.as_object_mut()) {
@@ -128,6 +137,13 @@ impl Engine {
                         "total_tokens": usage.prompt_tokens + usage.completion_tokens})
                 });
             }
+            // A passed-through stream answers a plain request with its own
+            // protocol's whole answer, assembled from its events.
+            let native = chat.native.as_ref().and_then(|native| {
+                let events: Vec<&serde_json::Value> =
+                    chunks.iter().filter_map(|chunk| crate::jobs::JobResult::native_event(chunk)).collect();
+                (!events.is_empty()).then(|| intentgate_providers::assemble_native(native.protocol, &events)).flatten()
+            });
             let response = provider.redact_assembled(ChatResponse {
                 completion,
                 text,
@@ -136,6 +152,7 @@ impl Engine {
                 finish_reason,
                 raw: serde_json::to_vec(&chunks).unwrap_or_default().into(),
                 model: None,
+                native,
             });
             Streamed { outcome: Ok(response), after_first_chunk }
         })

@@ -30,7 +30,7 @@ pub(crate) use messages::tests::accepted_shapes as accepted_message_shapes;
 pub use messages::{InvalidMessage, json_kind, validate_messages};
 pub use outcome::AttemptOutcome;
 pub use params::{InvalidParam, validate_params};
-pub use request::{ChatMessage, DoorName, InputKind, JobInput, JobRequest};
+pub use request::{ChatMessage, DoorName, InputKind, JobInput, JobRequest, NativeRequest};
 pub use result::{AttemptSummary, JobFailure, JobResult};
 pub use transitions::{StartBlocked, may_start_attempt};
 

@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -23,6 +25,30 @@ pub struct JobRequest {
     /// the job was asked in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub door: Option<DoorName>,
+    /// The door's request in its own protocol, beside the chat view above:
+    /// sent as it is to a provider whose dialect speaks that protocol (see
+    /// [`NativeRequest`]). Part of the intent like everything here, so the
+    /// same key with another `thinking` budget is another intent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeRequest>,
+}
+
+/// What a client sent in its own protocol (the protocol is the job's
+/// `door`): the body but `stream`, the headers that change what the
+/// provider does, and what the job's chat view could not hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NativeRequest {
+    #[schema(value_type = Object)]
+    pub body: Map<String, Value>,
+    /// Lower-case names (`anthropic-beta`, `anthropic-version`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Each field or block the chat view leaves out that changes the answer,
+    /// named for people: a provider of another dialect is passed over with
+    /// this list as the reason rather than sent the request without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untranslated: Vec<String>,
 }
 
 impl JobRequest {

@@ -31,9 +31,30 @@ pub struct JobResult {
     /// order they arrived, so that a replay sends the same stream again.
     #[schema(value_type = Option<Vec<Object>>)]
     pub chunks: Option<Vec<Value>>,
+    /// The answer as the provider gave it, when the job's request was
+    /// passed through in its own protocol (Anthropic's `message`, thinking
+    /// blocks with their signatures and cache usage included): what the
+    /// job's door answers with. A streamed one keeps its provider's events
+    /// in `chunks` instead, each as [`JobResult::native_chunk`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub native: Option<Value>,
 }
 
 impl JobResult {
+    /// A provider's own stream event among a job's chunks (see
+    /// [`JobResult::native`]), told apart from a `chat.completion.chunk`.
+    pub fn native_chunk(event: Value) -> Value {
+        let mut wrapped = serde_json::Map::new();
+        wrapped.insert(NATIVE_EVENT.into(), event);
+        Value::Object(wrapped)
+    }
+
+    /// The provider's own event, if `chunk` is one (see [`JobResult::native_chunk`]).
+    pub fn native_event(chunk: &Value) -> Option<&Value> {
+        chunk.get(NATIVE_EVENT)
+    }
+
     /// The stored form of a result; `None` if it does not decode (the
     /// writers never produce such a row).
     pub fn decode(stored: &str) -> Option<JobResult> {
@@ -111,3 +132,6 @@ impl JobResult {
         serde_json::to_string(self).unwrap_or_default()
     }
 }
+
+/// The member a native stream event is wrapped in among a job's chunks.
+const NATIVE_EVENT: &str = "native_event";

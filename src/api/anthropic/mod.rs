@@ -12,12 +12,14 @@
 //! not needed. Errors are Anthropic's `{"type": "error", "error": {…}}`
 //! with the problem's members beside it.
 
+mod fields;
 mod render;
 mod translate;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
@@ -32,9 +34,9 @@ impl Door for Messages {
     type Stream = render::EventStream;
     const ERROR_CONTENT_TYPE: &'static str = "application/json";
 
-    fn translate(body: &Bytes) -> Result<Translated, Problem> {
+    fn translate(body: &Bytes, headers: &HeaderMap) -> Result<Translated, Problem> {
         let fields = super::door::json_object(body, "Invalid Messages request")?;
-        let (job, stream) = translate::to_job(fields)?;
+        let (job, stream) = translate::to_job(fields, headers)?;
         Ok(Translated { job, stream, continues: None, background: false })
     }
 
@@ -95,13 +97,14 @@ struct Object {}
 pub async fn count_tokens(
     State(state): State<AppState>,
     _caller: Caller,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<axum::Json<Value>, Problem> {
     let body = super::extract::read_body(body, state.max_body_bytes).await?;
     let mut fields = super::door::json_object(&body, "Invalid Messages request")?;
     fields.entry("max_tokens").or_insert(1.into());
     fields.remove("stream");
-    let (job, _) = translate::to_job(fields)?;
+    let (job, _) = translate::to_job(fields, &headers)?;
     let request: crate::jobs::JobRequest = serde_json::from_value(job)
         .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
     let config = state.config();

@@ -43,6 +43,10 @@ fn usage_of(usage: Option<&Value>) -> Value {
 /// calls as `tool_use` blocks (arguments parsed; a call whose arguments
 /// are not a JSON object keeps them as `{"arguments": "<text>"}`).
 pub fn message_body(identity: &Identity, result: &JobResult) -> Option<Vec<u8>> {
+    // The provider's own message, when the request passed through to it.
+    if let Some(native) = &result.native {
+        return serde_json::to_vec(native).ok();
+    }
     let completion = result.completion.as_ref()?;
     let choice = &completion["choices"][0];
     let message = &choice["message"];
@@ -90,11 +94,34 @@ pub struct EventStream {
     blocks: u64,
     stop_reason: Option<String>,
     usage: Option<Value>,
+    /// The stream is the provider's own events, passed on as they came.
+    native: bool,
 }
 
 impl EventStream {
     pub fn new(identity: Identity) -> EventStream {
-        EventStream { identity, started: false, open: Open::None, blocks: 0, stop_reason: None, usage: None }
+        EventStream {
+            identity,
+            started: false,
+            open: Open::None,
+            blocks: 0,
+            stop_reason: None,
+            usage: None,
+            native: false,
+        }
+    }
+
+    /// A provider's own event, as it sent it; a whole `message` (a plain
+    /// answer replayed as a stream) as the events that stream it.
+    fn native_event(&mut self, native: &Value) -> Vec<u8> {
+        self.native = true;
+        let mut out = Vec::new();
+        match native["type"].as_str() {
+            Some("message") => message_events(&mut out, native),
+            Some(name) => event(&mut out, name, native),
+            None => {}
+        }
+        out
     }
 
     fn start(&mut self, out: &mut Vec<u8>) {
@@ -143,6 +170,9 @@ impl EventStream {
 
 impl StreamRender for EventStream {
     fn chunk(&mut self, chunk: &Value) -> Vec<u8> {
+        if let Some(native) = JobResult::native_event(chunk) {
+            return self.native_event(native);
+        }
         let mut out = Vec::new();
         self.start(&mut out);
         if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
@@ -171,6 +201,11 @@ impl StreamRender for EventStream {
 
     fn done(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
+        if self.native {
+            // The provider's `message_delta` went by; only the end is ours.
+            event(&mut out, "message_stop", &json!({"type": "message_stop"}));
+            return out;
+        }
         self.start(&mut out);
         self.close(&mut out);
         let delta = json!({"stop_reason": stop_reason(self.stop_reason.as_deref()), "stop_sequence": null});
@@ -188,6 +223,23 @@ impl StreamRender for EventStream {
         event(&mut out, "error", &error);
         out
     }
+}
+
+/// A whole `message` as the events that stream it: its start (content
+/// empty), each block started whole and stopped, and its stop reason and
+/// usage. `message_stop` is [`StreamRender::done`]'s.
+fn message_events(out: &mut Vec<u8>, message: &Value) {
+    let mut start = message.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    event(out, "message_start", &json!({"type": "message_start", "message": start}));
+    for (index, block) in message["content"].as_array().into_iter().flatten().enumerate() {
+        let started = json!({"type": "content_block_start", "index": index, "content_block": block});
+        event(out, "content_block_start", &started);
+        event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+    }
+    let delta = json!({"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]});
+    event(out, "message_delta", &json!({"type": "message_delta", "delta": delta, "usage": message["usage"]}));
 }
 
 fn event(out: &mut Vec<u8>, name: &str, data: &Value) {

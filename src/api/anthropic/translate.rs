@@ -1,35 +1,56 @@
-//! An Anthropic Messages request → a job request in the job's own (OpenAI
-//! chat) terms: `system` becomes the first message, content blocks become
-//! content parts, `tool_use` blocks the assistant's `tool_calls`,
-//! `tool_result` blocks `tool` messages, `tools` functions. A field this
-//! door does not carry is refused by name, never dropped: the key would
-//! otherwise bind an intent the caller did not send.
+//! An Anthropic Messages request → a job request: the request as the
+//! client sent it (`native`, which an Anthropic provider is sent), and the
+//! job's chat view of it (OpenAI chat terms), from which budgets, contract
+//! checks and providers of other dialects work: `system` becomes the first
+//! message, content blocks become content parts, `tool_use` blocks the
+//! assistant's `tool_calls`, `tool_result` blocks `tool` messages, `tools`
+//! functions, an `output_config` schema `response_format`. What the chat
+//! view cannot hold is named in `native.untranslated` ([`super::fields`]
+//! says what is), so a provider of another dialect is passed over for it
+//! rather than sent the request without it.
 
+use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 
+use super::fields::{self, Carried};
 use crate::api::{Problem, ProblemType};
 
-/// The fields a Messages request may carry, and what each becomes.
-const KNOWN: &[&str] = &[
-    "model",
-    "messages",
-    "max_tokens",
-    "system",
-    "stream",
-    "temperature",
-    "top_p",
-    "top_k",
-    "stop_sequences",
-    "tools",
-    "tool_choice",
-    "metadata",
-];
+/// The request body's fields and headers → the job request, and whether
+/// it streams.
+pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<(Value, bool), Problem> {
+    let mut native = fields.clone();
+    native.remove("stream");
+    let mut untranslated: Vec<String> = fields
+        .iter()
+        .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    let (job, stream) = chat_view(fields, &mut untranslated)?;
+    untranslated.sort();
+    untranslated.dedup();
+    let mut job = job;
+    job["native"] =
+        json!({"body": native, "headers": carried_headers(headers), "untranslated": untranslated});
+    Ok((job, stream))
+}
 
-/// The request body's fields → the job request, and whether it streams.
-pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> {
-    if let Some(unknown) = fields.keys().find(|key| !KNOWN.contains(&key.as_str())) {
-        return Err(invalid(format!("`{unknown}` is not supported by this gateway's Messages API"), unknown));
-    }
+/// The headers of [`fields::CARRIED_HEADERS`] the request has.
+fn carried_headers(headers: &HeaderMap) -> Map<String, Value> {
+    fields::CARRIED_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(*name)?.to_str().ok()?;
+            Some(((*name).to_owned(), Value::String(value.to_owned())))
+        })
+        .collect()
+}
+
+/// The job request in chat terms, and whether it streams; what it leaves
+/// out that matters is added to `untranslated`.
+fn chat_view(
+    mut fields: Map<String, Value>,
+    untranslated: &mut Vec<String>,
+) -> Result<(Value, bool), Problem> {
     let Some(Value::String(model)) = fields.remove("model") else {
         return Err(invalid("`model` (a route name; GET /v1/models lists them) is required", "model"));
     };
@@ -47,7 +68,8 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> 
         return Err(invalid("`messages` is required: an array of turns", "messages"));
     };
     for (index, turn) in turns.into_iter().enumerate() {
-        messages.extend(turn_messages(turn).map_err(|err| err.at(&format!("/messages/{index}")))?);
+        let turn = turn_messages(turn, untranslated).map_err(|err| err.at(&format!("/messages/{index}")))?;
+        messages.extend(turn);
     }
     let mut params = Map::new();
     params.insert("max_tokens".into(), max_tokens);
@@ -56,6 +78,19 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> 
         // The protocol's stream always reports usage: ask every dialect for it.
         params.insert("stream_options".into(), json!({"include_usage": true}));
     }
+    translate_params(&mut fields, &mut params, untranslated)?;
+    let job = json!({"route": model, "input": {"messages": messages}, "params": params,
+        "door": "anthropic-messages"});
+    Ok((job, stream))
+}
+
+/// Sampling, tools, tool choice, the user and an output schema → chat's
+/// parameters.
+fn translate_params(
+    fields: &mut Map<String, Value>,
+    params: &mut Map<String, Value>,
+    untranslated: &mut Vec<String>,
+) -> Result<(), Problem> {
     for (from, to) in
         [("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("stop_sequences", "stop")]
     {
@@ -69,7 +104,7 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> 
         params.insert("user".into(), user);
     }
     if let Some(tools) = fields.remove("tools") {
-        params.insert("tools".into(), tools_of(tools)?);
+        params.insert("tools".into(), tools_of(tools, untranslated)?);
     }
     if let Some(choice) = fields.remove("tool_choice") {
         let (choice, parallel) = tool_choice_of(choice)?;
@@ -78,9 +113,13 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<(Value, bool), Problem> 
             params.insert("parallel_tool_calls".into(), false.into());
         }
     }
-    let job = json!({"route": model, "input": {"messages": messages}, "params": params,
-        "door": "anthropic-messages"});
-    Ok((job, stream))
+    if let Some(schema) =
+        fields.remove("output_config").and_then(|config| config.pointer("/format/schema").cloned())
+    {
+        let format = json!({"name": "output", "schema": schema, "strict": true});
+        params.insert("response_format".into(), json!({"type": "json_schema", "json_schema": format}));
+    }
+    Ok(())
 }
 
 /// A fault in the request, with the JSON pointer of the field at fault.
@@ -135,7 +174,7 @@ fn system_messages(system: Option<Value>) -> Result<Vec<Value>, Problem> {
 /// text, its `tool_use` blocks as `tool_calls`); a user turn's
 /// `tool_result` blocks become `tool` messages, first, as chat wants them
 /// right after the call, then the rest of its content as a user message.
-fn turn_messages(turn: Value) -> Result<Vec<Value>, Fault> {
+fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Value>, Fault> {
     let role = turn["role"].as_str().unwrap_or_default().to_owned();
     if role != "user" && role != "assistant" {
         return Err(Fault::new("`role` must be `user` or `assistant`", "/role"));
@@ -168,16 +207,23 @@ fn turn_messages(turn: Value) -> Result<Vec<Value>, Fault> {
             ("assistant", Some("tool_use")) => calls.push(tool_call(block).ok_or_else(|| {
                 Fault::new("a tool_use block needs `id`, `name` and an object `input`", &at)
             })?),
+            (_, Some(kind)) if fields::block(kind) == Carried::Untranslated => {
+                untranslated.push(format!("`{kind}` blocks"));
+            }
             (_, kind) => {
                 let kind = kind.unwrap_or("(none)");
-                return Err(Fault::new(format!("a `{kind}` block is not supported in a {role} turn"), &at));
+                return Err(Fault::new(format!("a `{kind}` block is not expected in a {role} turn"), &at));
             }
         }
     }
     if role == "assistant" {
         let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-        let mut message =
-            json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { text.into() }});
+        // A turn of thinking alone still holds its place in the chat view.
+        let content = match text.is_empty() && !calls.is_empty() {
+            true => Value::Null,
+            false => text.into(),
+        };
+        let mut message = json!({"role": "assistant", "content": content});
         if !calls.is_empty() {
             message["tool_calls"] = calls.into();
         }
@@ -219,12 +265,16 @@ fn tool_message(block: &Value) -> Option<Value> {
     Some(json!({"role": "tool", "tool_call_id": id, "content": content}))
 }
 
-fn tools_of(tools: Value) -> Result<Value, Problem> {
+fn tools_of(tools: Value, untranslated: &mut Vec<String>) -> Result<Value, Problem> {
     let Value::Array(tools) = tools else {
         return Err(invalid("`tools` must be an array", "tools"));
     };
     let mut functions = Vec::with_capacity(tools.len());
     for (index, tool) in tools.iter().enumerate() {
+        if fields::tool(tool) == Carried::Untranslated {
+            untranslated.push(format!("the server tool `{}`", tool["type"].as_str().unwrap_or_default()));
+            continue;
+        }
         let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.get("input_schema")) else {
             return Err(invalid(
                 format!("tool {index} needs `name` and `input_schema`"),
@@ -264,7 +314,7 @@ mod tests {
 
     fn job(body: Value) -> Result<(Value, bool), Problem> {
         let Value::Object(fields) = body else { unreachable!() };
-        to_job(fields)
+        to_job(fields, &HeaderMap::new())
     }
 
     #[test]
@@ -293,15 +343,49 @@ mod tests {
     }
 
     #[test]
-    fn what_the_door_cannot_carry_is_refused_by_name() {
+    fn what_the_chat_view_cannot_hold_is_kept_and_named() {
+        let body = json!({"model": "chat", "max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "context_management": {"edits": []},
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}, {"name": "f", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s1"},
+                                                  {"type": "text", "text": "hello"}]},
+                {"role": "user", "content": [{"type": "document", "source": {}}, {"type": "text", "text": "and?"}]}]});
+        let (job, _) = job(body.clone()).ok().unwrap_or_default();
+        let mut sent = body;
+        assert_eq!(job["native"]["body"], sent.take(), "the client's request is kept whole");
+        assert_eq!(
+            job["native"]["untranslated"],
+            json!([
+                "`document` blocks",
+                "`thinking`",
+                "`thinking` blocks",
+                "the server tool `web_search_20250305`"
+            ])
+        );
+        assert_eq!(job["params"]["tools"].as_array().map(Vec::len), Some(1), "the client tool is translated");
+        assert_eq!(job["input"]["messages"][1]["content"], "hello");
+    }
+
+    #[test]
+    fn an_output_schema_becomes_a_response_format() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let (job, _) =
+            job(json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+            "output_config": {"format": {"type": "json_schema", "schema": schema}}}))
+            .ok()
+            .unwrap_or_default();
+        assert_eq!(job["params"]["response_format"]["json_schema"]["schema"], schema);
+        assert_eq!(job["native"]["untranslated"], json!([]));
+    }
+
+    #[test]
+    fn what_the_door_cannot_read_is_refused_by_name() {
         for (body, path) in [
-            (
-                json!({"model": "chat", "max_tokens": 8, "messages": [], "thinking": {"type": "enabled"}}),
-                "/thinking",
-            ),
             (json!({"model": "chat", "messages": []}), "/max_tokens"),
             (
-                json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "document"}]}]}),
+                json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "text"}]}]}),
                 "/messages/0/content/0",
             ),
         ] {

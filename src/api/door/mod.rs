@@ -50,9 +50,11 @@ pub trait Door: Send + Sync + 'static {
     /// Its stream renderer.
     type Stream: StreamRender;
 
-    /// The door's request body → the job request, or why it is not one
-    /// (with the JSON pointer of the fault, as the client sent it).
-    fn translate(body: &Bytes) -> Result<Translated, Problem>;
+    /// The door's request body (and the headers that are part of its
+    /// intent, for a door that carries its protocol natively) → the job
+    /// request, or why it is not one (with the JSON pointer of the fault,
+    /// as the client sent it).
+    fn translate(body: &Bytes, headers: &axum::http::HeaderMap) -> Result<Translated, Problem>;
 
     /// A succeeded job's response body; `None` if its stored result has
     /// nothing this door can render (the job then answers `internal`). The
@@ -114,6 +116,11 @@ pub fn replay_stream<D: Door>(job: &Job, result: &JobResult) -> Vec<u8> {
     let mut out = Vec::new();
     match result.chunks.as_deref().filter(|chunks| chunks.iter().all(Value::is_object)) {
         Some(chunks) if !chunks.is_empty() => chunks.iter().for_each(|chunk| out.extend(render.chunk(chunk))),
+        // The provider's own answer, in its own protocol's stream.
+        _ if result.native.is_some() => {
+            let native = JobResult::native_chunk(result.native.clone().unwrap_or_default());
+            out.extend(render.chunk(&native));
+        }
         _ => out.extend(render.chunk(&completion_as_chunk(result.completion.as_ref()))),
     }
     out.extend(render.done());

@@ -47,7 +47,7 @@ pub async fn serve<D: Door>(
         Err(problem) => return Err(problem),
     };
     let body = crate::api::extract::read_body(body, state.max_body_bytes).await?;
-    let mut translated = D::translate(&body)?;
+    let mut translated = D::translate(&body, headers)?;
     if let Some(previous) = translated.continues {
         continue_conversation(state, caller, &mut translated.job, previous).await?;
     }

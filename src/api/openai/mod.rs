@@ -37,7 +37,7 @@ pub struct ChatCompletions;
 impl Door for ChatCompletions {
     type Stream = render::ChunkStream;
 
-    fn translate(body: &Bytes) -> Result<Translated, Problem> {
+    fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         translate(body)
     }
 

@@ -174,6 +174,7 @@ mod tests {
                 "finish_reason": "stop"}]}),
             ),
             chunks: None,
+            native: None,
         };
         let completion = Completion { id: "chatcmpl-1".into(), created: 0, model: "chat".into() };
         let body: Value = serde_json::from_slice(&completion_body(&completion, result).unwrap_or_default())

@@ -31,7 +31,7 @@ pub struct Responses;
 impl Door for Responses {
     type Stream = render::EventStream;
 
-    fn translate(body: &Bytes) -> Result<Translated, Problem> {
+    fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         let fields = super::door::json_object(body, "Invalid Responses request")?;
         let translation = translate::to_job(fields)?;
         Ok(Translated {
