@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{Problem, ProblemType, StoreStage};
 use crate::budgets::{LimitKind, LimitRefusal, nanos_to_decimal};
-use crate::engine::{CONTENT_REFUSED, EngineError, OUTCOME_UNKNOWN};
+use crate::engine::{CONTENT_REFUSED, CountError, EngineError, OUTCOME_UNKNOWN};
 use crate::jobs::{Attempt, Job, JobStatus, rfc3339};
 use crate::store::StoreError;
 
@@ -22,6 +22,18 @@ impl Problem {
             other => {
                 tracing::error!(error = %other, "engine error");
                 Problem::new(ProblemType::Internal, other.to_string())
+            }
+        }
+    }
+
+    /// A token count that could not be made: every slot busy (a 503 worth
+    /// retrying), or its task ended without a count.
+    pub fn count(err: CountError) -> Problem {
+        match err {
+            CountError::Busy(_) => Problem::new(ProblemType::TokenizerBusy, err.to_string()),
+            CountError::Failed(_) => {
+                tracing::error!(error = %err, "token count failed");
+                Problem::new(ProblemType::Internal, err.to_string())
             }
         }
     }
