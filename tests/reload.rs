@@ -10,6 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{ADMIN, ALICE, TestGateway, TestStore, set_route};
 use intentgate::jobs::AttemptState;
@@ -18,7 +19,36 @@ use serde_json::{Value, json};
 store_matrix!(
     a_reloaded_chain_serves_new_jobs_and_not_one_already_driving,
     a_broken_file_is_refused_and_the_running_config_keeps_serving,
+    a_refused_file_is_described_without_its_secrets,
 );
+
+/// Everything this test binary's gateways log, from the first call on
+/// (one global subscriber for the process; each test looks for its own
+/// lines in it).
+fn captured_log() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_ansi(false).with_writer(move || LogSink(sink.clone())).finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        log
+    })
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// The shipped config pointed at a fresh simulator, written to a file of
 /// its own that the test edits; and the gateway started from that file.
@@ -117,6 +147,44 @@ async fn a_broken_file_is_refused_and_the_running_config_keeps_serving(store: Te
     let user = gw.request(reqwest::Method::POST, "/v1/admin/reload", ALICE).send().await.unwrap();
     common::assert_problem(user, 403, "forbidden").await;
     let _ = std::fs::remove_file(path);
+}
+
+/// A file whose broken line holds the store's password is refused (422)
+/// by where the fault is and what it is — the line, the key — and neither
+/// the answer nor the log quotes the line: the password appears in
+/// neither. The same for a URL the store cannot use.
+async fn a_refused_file_is_described_without_its_secrets(store: TestStore) {
+    let log = captured_log();
+    let (gw, path, doc) = gateway_from_a_file(&store).await;
+    let password = format!("pw-{}", uuid::Uuid::now_v7().simple());
+    let with_url = |url: &str| {
+        let mut doc = doc.clone();
+        doc["store"].as_table_mut().unwrap().insert("url".into(), url.into());
+        toml::to_string(&doc).unwrap()
+    };
+    let url = format!("postgres://gw:{password}@db/x");
+    let broken_line = with_url(&url).replace(&format!("\"{url}\""), &format!("\"{url}\" oops"));
+    assert!(broken_line.contains(" oops"));
+    let unusable_url = with_url(&format!("mysql://gw:{password}@db/x"));
+    for (case, text) in [("a broken line", broken_line), ("an unusable URL", unusable_url)] {
+        std::fs::write(&path, text).unwrap();
+        let refused = reload(&gw).await;
+        let problem = common::assert_problem(refused, 422, "config-rejected").await;
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("store.url"), "{case}: names the key: {detail}");
+        assert!(!problem.to_string().contains(&password), "{case}: {problem}");
+        let logged = String::from_utf8(log.lock().unwrap().clone()).unwrap();
+        assert!(logged.contains("configuration reload refused"), "{case}: the refusal is logged: {logged}");
+        assert!(!logged.contains(&password), "{case}: {logged}");
+    }
+    assert!(problem_free_reload(&gw, &path, &doc).await, "the good file still reloads");
+    let _ = std::fs::remove_file(path);
+}
+
+/// Writes `doc` back and reloads it: whether it was taken.
+async fn problem_free_reload(gw: &TestGateway, path: &Path, doc: &toml::Table) -> bool {
+    write(path, doc);
+    reload(gw).await.status() == 200
 }
 
 /// `intentgate serve` reloads on SIGHUP: the version it reports changes to
