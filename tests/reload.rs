@@ -20,6 +20,7 @@ store_matrix!(
     a_reloaded_chain_serves_new_jobs_and_not_one_already_driving,
     a_broken_file_is_refused_and_the_running_config_keeps_serving,
     a_refused_file_is_described_without_its_secrets,
+    a_keys_job_is_found_after_a_reload_removed_its_route,
 );
 
 /// Everything this test binary's gateways log, from the first call on
@@ -53,9 +54,18 @@ impl std::io::Write for LogSink {
 /// The shipped config pointed at a fresh simulator, written to a file of
 /// its own that the test edits; and the gateway started from that file.
 async fn gateway_from_a_file(store: &TestStore) -> (TestGateway, PathBuf, toml::Table) {
+    gateway_from_a_file_with(store, |_| {}).await
+}
+
+/// As [`gateway_from_a_file`], the file changed by `tweak` first.
+async fn gateway_from_a_file_with(
+    store: &TestStore,
+    tweak: impl FnOnce(&mut toml::Table),
+) -> (TestGateway, PathBuf, toml::Table) {
     let sim =
         intentgate_providers::sim::Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let doc = common::test_config_doc(&store.url, Some(sim.addr()));
+    let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
+    tweak(&mut doc);
     let path = std::env::temp_dir().join(format!("intentgate-reload-{}.toml", uuid::Uuid::now_v7()));
     write(&path, &doc);
     let config = intentgate::config::Config::load(&path).unwrap();
@@ -185,6 +195,83 @@ async fn a_refused_file_is_described_without_its_secrets(store: TestStore) {
 async fn problem_free_reload(gw: &TestGateway, path: &Path, doc: &toml::Table) -> bool {
     write(path, doc);
     reload(gw).await.status() == 200
+}
+
+/// A copy of the `[[array]]` entry named `from`, named `to`, with `changes`.
+fn add_copy(doc: &mut toml::Table, array: &str, from: &str, to: &str, changes: &[(&str, toml::Value)]) {
+    let entries = doc[array].as_array_mut().unwrap();
+    let original = entries.iter().find(|entry| entry["name"].as_str() == Some(from)).unwrap();
+    let mut copy = original.as_table().unwrap().clone();
+    copy.insert("name".into(), to.into());
+    for (key, value) in changes {
+        copy.insert((*key).into(), value.clone());
+    }
+    entries.push(copy.into());
+}
+
+/// Drops the `[[routes]]` entry named `name`.
+fn remove_route(doc: &mut toml::Table, name: &str) {
+    doc["routes"].as_array_mut().unwrap().retain(|route| route["name"].as_str() != Some(name));
+}
+
+/// A job is found by its key whatever the configuration says now. Jobs on
+/// routes `brief` (succeeded, through the native API and the OpenAI door)
+/// and `doomed` (failed) exist; a reload removes both routes. The same
+/// requests under the same keys are replayed (200, the same job and answer,
+/// nothing sent again), another body under one of the keys is a conflict,
+/// and only a new key is `unknown-route`. A manual attempt is refused by
+/// the job's real state: `job-completed` for the succeeded one, and for
+/// the failed one, which could take one, `unknown-route` — never 404.
+async fn a_keys_job_is_found_after_a_reload_removed_its_route(store: TestStore) {
+    let (gw, path, mut doc) = gateway_from_a_file_with(&store, |doc| {
+        add_copy(doc, "routes", "chat", "brief", &[]);
+        add_copy(doc, "providers", "sim-primary", "sim-down", &[("model", "sim:status=503".into())]);
+        add_copy(doc, "routes", "chat", "doomed", &[("chain", toml::Value::Array(vec!["sim-down".into()]))]);
+    })
+    .await;
+    let body = json!({"route": "brief", "input": {"messages": [{"role": "user", "content": "hi"}]}});
+    let job = common::create_settled(&gw.gateway.url(), "brief-1", &body, &[]).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let chat = json!({"model": "brief", "messages": [{"role": "user", "content": "hello"}]});
+    let answered = gw.chat_completion("brief-2", &chat).await;
+    assert_eq!(answered.status(), 200);
+    let answered: Value = answered.json().await.unwrap();
+    let doomed = json!({"route": "doomed", "input": {"messages": [{"role": "user", "content": "x"}]}});
+    let failed = common::create_settled(&gw.gateway.url(), "doomed-1", &doomed, &[]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let calls = gw.sim().calls().total;
+
+    remove_route(&mut doc, "brief");
+    remove_route(&mut doc, "doomed");
+    write(&path, &doc);
+    assert_eq!(reload(&gw).await.status(), 200);
+
+    let replayed = gw.create(ALICE, "brief-1", &body).await;
+    assert_eq!(replayed.status(), 200, "the key's job, replayed");
+    let replayed: Value = replayed.json().await.unwrap();
+    assert_eq!((&replayed["id"], &replayed["status"]), (&job["id"], &job["status"]), "{replayed}");
+    let again = gw.chat_completion("brief-2", &chat).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.json::<Value>().await.unwrap(), answered, "the same answer, replayed");
+    let other = json!({"route": "brief", "input": {"messages": [{"role": "user", "content": "bye"}]}});
+    let conflict =
+        common::assert_problem(gw.create(ALICE, "brief-1", &other).await, 409, "idempotency-key-reused")
+            .await;
+    assert_eq!(conflict["job_id"], job["id"]);
+    let jobs = gw.job_count().await;
+    common::assert_problem(gw.create(ALICE, "brief-3", &body).await, 422, "unknown-route").await;
+    assert_eq!(gw.job_count().await, jobs, "a new key on a removed route stores nothing");
+
+    let attempt = |id: &Value| {
+        gw.request(reqwest::Method::POST, &format!("/v1/jobs/{}/attempts", id.as_str().unwrap()), ALICE)
+            .send()
+    };
+    let completed = common::assert_problem(attempt(&job["id"]).await.unwrap(), 409, "job-completed").await;
+    assert_eq!(completed["job_status"], "succeeded");
+    let gone = common::assert_problem(attempt(&failed["id"]).await.unwrap(), 422, "unknown-route").await;
+    assert_eq!(gone["job_id"], failed["id"]);
+    assert_eq!(gw.sim().calls().total, calls, "nothing was sent again");
+    let _ = std::fs::remove_file(path);
 }
 
 /// `intentgate serve` reloads on SIGHUP: the version it reports changes to

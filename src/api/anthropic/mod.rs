@@ -109,10 +109,7 @@ pub async fn count_tokens(
         .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
     let config = state.config();
     let Some(route) = config.route_named(&request.route) else {
-        return Err(Problem::new(
-            ProblemType::UnknownRoute,
-            format!("route `{}` is not configured", request.route),
-        ));
+        return Err(Problem::unknown_route(&request.route));
     };
     let prepared = crate::engine::PreparedRequest::new(&request, 0)
         .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;

@@ -26,6 +26,25 @@ impl Problem {
         }
     }
 
+    /// `route` (a job request's `route`, a door's `model`) is not configured.
+    pub fn unknown_route(route: &str) -> Problem {
+        Problem::new(
+            ProblemType::UnknownRoute,
+            format!("route `{route}` is not configured; GET /v1/routes lists the routes"),
+        )
+    }
+
+    /// A manual attempt on a job whose route is not configured any more
+    /// (the job could take one, but there is no chain to take it on).
+    pub fn route_gone(route: &str) -> Problem {
+        Problem::new(
+            ProblemType::UnknownRoute,
+            format!(
+                "this job's route `{route}` is not configured any more, so no attempt can start;                  the job itself is kept and can be read"
+            ),
+        )
+    }
+
     /// A token count that could not be made: every slot busy (a 503 worth
     /// retrying), or its task ended without a count.
     pub fn count(err: CountError) -> Problem {
