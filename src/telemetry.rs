@@ -16,7 +16,7 @@
 //! | `intentgate_http_requests_total` | counter | `path` (the matched route), `status` | HTTP requests answered |
 //! | `intentgate_spend_nanos_total` | counter | `provider` | what settled attempts were charged, in nano-units of `[billing] currency` |
 //! | `intentgate_limit_refusals_total` | counter | `kind` = budget, rate | jobs and attempts refused by a budget or rate limit before anything was sent |
-//! | `intentgate_limit_remaining` | gauge | `meter`, `unit` = nanos, requests, tokens | what each budget (nano-units) or rate limit has left in its current window, after what open attempts reserve (read from the store at scrape) |
+//! | `intentgate_limit_remaining` | gauge | `meter`, `unit` = nanos, requests, tokens | what each budget (nano-units) or rate limit has left in its current window, after what open attempts reserve (read from the store at scrape); names owners, so served to admin scrapes only (`api::metrics`) |
 //! | `intentgate_provider_tokens_total` | counter | `provider`, `direction` = input, output | tokens the providers reported for answers delivered (won or superseded) |
 //! | `intentgate_time_to_first_token_seconds` | histogram | `provider` | time from a streamed call's start to its first chunk |
 //! | `intentgate_hedged_attempts_total` | counter | `route`, `provider` | attempts a route's hedge started beside a silent one |

@@ -67,6 +67,19 @@ fn config_errors_name_file_key_and_problem() {
     }
 }
 
+/// A line that does not parse is named by its place and key, never quoted:
+/// the store's URL holds the database password.
+#[test]
+fn config_check_does_not_quote_a_broken_line() {
+    let text = "[store]\nurl = \"postgres://gw:hunter2@db/x\" oops\n";
+    let path = scratch_file("secret.toml", text);
+    let out = intentgate(&["config", "check", "--config", path.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("line 2, column ") && stderr.contains("(key `store.url`)"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
 #[test]
 fn environment_overrides_the_file() {
     let out =
@@ -74,9 +87,12 @@ fn environment_overrides_the_file() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("INTENTGATE_DATABASE_URL (overrides store.url): `mysql://nope`"),
+        stderr.contains(
+            "INTENTGATE_DATABASE_URL (overrides store.url): is neither a sqlite: nor a postgres:// URL"
+        ),
         "the error names the variable that was set, not the file's key: {stderr}"
     );
+    assert!(!stderr.contains("mysql://nope"), "a URL is not echoed (it may carry a password): {stderr}");
     let out = intentgate(&["config", "check"]).env("INTENTGATE_LISTEN", "not-an-address").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("INTENTGATE_LISTEN"));

@@ -2,7 +2,9 @@
 //! broke it: a cancelled job whose dead driver left an attempt `starting`,
 //! a late answer thrown away because the chain ran out meanwhile, and an
 //! answer lost because the store was briefly unreachable when it arrived.
-//! Every scenario counts the upstream calls at the simulator.
+//! Every scenario counts the upstream calls at the simulator. Beside them,
+//! the edges of the surface around jobs: text no tokenizer input should
+//! break, and the bound on concurrent token counts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,6 +26,8 @@ use serde_json::{Value, json};
 store_matrix!(
     a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled,
     a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile,
+    a_megabyte_of_pathological_text_is_counted,
+    a_count_finding_every_slot_taken_is_refused_at_once,
 );
 
 async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) -> reqwest::Response {
@@ -158,4 +162,54 @@ async fn an_answer_is_held_while_the_store_is_unreachable() {
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no failover");
     assert_eq!(gw.sim().calls().total, 1, "executed once");
+}
+
+/// A Messages request to count whose one message is `text`.
+fn count_request(gw: &TestGateway, text: &str) -> reqwest::RequestBuilder {
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": text}]});
+    gw.client.post(gw.url("/v1/messages/count_tokens")).header("x-api-key", ALICE).json(&body)
+}
+
+/// A megabyte of spaces once made tiktoken's regex overflow its stack and
+/// the worker panic (no answer at all); a megabyte of one letter is one
+/// huge pre-token. Each is counted, at least one token per ~4 KiB of
+/// spaces (the longest whitespace token is far shorter) and never zero.
+async fn a_megabyte_of_pathological_text_is_counted(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        doc["server"].as_table_mut().unwrap().insert("max_body_bytes".into(), (4 << 20).into());
+    })
+    .await;
+    let mixed: String = ["  \t ", "a", "\u{a0}\u{3000}", "東京", "!!", "🙂", "   9999", "\u{200b}"]
+        .iter()
+        .cycle()
+        .take(120_000)
+        .copied()
+        .collect();
+    let inputs = [("spaces", " ".repeat(1 << 20)), ("one letter", "a".repeat(1 << 20)), ("mixed", mixed)];
+    for (name, text) in inputs {
+        let started = std::time::Instant::now();
+        let response = count_request(&gw, &text).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{name}");
+        let tokens = response.json::<Value>().await.unwrap()["input_tokens"].as_u64().unwrap();
+        eprintln!("{name}: {} bytes, {tokens} tokens, counted in {:?}", text.len(), started.elapsed());
+        assert!(tokens >= (text.len() / 4096) as u64, "{name}: {tokens}");
+    }
+    assert_eq!(gw.job_count().await, 0);
+}
+
+/// Counts run in a bounded number of slots; with every slot held, a count
+/// is answered `503 tokenizer-busy` at once (not queued), and counted
+/// again once a slot is free.
+async fn a_count_finding_every_slot_taken_is_refused_at_once(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let slots = gw.gateway.engine.token_count_slots();
+    let held = slots.semaphore().clone().acquire_many_owned(slots.bound() as u32).await.unwrap();
+    let response = count_request(&gw, "Say hello.").send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tokenizer-busy", "{body}");
+    drop(held);
+    let response = count_request(&gw, "Say hello.").send().await.unwrap();
+    assert_eq!(response.status(), 200);
 }

@@ -23,8 +23,18 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// An admin's scrape: every series.
 async fn scrape(gw: &TestGateway) -> String {
-    let response = gw.client.get(gw.url("/metrics")).send().await.unwrap();
+    scrape_as(gw, Some(ADMIN)).await
+}
+
+/// A scrape with `key` in `Authorization: Bearer`, or with no key.
+async fn scrape_as(gw: &TestGateway, key: Option<&str>) -> String {
+    let mut request = gw.client.get(gw.url("/metrics"));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     response.text().await.unwrap()
@@ -158,4 +168,22 @@ async fn streams_tokens_and_limits(store: &TestStore) {
         - meter["reserved_nanos"].as_i64().unwrap();
     assert!(expected < 1_000_000_000, "the stream was charged: {usage}");
     assert_eq!(left, expected as f64, "{usage}");
+    owners_are_named_to_admins_only(&gw, meter["meter"].as_str().unwrap()).await;
+}
+
+/// What an owner has left names the owner: an admin's scrape has the
+/// series; one without a key, or with a key that is not an admin's, has
+/// neither the series nor the owner's name, and an unknown key is refused.
+async fn owners_are_named_to_admins_only(gw: &TestGateway, meter: &str) {
+    assert!(meter.contains("alice"), "the meter names its owner: {meter}");
+    let admin = scrape_as(gw, Some(ADMIN)).await;
+    assert!(admin.contains(&format!("meter=\"{meter}\"")), "{admin}");
+    for key in [None, Some(ALICE)] {
+        let text = scrape_as(gw, key).await;
+        assert!(!text.contains("intentgate_limit_remaining"), "{key:?}: {text}");
+        assert!(!text.contains("alice"), "{key:?}: {text}");
+        assert!(text.contains("intentgate_jobs_total"), "{key:?}: the rest is served");
+    }
+    let unknown = gw.client.get(gw.url("/metrics")).bearer_auth("not-a-key").send().await.unwrap();
+    assert_eq!(unknown.status(), 401);
 }

@@ -10,6 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{ADMIN, ALICE, TestGateway, TestStore, set_route};
 use intentgate::jobs::AttemptState;
@@ -18,14 +19,53 @@ use serde_json::{Value, json};
 store_matrix!(
     a_reloaded_chain_serves_new_jobs_and_not_one_already_driving,
     a_broken_file_is_refused_and_the_running_config_keeps_serving,
+    a_refused_file_is_described_without_its_secrets,
+    a_keys_job_is_found_after_a_reload_removed_its_route,
 );
+
+/// Everything this test binary's gateways log, from the first call on
+/// (one global subscriber for the process; each test looks for its own
+/// lines in it).
+fn captured_log() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_ansi(false).with_writer(move || LogSink(sink.clone())).finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        log
+    })
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// The shipped config pointed at a fresh simulator, written to a file of
 /// its own that the test edits; and the gateway started from that file.
 async fn gateway_from_a_file(store: &TestStore) -> (TestGateway, PathBuf, toml::Table) {
+    gateway_from_a_file_with(store, |_| {}).await
+}
+
+/// As [`gateway_from_a_file`], the file changed by `tweak` first.
+async fn gateway_from_a_file_with(
+    store: &TestStore,
+    tweak: impl FnOnce(&mut toml::Table),
+) -> (TestGateway, PathBuf, toml::Table) {
     let sim =
         intentgate_providers::sim::Simulator::new(7).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let doc = common::test_config_doc(&store.url, Some(sim.addr()));
+    let mut doc = common::test_config_doc(&store.url, Some(sim.addr()));
+    tweak(&mut doc);
     let path = std::env::temp_dir().join(format!("intentgate-reload-{}.toml", uuid::Uuid::now_v7()));
     write(&path, &doc);
     let config = intentgate::config::Config::load(&path).unwrap();
@@ -116,6 +156,121 @@ async fn a_broken_file_is_refused_and_the_running_config_keeps_serving(store: Te
 
     let user = gw.request(reqwest::Method::POST, "/v1/admin/reload", ALICE).send().await.unwrap();
     common::assert_problem(user, 403, "forbidden").await;
+    let _ = std::fs::remove_file(path);
+}
+
+/// A file whose broken line holds the store's password is refused (422)
+/// by where the fault is and what it is — the line, the key — and neither
+/// the answer nor the log quotes the line: the password appears in
+/// neither. The same for a URL the store cannot use.
+async fn a_refused_file_is_described_without_its_secrets(store: TestStore) {
+    let log = captured_log();
+    let (gw, path, doc) = gateway_from_a_file(&store).await;
+    let password = format!("pw-{}", uuid::Uuid::now_v7().simple());
+    let with_url = |url: &str| {
+        let mut doc = doc.clone();
+        doc["store"].as_table_mut().unwrap().insert("url".into(), url.into());
+        toml::to_string(&doc).unwrap()
+    };
+    let url = format!("postgres://gw:{password}@db/x");
+    let broken_line = with_url(&url).replace(&format!("\"{url}\""), &format!("\"{url}\" oops"));
+    assert!(broken_line.contains(" oops"));
+    let unusable_url = with_url(&format!("mysql://gw:{password}@db/x"));
+    for (case, text) in [("a broken line", broken_line), ("an unusable URL", unusable_url)] {
+        std::fs::write(&path, text).unwrap();
+        let refused = reload(&gw).await;
+        let problem = common::assert_problem(refused, 422, "config-rejected").await;
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("store.url"), "{case}: names the key: {detail}");
+        assert!(!problem.to_string().contains(&password), "{case}: {problem}");
+        let logged = String::from_utf8(log.lock().unwrap().clone()).unwrap();
+        assert!(logged.contains("configuration reload refused"), "{case}: the refusal is logged: {logged}");
+        assert!(!logged.contains(&password), "{case}: {logged}");
+    }
+    assert!(problem_free_reload(&gw, &path, &doc).await, "the good file still reloads");
+    let _ = std::fs::remove_file(path);
+}
+
+/// Writes `doc` back and reloads it: whether it was taken.
+async fn problem_free_reload(gw: &TestGateway, path: &Path, doc: &toml::Table) -> bool {
+    write(path, doc);
+    reload(gw).await.status() == 200
+}
+
+/// A copy of the `[[array]]` entry named `from`, named `to`, with `changes`.
+fn add_copy(doc: &mut toml::Table, array: &str, from: &str, to: &str, changes: &[(&str, toml::Value)]) {
+    let entries = doc[array].as_array_mut().unwrap();
+    let original = entries.iter().find(|entry| entry["name"].as_str() == Some(from)).unwrap();
+    let mut copy = original.as_table().unwrap().clone();
+    copy.insert("name".into(), to.into());
+    for (key, value) in changes {
+        copy.insert((*key).into(), value.clone());
+    }
+    entries.push(copy.into());
+}
+
+/// Drops the `[[routes]]` entry named `name`.
+fn remove_route(doc: &mut toml::Table, name: &str) {
+    doc["routes"].as_array_mut().unwrap().retain(|route| route["name"].as_str() != Some(name));
+}
+
+/// A job is found by its key whatever the configuration says now. Jobs on
+/// routes `brief` (succeeded, through the native API and the OpenAI door)
+/// and `doomed` (failed) exist; a reload removes both routes. The same
+/// requests under the same keys are replayed (200, the same job and answer,
+/// nothing sent again), another body under one of the keys is a conflict,
+/// and only a new key is `unknown-route`. A manual attempt is refused by
+/// the job's real state: `job-completed` for the succeeded one, and for
+/// the failed one, which could take one, `unknown-route` — never 404.
+async fn a_keys_job_is_found_after_a_reload_removed_its_route(store: TestStore) {
+    let (gw, path, mut doc) = gateway_from_a_file_with(&store, |doc| {
+        add_copy(doc, "routes", "chat", "brief", &[]);
+        add_copy(doc, "providers", "sim-primary", "sim-down", &[("model", "sim:status=503".into())]);
+        add_copy(doc, "routes", "chat", "doomed", &[("chain", toml::Value::Array(vec!["sim-down".into()]))]);
+    })
+    .await;
+    let body = json!({"route": "brief", "input": {"messages": [{"role": "user", "content": "hi"}]}});
+    let job = common::create_settled(&gw.gateway.url(), "brief-1", &body, &[]).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let chat = json!({"model": "brief", "messages": [{"role": "user", "content": "hello"}]});
+    let answered = gw.chat_completion("brief-2", &chat).await;
+    assert_eq!(answered.status(), 200);
+    let answered: Value = answered.json().await.unwrap();
+    let doomed = json!({"route": "doomed", "input": {"messages": [{"role": "user", "content": "x"}]}});
+    let failed = common::create_settled(&gw.gateway.url(), "doomed-1", &doomed, &[]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let calls = gw.sim().calls().total;
+
+    remove_route(&mut doc, "brief");
+    remove_route(&mut doc, "doomed");
+    write(&path, &doc);
+    assert_eq!(reload(&gw).await.status(), 200);
+
+    let replayed = gw.create(ALICE, "brief-1", &body).await;
+    assert_eq!(replayed.status(), 200, "the key's job, replayed");
+    let replayed: Value = replayed.json().await.unwrap();
+    assert_eq!((&replayed["id"], &replayed["status"]), (&job["id"], &job["status"]), "{replayed}");
+    let again = gw.chat_completion("brief-2", &chat).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.json::<Value>().await.unwrap(), answered, "the same answer, replayed");
+    let other = json!({"route": "brief", "input": {"messages": [{"role": "user", "content": "bye"}]}});
+    let conflict =
+        common::assert_problem(gw.create(ALICE, "brief-1", &other).await, 409, "idempotency-key-reused")
+            .await;
+    assert_eq!(conflict["job_id"], job["id"]);
+    let jobs = gw.job_count().await;
+    common::assert_problem(gw.create(ALICE, "brief-3", &body).await, 422, "unknown-route").await;
+    assert_eq!(gw.job_count().await, jobs, "a new key on a removed route stores nothing");
+
+    let attempt = |id: &Value| {
+        gw.request(reqwest::Method::POST, &format!("/v1/jobs/{}/attempts", id.as_str().unwrap()), ALICE)
+            .send()
+    };
+    let completed = common::assert_problem(attempt(&job["id"]).await.unwrap(), 409, "job-completed").await;
+    assert_eq!(completed["job_status"], "succeeded");
+    let gone = common::assert_problem(attempt(&failed["id"]).await.unwrap(), 422, "unknown-route").await;
+    assert_eq!(gone["job_id"], failed["id"]);
+    assert_eq!(gw.sim().calls().total, calls, "nothing was sent again");
     let _ = std::fs::remove_file(path);
 }
 

@@ -47,7 +47,8 @@ pub struct StartAttempt {
             body = Problem, content_type = "application/problem+json", headers(
                 ("x-should-retry" = String, description = "`false`"),
         )),
-        (status = 422, description = "`provider-not-in-chain`",
+        (status = 422, description = "`provider-not-in-chain`; `unknown-route`: the job's route is not \
+            configured any more (checked after the job's state: a settled job is a 409 either way)",
             body = Problem, content_type = "application/problem+json"),
         (status = 429, response = super::problem::LimitReached),
         (status = 500, response = super::problem::Internal),
@@ -103,7 +104,7 @@ fn start_refused(state: &AppState, err: ManualStartError, job_id: uuid::Uuid) ->
                 refused.join("; ")
             ),
         ),
-        ManualStartError::NotFound => Problem::new(ProblemType::NotFound, format!("no job `{job_id}`")),
+        ManualStartError::RouteGone(route) => Problem::route_gone(&route).with("job_id", job_id.to_string()),
         ManualStartError::Refused(refusal) => {
             Problem::limit(&refusal, &state.engine.currency(), state.engine.clock().now_ms())
                 .with("job_id", job_id.to_string())

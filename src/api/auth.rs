@@ -1,7 +1,7 @@
 //! `Authorization: Bearer <api key>` (or `x-api-key: <api key>`, what the
 //! Anthropic SDKs send) → the calling [`Principal`].
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
@@ -27,6 +27,23 @@ impl FromRequestParts<AppState> for Caller {
             .cloned()
             .map(Caller)
             .ok_or_else(|| Problem::new(ProblemType::Unauthorized, "the API key is not known"))
+    }
+}
+
+/// A caller where a key is optional (`/metrics`): none when the request
+/// presents no key header, but a key that is presented must be known (401
+/// otherwise), so a misconfigured scraper is told rather than served less.
+impl OptionalFromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        if !parts.headers.contains_key(AUTHORIZATION) && !parts.headers.contains_key(X_API_KEY) {
+            return Ok(None);
+        }
+        <Caller as FromRequestParts<AppState>>::from_request_parts(parts, state).await.map(Some)
     }
 }
 
@@ -69,7 +86,7 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
+        let caller = <Caller as FromRequestParts<AppState>>::from_request_parts(parts, state).await?;
         if caller.0.is_admin() {
             Ok(Admin(caller))
         } else {

@@ -25,7 +25,9 @@ pub async fn submit(
     wait: Duration,
     stream: bool,
 ) -> Result<Submitted, Problem> {
-    let submission = if stream {
+    let submission = if state.config().route_named(new.route()).is_none() {
+        job_of_unknown_route(state, new, wait, stream).await?
+    } else if stream {
         state.engine.submit_streamed(new, wait).await
     } else {
         state.engine.submit(new, wait).await
@@ -42,8 +44,28 @@ pub async fn submit(
     }
 }
 
+/// A request whose route is not configured: the job its key already names,
+/// if there is one — a key's job is found whatever the configuration says
+/// now (a reload may have removed the route since the job was created), and
+/// replayed, or refused as a conflict when the body differs — else
+/// `unknown-route`, with nothing stored.
+async fn job_of_unknown_route(
+    state: &AppState,
+    new: &NewJob,
+    wait: Duration,
+    stream: bool,
+) -> Result<Result<Submission, SubmitError>, Problem> {
+    let found = state.store.job_by_key(&new.owner, new.idempotency_key.as_str()).await;
+    match found.map_err(|err| Problem::store(err, StoreStage::Lookup))? {
+        Some(job) => Ok(state.engine.replay(new, job, wait, stream).await),
+        None => Err(Problem::unknown_route(new.route())),
+    }
+}
+
 /// The job `body` would create, validated, with its id already chosen (so a
-/// stream can be opened under it before it is driven).
+/// stream can be opened under it before it is driven). Its route is not
+/// checked here: a route that is not configured is refused by [`submit`]
+/// only when its key names no job yet.
 pub fn new_job(
     state: &AppState,
     caller: &Caller,
@@ -83,16 +105,11 @@ pub fn new_job(
         .titled("Invalid job request")
         .with("path", "/native"));
     }
-    let config = state.config();
-    let Some(route) = config.route_named(&request.route) else {
-        return Err(Problem::new(
-            ProblemType::UnknownRoute,
-            format!("route `{}` is not configured; GET /v1/routes lists the routes", request.route),
-        ));
-    };
     // An alias is stored as the route's name: the same intent either way.
     let mut body = body;
-    if route.name != request.route {
+    if let Some(route) = state.config().route_named(&request.route)
+        && route.name != request.route
+    {
         request.route = route.name.clone();
         body["route"] = route.name.clone().into();
     }

@@ -5,6 +5,7 @@
 //! is useful in CI before a bad file reaches production.
 
 mod duration;
+mod parse_error;
 mod validate;
 
 use std::net::SocketAddr;
@@ -816,11 +817,14 @@ fn default_attempt_timeout() -> HumanDuration {
     HumanDuration::secs(60)
 }
 
-/// A config error that names the file, the key and what is wrong.
+/// A config error that names the file, the key and what is wrong — never
+/// the text of a line or a value that may hold a secret (see
+/// `parse_error.rs`).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: cannot read: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    /// `message` says where (line, column, key) and what, not the line.
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: {key}: {message}")]
@@ -858,7 +862,7 @@ impl Config {
     fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|err| ConfigError::Parse {
             path: path.to_owned(),
-            message: err.to_string().trim_end().to_owned(),
+            message: parse_error::describe(text, &err),
         })
     }
 

@@ -109,7 +109,8 @@ fn validate_store(config: &Config) -> Result<(), Invalid> {
     } else if is_postgres_url(url) {
         sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
     } else {
-        return Err((key, format!("`{url}` is neither a sqlite: nor a postgres:// URL")));
+        // Not echoed: a URL may carry a password.
+        return Err((key, "is neither a sqlite: nor a postgres:// URL".into()));
     };
     // The driver's own parser: what it refuses here, `serve` would refuse.
     if let Err(err) = parsed {

@@ -37,7 +37,8 @@ pub enum RenderIssueKind {
     /// Prompt plus `max_tokens` exceeds the declared context window.
     ContextWindow,
     /// The provider's own tokenizer (`tokenizer = "remote"`) could not be
-    /// asked, so the prompt was not checked through it.
+    /// asked, or the declared one failed on the prompt, so the prompt was
+    /// not checked through it.
     TokenizerUnavailable,
 }
 
@@ -396,7 +397,14 @@ fn check_tokens<'a>(
     }
     let mut tokens = TOKENS_FOR_REPLY;
     for (key, text) in messages {
-        let encoded = tokenizer.encode(text);
+        let Some(encoded) = tokenizer.encode(text) else {
+            tokens += tokenizer.count(text) + TOKENS_PER_MESSAGE;
+            issue(
+                RenderIssueKind::TokenizerUnavailable,
+                format!("{key} could not be tokenized by {}, so it was not checked", tokenizer.name()),
+            );
+            continue;
+        };
         tokens += encoded.len() + TOKENS_PER_MESSAGE;
         if tokenizer.decode_bytes(&encoded).as_deref() != Some(text.as_bytes()) {
             issue(

@@ -37,6 +37,7 @@ mod stream_attempt;
 mod streams;
 mod submit;
 mod tasks;
+mod token_counts;
 mod waiters;
 
 use std::sync::Arc;
@@ -57,6 +58,7 @@ pub use spend::MeterUsage;
 pub use streams::{StreamEvent, StreamHub, Subscription};
 pub use submit::{Submission, SubmitError, Submitted};
 pub use tasks::{Drained, Tasks};
+pub use token_counts::{CountError, TokenCountSlots};
 pub use waiters::Waiters;
 
 use crate::config::{Config, ProviderConfig, RouteConfig};
@@ -106,6 +108,8 @@ struct Inner {
     events: tokio::sync::broadcast::Sender<EngineEvent>,
     clock: Clock,
     tasks: Tasks,
+    /// Bounds the token counts clients ask for (see `token_counts.rs`).
+    token_counts: TokenCountSlots,
 }
 
 /// How the drive of a new job ended, for the request that created it:
@@ -178,6 +182,7 @@ impl Engine {
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
                 tasks: Tasks::default(),
+                token_counts: TokenCountSlots::default(),
             }),
         })
     }

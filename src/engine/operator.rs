@@ -40,8 +40,10 @@ impl std::str::FromStr for Resolution {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManualStartError {
-    #[error("no such job")]
-    NotFound,
+    /// The job's route is not configured (any more): there is no chain
+    /// to start an attempt on.
+    #[error("the job's route `{0}` is not configured")]
+    RouteGone(String),
     #[error("a new attempt is blocked: {0:?}")]
     Blocked(StartBlocked),
     #[error("another gateway instance is driving this job")]
@@ -90,11 +92,13 @@ impl Engine {
         job: &Job,
         provider: Option<String>,
     ) -> Result<Attempt, ManualStartError> {
-        let route = self.route(&job.route).ok_or(ManualStartError::NotFound)?.clone();
-        let request = super::PreparedRequest::from_stored(&job.request)
-            .map_err(|err| ManualStartError::Engine(super::EngineError::Unsendable(err.to_string())))?;
+        // The job's own state first: a job that can take no attempt says why,
+        // whether or not its route is still configured.
         let attempts = self.store().attempts(job.id).await?;
         may_start_attempt(job.status, &attempts, 1).map_err(ManualStartError::Blocked)?;
+        let route = self.route(&job.route).ok_or_else(|| ManualStartError::RouteGone(job.route.clone()))?;
+        let request = super::PreparedRequest::from_stored(&job.request)
+            .map_err(|err| ManualStartError::Engine(super::EngineError::Unsendable(err.to_string())))?;
         let provider = match provider {
             Some(name) if route.chain.contains(&name) => name,
             Some(name) => return Err(ManualStartError::NotInChain(name)),

@@ -125,15 +125,14 @@ impl Engine {
         Reservation { amounts, holds }
     }
 
-    /// The prompt tokens `request` would be sent as to the first provider of
-    /// `route`, as that provider counts them (its tokenizer over the whole
+    /// The prompt tokens `request` would be sent as to the provider of
+    /// `entry`, as that provider counts them (its tokenizer over the whole
     /// rendered body, or its bytes): an upper bound, for clients that ask
-    /// before they send (`POST /v1/messages/count_tokens`).
-    pub fn count_prompt_tokens(&self, route: &str, request: &PreparedRequest) -> Option<u64> {
-        let route = self.route(route)?;
-        let entry = self.provider(route.chain.first()?)?;
+    /// before they send ([`Engine::count_prompt_tokens`]). `None` when the
+    /// request cannot be rendered for it. Blocking CPU work.
+    pub(super) fn count_with(entry: &super::ProviderEntry, request: &PreparedRequest) -> Option<u64> {
         let body = request.work.render(&entry.provider, false).ok()?;
-        Some(Self::prompt_tokens(&entry, &body))
+        Some(Self::prompt_tokens(entry, &body))
     }
 
     /// The prompt tokens of `body` (a rendered provider body) as `entry`

@@ -115,6 +115,20 @@ impl Engine {
         Ok(Submission::Accepted(Box::new(submitted)))
     }
 
+    /// The job `new`'s key already names, found by the caller (a request
+    /// whose route is not configured any more, which [`Engine::submit`]
+    /// could not create a job for): replayed as [`Engine::submit`] replays
+    /// it, or a conflict when `new` is another intent.
+    pub async fn replay(
+        &self,
+        new: &NewJob,
+        job: Job,
+        wait: Duration,
+        stream: bool,
+    ) -> Result<Submission, SubmitError> {
+        self.found(new, job, wait, stream).await
+    }
+
     /// The job a key already named: the same intent is replayed (after
     /// waiting for it, or attached to its live stream), another is a conflict.
     async fn found(

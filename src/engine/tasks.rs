@@ -97,6 +97,18 @@ impl Tasks {
         })
     }
 
+    /// CPU-bound work a request awaits (a token count), on tokio's blocking
+    /// pool so that no async worker is held by it. Tracked as a drive, so
+    /// shutdown waits for it; it cannot be stopped midway, so it must be
+    /// bounded work.
+    pub fn spawn_blocking<F, T>(&self, work: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.drives.spawn_blocking(work)
+    }
+
     /// Work that may wait long and serves the others: it runs on through
     /// the drain and is stopped once the drain is over.
     pub fn spawn_watch<F>(&self, work: F) -> JoinHandle<Option<F::Output>>

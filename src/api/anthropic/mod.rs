@@ -78,7 +78,8 @@ struct Object {}
 /// comes to, before it is sent. Counted as reservations count it: the body
 /// the route's first provider would be sent, with that provider's
 /// tokenizer (or in bytes) — an upper bound, never less than the real
-/// count. Creates no job and needs no `Idempotency-Key`.
+/// count. Creates no job and needs no `Idempotency-Key`. Counted off the
+/// async workers, a bounded number at once (`engine::TokenCountSlots`).
 #[utoipa::path(
     post,
     path = "/v1/messages/count_tokens",
@@ -92,6 +93,8 @@ struct Object {}
         (status = 401, description = "`unauthorized`", body = MessagesError, content_type = "application/json"),
         (status = 422, description = "`invalid-body` (with `path`), `unknown-route`",
             body = MessagesError, content_type = "application/json"),
+        (status = 503, description = "`tokenizer-busy`: as many counts as the gateway runs at once are \
+            running; `Retry-After: 1`", body = MessagesError, content_type = "application/json"),
     )
 )]
 pub async fn count_tokens(
@@ -109,14 +112,12 @@ pub async fn count_tokens(
         .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
     let config = state.config();
     let Some(route) = config.route_named(&request.route) else {
-        return Err(Problem::new(
-            ProblemType::UnknownRoute,
-            format!("route `{}` is not configured", request.route),
-        ));
+        return Err(Problem::unknown_route(&request.route));
     };
     let prepared = crate::engine::PreparedRequest::new(&request, 0)
         .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;
-    let tokens = state.engine.count_prompt_tokens(&route.name, &prepared).unwrap_or(0);
+    let tokens = state.engine.count_prompt_tokens(&route.name, prepared).await.map_err(Problem::count)?;
+    let tokens = tokens.unwrap_or(0);
     Ok(axum::Json(serde_json::json!({"input_tokens": tokens})))
 }
 

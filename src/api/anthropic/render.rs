@@ -255,6 +255,7 @@ pub fn error_body(mut problem: Map<String, Value>) -> Map<String, Value> {
     let code = slug(&problem).map(str::to_owned);
     let kind = match (code.as_deref(), problem.get("status").and_then(Value::as_u64)) {
         (Some("budget-exhausted"), _) => "billing_error",
+        (Some("tokenizer-busy"), _) => "overloaded_error",
         (_, Some(401)) => "authentication_error",
         (_, Some(403)) => "permission_error",
         (_, Some(404)) => "not_found_error",

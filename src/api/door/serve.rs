@@ -54,6 +54,11 @@ pub async fn serve<D: Door>(
     let keyless = sent.is_none();
     let mut new = new_job(state, caller, sent.unwrap_or_else(IdempotencyKey::minted), translated.job)?;
     if keyless {
+        // Without a key there is no job to find: an unknown route is refused
+        // before the key policy is asked (see `submit`).
+        if state.config().route_named(new.route()).is_none() {
+            return Err(Problem::unknown_route(new.route()));
+        }
         new.idempotency_key = keyless_key(state, &new).await?;
     }
     let wait: Duration =

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{Problem, ProblemType, StoreStage};
 use crate::budgets::{LimitKind, LimitRefusal, nanos_to_decimal};
-use crate::engine::{CONTENT_REFUSED, EngineError, OUTCOME_UNKNOWN};
+use crate::engine::{CONTENT_REFUSED, CountError, EngineError, OUTCOME_UNKNOWN};
 use crate::jobs::{Attempt, Job, JobStatus, rfc3339};
 use crate::store::StoreError;
 
@@ -22,6 +22,37 @@ impl Problem {
             other => {
                 tracing::error!(error = %other, "engine error");
                 Problem::new(ProblemType::Internal, other.to_string())
+            }
+        }
+    }
+
+    /// `route` (a job request's `route`, a door's `model`) is not configured.
+    pub fn unknown_route(route: &str) -> Problem {
+        Problem::new(
+            ProblemType::UnknownRoute,
+            format!("route `{route}` is not configured; GET /v1/routes lists the routes"),
+        )
+    }
+
+    /// A manual attempt on a job whose route is not configured any more
+    /// (the job could take one, but there is no chain to take it on).
+    pub fn route_gone(route: &str) -> Problem {
+        Problem::new(
+            ProblemType::UnknownRoute,
+            format!(
+                "this job's route `{route}` is not configured any more, so no attempt can start;                  the job itself is kept and can be read"
+            ),
+        )
+    }
+
+    /// A token count that could not be made: every slot busy (a 503 worth
+    /// retrying), or its task ended without a count.
+    pub fn count(err: CountError) -> Problem {
+        match err {
+            CountError::Busy(_) => Problem::new(ProblemType::TokenizerBusy, err.to_string()),
+            CountError::Failed(_) => {
+                tracing::error!(error = %err, "token count failed");
+                Problem::new(ProblemType::Internal, err.to_string())
             }
         }
     }

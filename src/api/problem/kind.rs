@@ -126,6 +126,9 @@ problem_types! {
     /// stored: nothing stored, no provider called. After (`job_id`): the job
     /// exists and may have reached a provider; retry under the same key
     StoreUnavailable = "store-unavailable", SERVICE_UNAVAILABLE, "Job store unavailable";
+    /// (`/v1/messages/count_tokens`) as many token counts as the gateway
+    /// runs at once are running; `Retry-After: 1`
+    TokenizerBusy = "tokenizer-busy", SERVICE_UNAVAILABLE, "Too many token counts at once";
     /// `/readyz` of a replica that is shutting down: it finishes what it
     /// has, takes nothing new; a load balancer sends traffic elsewhere
     Draining = "draining", SERVICE_UNAVAILABLE, "Shutting down";
@@ -154,7 +157,9 @@ impl ProblemType {
             | ProblemType::UpstreamFailed
             | ProblemType::ContentRefused
             | ProblemType::ConfigRejected => NO_RETRY,
-            ProblemType::JobInProgress | ProblemType::StoreUnavailable => RETRY_SOON,
+            ProblemType::JobInProgress | ProblemType::StoreUnavailable | ProblemType::TokenizerBusy => {
+                RETRY_SOON
+            }
             // The rest of the body may still be on its way: the connection
             // cannot carry another request.
             ProblemType::BodyTimeout => &[("connection", "close")],
