@@ -101,10 +101,12 @@
 
 mod conn;
 mod embed;
+mod format;
 mod gemini;
 mod handler;
 mod recent;
 mod reply;
+mod schema;
 mod script;
 mod state;
 mod tool;
