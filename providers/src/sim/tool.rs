@@ -66,8 +66,12 @@ impl Offered {
     /// calls even after a tool result (a client forcing a tool wants its
     /// call); otherwise a call answers until a tool result follows the
     /// last call (`answered`), so an agent's loop ends. A tool-call script
-    /// calls whatever is offered, and the tool it names if it names one.
+    /// calls whatever is offered, and the tool it names if it names one;
+    /// `ignore-tools` never calls.
     pub(crate) fn pick(&self, output: &Output, answered: bool) -> Option<String> {
+        if output.ignore_tools && !output.tool_call {
+            return None;
+        }
         let first = self.tools.first().map(|(name, _)| name.as_str());
         let forced = match &self.choice {
             Choice::Named(name) => Some(name.as_str()),
@@ -212,6 +216,8 @@ mod tests {
         assert_eq!(pick(json!("auto"), &scripted, true), None, "the loop ends");
         assert_eq!(Offered::default().pick(&plain, false), None, "no tools, no call");
         assert_eq!(Offered::default().pick(&scripted, false).as_deref(), Some(FALLBACK_NAME));
+        let deaf = Output { ignore_tools: true, ..Output::default() };
+        assert_eq!(pick(json!("required"), &deaf, false), None, "ignore-tools: words, whatever is forced");
     }
 
     #[test]
