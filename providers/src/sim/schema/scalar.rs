@@ -99,7 +99,6 @@ fn min(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 fn written(value: f64, integer: bool) -> Value {
     let whole = value.fract() == 0.0 && value.abs() < 9.0e15;
     if whole || integer {
-        #[allow(clippy::cast_possible_truncation)]
         return Value::Number(Number::from(value.round() as i64));
     }
     Number::from_f64(value).map_or(Value::Null, Value::Number)
