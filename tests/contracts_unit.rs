@@ -210,7 +210,7 @@ async fn a_provider_that_breaks_the_tool_contract_fails_naming_the_tool() {
                 "sim:tool=delete_account",
                 "tool `delete_account` was called but not offered (offered: get_weather)",
             ),
-            ("sim:ok", "expected a call of tool `get_weather`; the answer called no tool"),
+            ("sim:ignore-tools", "expected a call of tool `get_weather`; the answer called no tool"),
         ];
         for (model, reason) in cases {
             let (report, _) = run(&suite, &provider(&sim, dialect, model), Some(&o200k())).await;

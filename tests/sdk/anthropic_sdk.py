@@ -82,6 +82,18 @@ def tool_round_trip():
     assert answer.type == "message", answer
 
 
+def forced_tool_on_the_plain_chat_route():
+    # What LangChain's structured output sends: one tool, forced. No script: the echo model calls it.
+    person = {"name": "Person", "input_schema": {"type": "object", "required": ["name", "age"],
+              "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}}}}
+    message = client.messages.create(model="chat", max_tokens=64, tools=[person],
+                                     tool_choice={"type": "tool", "name": "Person"},
+                                     messages=ask("Ada Lovelace, 36"), extra_headers=key())
+    assert message.stop_reason == "tool_use", message
+    call = next(block for block in message.content if block.type == "tool_use")
+    assert call.name == "Person" and isinstance(call.input["age"], int), call
+
+
 def reused_key_is_a_conflict():
     headers = key()
     client.messages.create(model="chat", max_tokens=64, messages=ask("one intent"), extra_headers=headers)
@@ -142,7 +154,8 @@ def models_listed():
     assert "chat" in ids and "tools" in ids, ids
 
 
-for check in [plain_message, same_key_is_one_job, streamed_message, tool_round_trip, reused_key_is_a_conflict,
+for check in [plain_message, same_key_is_one_job, streamed_message, tool_round_trip,
+              forced_tool_on_the_plain_chat_route, reused_key_is_a_conflict,
               sdk_retry_without_a_key_is_one_job, tokens_counted, failover_from_anthropic_to_openai, models_listed]:
     check()
     print(f"ok: {check.__name__}")

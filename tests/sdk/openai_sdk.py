@@ -11,8 +11,10 @@ import sys
 import time
 import urllib.request
 import uuid
+from typing import Literal, Optional
 
 import openai
+import pydantic
 
 BASE = os.environ["INTENTGATE_URL"]
 SIM = os.environ["SIM_URL"]
@@ -207,6 +209,44 @@ def tool_round_trip_reaches_the_provider_intact():
     assert seen == conversation, seen
 
 
+def an_agent_loop_on_the_plain_chat_route():
+    # No script: the echo model calls the offered tool, then answers its result.
+    conversation = messages("Weather in Utrecht?")
+    first = client.chat.completions.create(model="chat", messages=conversation, tools=WEATHER,
+                                           extra_headers={"Idempotency-Key": key()})
+    assert first.choices[0].message.tool_calls, first
+    call = first.choices[0].message.tool_calls[0]
+    assert first.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather", first
+    assert isinstance(json.loads(call.function.arguments)["city"], str), call
+    conversation += [first.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}]
+    answer = client.chat.completions.create(model="chat", messages=conversation, tools=WEATHER,
+                                            extra_headers={"Idempotency-Key": key()})
+    assert answer.choices[0].finish_reason == "stop", answer
+    assert "sunny, 21 C" in answer.choices[0].message.content, answer
+
+
+class Pet(pydantic.BaseModel):
+    name: str
+    kind: Literal["cat", "dog"]
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int = pydantic.Field(ge=18)
+    nickname: Optional[str]
+    pets: list[Pet]
+
+
+def parse_gives_the_client_s_model():
+    # Older SDKs have `parse` under `beta` only.
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    completion = parse(model="chat", messages=messages("Ada Lovelace"), response_format=Person,
+                       extra_headers={"Idempotency-Key": key()})
+    person = completion.choices[0].message.parsed
+    assert isinstance(person, Person) and person.age >= 18 and person.pets, completion
+
+
 def multi_part_content_reaches_the_provider_intact():
     parts = [{"type": "text", "text": "What is in this picture?"},
              {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]
@@ -369,6 +409,7 @@ def embeddings_once_per_key():
 for test in [plain_completion, streamed_completion, same_call_twice_is_one_upstream_call,
              conflicting_reuse_is_one_request_and_an_error, unknown_job_is_an_error_not_a_hang,
              tool_call_plain, tool_call_streamed, tool_round_trip_reaches_the_provider_intact,
+             an_agent_loop_on_the_plain_chat_route, parse_gives_the_client_s_model,
              multi_part_content_reaches_the_provider_intact, two_choices_plain_and_streamed,
              usage_details_and_fingerprint_are_kept, invalid_shape_is_refused_and_nothing_stored,
              conflict_exception_carries_the_detail, model_by_id, responses_plain_and_streamed,

@@ -245,9 +245,10 @@ fn contents(contents: Option<&Value>) -> Result<(), String> {
 /// The Gemini request as the OpenAI-shaped body the simulator's answers
 /// are read from: contents as messages (function calls as `tool_calls`,
 /// function responses as `tool` messages holding their `output`), function
-/// declarations as tools, a forcing `toolConfig` as `tool_choice`, a JSON
-/// `responseMimeType` as `response_format` (Gemini's upper-case types in
-/// lower case, as JSON Schema writes them).
+/// declarations as tools, `toolConfig` as `tool_choice`, a JSON
+/// `responseMimeType` as `response_format` with `responseSchema` (Gemini's
+/// upper-case types in lower case, as JSON Schema writes them) or
+/// `responseJsonSchema` as its schema.
 pub(crate) fn view(body: &Value, model: &str, stream: bool) -> Value {
     let mut messages = Vec::new();
     let system = body.pointer("/systemInstruction/parts").and_then(Value::as_array);
@@ -268,21 +269,37 @@ pub(crate) fn view(body: &Value, model: &str, stream: bool) -> Value {
         .map(|d| json!({"type": "function", "function": {"name": d.get("name"), "parameters": lower_types(d.get("parameters").unwrap_or(&Value::Null))}}))
         .collect();
     let mut view = json!({"model": model, "stream": stream, "messages": messages, "tools": tools});
-    let calling = body.pointer("/toolConfig/functionCallingConfig");
-    let forced = calling.filter(|c| c.get("mode").and_then(Value::as_str) == Some("ANY"));
-    if let Some(name) = forced.and_then(|c| c.pointer("/allowedFunctionNames/0")) {
-        view["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+    if let Some(choice) = tool_choice(body) {
+        view["tool_choice"] = choice;
     }
     let config = body.get("generationConfig");
     if config.and_then(|c| c.get("responseMimeType")).and_then(Value::as_str) == Some("application/json") {
-        view["response_format"] = match config.and_then(|c| c.get("responseSchema")) {
+        let schema = config.and_then(|c| {
+            c.get("responseSchema").map(lower_types).or_else(|| c.get("responseJsonSchema").cloned())
+        });
+        view["response_format"] = match schema {
             Some(schema) => {
-                json!({"type": "json_schema", "json_schema": {"name": "gemini", "schema": lower_types(schema)}})
+                json!({"type": "json_schema", "json_schema": {"name": "gemini", "schema": schema}})
             }
             None => json!({"type": "json_object"}),
         };
     }
     view
+}
+
+/// `toolConfig.functionCallingConfig` as OpenAI's `tool_choice`: mode
+/// `ANY` forces the first allowed function (any function when none is
+/// named), `NONE` forbids calls; `AUTO` (or no config) leaves it open.
+fn tool_choice(body: &Value) -> Option<Value> {
+    let calling = body.pointer("/toolConfig/functionCallingConfig")?;
+    match calling.get("mode").and_then(Value::as_str)? {
+        "ANY" => Some(match calling.pointer("/allowedFunctionNames/0") {
+            Some(name) => json!({"type": "function", "function": {"name": name}}),
+            None => json!("required"),
+        }),
+        "NONE" => Some(json!("none")),
+        _ => None,
+    }
 }
 
 /// One Gemini turn as OpenAI messages: a model turn as an assistant

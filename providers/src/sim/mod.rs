@@ -61,11 +61,12 @@
 //!        | "invent-key"                ; JSON answer with an extra, unasked top-level key
 //!        | "echo-auth"                 ; echo the Authorization (or x-api-key) header as text and model
 //!        | "ignore-format"             ; prose even when JSON was asked for
+//!        | "ignore-tools"              ; words even when tools are offered or a call is forced
 //!        | "stream-stall"              ; send half the answer, then go silent forever
 //!        | "stream-cut"                ; send half the answer, then drop the connection
 //!        | "stream-no-done"            ; end a stream cleanly but without its terminator
 //!                                      ;   (Gemini: without the chunk that finishes it)
-//!        | "tool_call"                 ; answer a call of the request's tool instead of text
+//!        | "tool_call"                 ; answer a call of a tool whatever tool_choice says (see Tools)
 //!        | "tool=" TAG                 ; answer a call of tool TAG, whatever is offered
 //!        | "tool_args=bad"             ; a tool call whose arguments violate the tool's schema
 //! ```
@@ -76,35 +77,75 @@
 //! `stream-cut` on a non-streamed request stall or cut the JSON body halfway.
 //! A script that does not parse is answered with 400 and the reason.
 //!
-//! Answers are deterministic: `echo: <last user message>`, or a JSON object
-//! when JSON was asked for (`response_format` json_object/json_schema, or a
-//! system prompt mentioning JSON) — with exactly the schema's property keys
-//! when `response_format` carries a schema. Usage counts words. When the
-//! conversation ends with tool results (OpenAI `tool` messages, Anthropic
-//! `tool_result` blocks), they stand in for the last user message: the
-//! answer is `echo: <tool result>`. OpenAI answers honour `n` (choice `i`
-//! after the first says `echo[i]: …`; streamed, the choices interleave),
-//! always carry `usage` with its `*_details` and `system_fingerprint`, and a
-//! stream asked for `stream_options.include_usage` ends with a
-//! `choices: []` usage chunk.
+//! Answers are deterministic (the same request and seed give the same
+//! answer): `echo: <last user message>`, a tool call, or JSON in the
+//! format asked for. When the conversation ends with tool results (OpenAI
+//! `tool` messages, Anthropic `tool_result` blocks, Gemini
+//! `functionResponse` parts), they stand in for the last user message: the
+//! answer is `echo: <tool result>`. Usage counts words. OpenAI answers
+//! honour `n` (choice `i` after the first says `echo[i]: …`; streamed, the
+//! choices interleave), always carry `usage` with its `*_details` and
+//! `system_fingerprint`, and a stream asked for
+//! `stream_options.include_usage` ends with a `choices: []` usage chunk.
 //!
-//! A tool call (`tool_call`, `tool=`, `tool_args=`) calls the tool named by
-//! the script, else the one `tool_choice` forces, else the first of `tools`,
-//! with arguments built from its `parameters` (`input_schema`): strings get
-//! the last user message (or `x`), numbers 1, booleans true, enums their
-//! first value. `tool_args=bad` drops the first required property and gives
-//! every other one the wrong type. OpenAI: `content: null`, `tool_calls`,
-//! `finish_reason: "tool_calls"`, streamed as argument fragments; Anthropic:
-//! a `tool_use` block, `stop_reason: "tool_use"`, streamed as
-//! `input_json_delta`s; Gemini: a `functionCall` part, `finishReason: "STOP"`,
-//! streamed whole in one chunk before the one that finishes.
+//! # Tools
+//!
+//! Every model, the default echo too, honours the request's `tools` and
+//! `tool_choice`, in every dialect:
+//!
+//! - forced — OpenAI `{"type": "function", "function": {"name": N}}`,
+//!   Anthropic `{"type": "tool", "name": N}`, Gemini
+//!   `functionCallingConfig` mode `ANY` with `allowedFunctionNames` (the
+//!   first) — calls N, even after a tool result;
+//! - OpenAI `required`, Anthropic `any`, Gemini `ANY` naming none — calls
+//!   the first tool, even after a tool result;
+//! - `auto`, or none said, with tools offered — calls the first tool until
+//!   a tool result follows the conversation's last call, then answers in
+//!   words, so an agent's loop ends;
+//! - `none` (Gemini mode `NONE`) — words.
+//!
+//! The scripts `tool_call`, `tool=TAG` and `tool_args=bad` answer a call
+//! whatever `tool_choice` says and whether or not tools are offered (the
+//! tool TAG, else the forced one, else the first, else `sim_tool`), and
+//! after a tool result only when the choice forces a call.
+//!
+//! A call's arguments are built from the tool's `parameters`
+//! (`input_schema`) so they validate: every property, `required` keys,
+//! `enum` and `const` (their first value), arrays (one item, or
+//! `minItems`), nested objects, `anyOf` / `oneOf` (the first choice that
+//! is not `null`) and `allOf`, `$ref` into `$defs` (a recursive schema ends
+//! after a few levels), nullable types, number bounds and `multipleOf`,
+//! string lengths and common `format`s; other strings hold the last user
+//! message (or `x`), numbers are 1 moved into their bounds, booleans true.
+//! `tool_args=bad` drops the first required property and gives every
+//! other one the wrong type. OpenAI: `content: null`, `tool_calls`,
+//! `finish_reason: "tool_calls"`, streamed as argument fragments;
+//! Anthropic: a `tool_use` block, `stop_reason: "tool_use"`, streamed as
+//! `input_json_delta`s; Gemini: a `functionCall` part, `finishReason:
+//! "STOP"`, streamed whole in one chunk before the one that finishes.
+//!
+//! # Structured outputs
+//!
+//! An answer in words is JSON the request's schema accepts, built the same
+//! way (strings from the first words of the last user message), when the
+//! request carries one: OpenAI `response_format` of type `json_schema`,
+//! Anthropic `output_config.format` (or the beta's `output_format`) of
+//! type `json_schema`, Gemini `generationConfig.responseSchema` or
+//! `responseJsonSchema` with `responseMimeType: application/json`. JSON
+//! mode without a schema (`json_object`, a JSON `responseMimeType`, or a
+//! system prompt mentioning JSON) answers `{"answer": "echo: …"}`.
+//! `invent-key` adds a top-level key nobody asked for, `ignore-format`
+//! answers prose and `ignore-tools` answers words where a call was asked
+//! for: the broken variants contract suites must catch.
 
 mod conn;
 mod embed;
+mod format;
 mod gemini;
 mod handler;
 mod recent;
 mod reply;
+mod schema;
 mod script;
 mod state;
 mod tool;

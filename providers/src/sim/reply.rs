@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::format::Format;
 use super::script::Output;
 use super::tool::{Call, Offered};
 use crate::config::Dialect;
@@ -15,19 +16,18 @@ pub(crate) struct Prompt {
     pub(crate) model: String,
     pub(crate) last_user: String,
     pub(crate) prompt_words: u64,
-    pub(crate) wants_json: bool,
-    /// The asked JSON schema (one with `properties`): the answer follows it.
-    pub(crate) schema: Option<Value>,
-    /// The conversation ends in tool results: answered in words, even by a
-    /// `tool_call` script.
-    pub(crate) after_tool_results: bool,
+    /// What an answer in words must look like.
+    pub(crate) format: Format,
+    /// A tool result follows the conversation's last tool call: the call
+    /// is answered, so only a forced `tool_choice` calls again.
+    pub(crate) answered: bool,
     pub(crate) stream: bool,
     pub(crate) include_usage: bool,
     /// Seed and request mixed, so ids are stable per request and seed.
     pub(crate) nonce: u64,
     /// OpenAI's `n`: how many choices to answer.
     pub(crate) n: u64,
-    /// The tools offered, for `tool_call` scripts.
+    /// The tools offered and the request's `tool_choice`.
     pub(crate) tools: Offered,
 }
 
@@ -117,9 +117,7 @@ impl Prompt {
             .map(text_of)
             .collect();
         system.push(top_system.clone());
-        let results = tool_results(messages);
-        let after_tool_results = results.is_some();
-        let last_user = results.unwrap_or_else(|| {
+        let last_user = tool_results(messages).unwrap_or_else(|| {
             messages
                 .iter()
                 .rev()
@@ -128,16 +126,10 @@ impl Prompt {
                 .unwrap_or_default()
         });
         let prompt_words = messages.iter().map(|m| words(&text_of(m))).sum::<u64>() + words(&top_system);
-        let format = body.get("response_format");
-        let format_type = format.and_then(|f| f.get("type")).and_then(Value::as_str);
-        let schema = format.and_then(|f| f.pointer("/json_schema/schema").or_else(|| f.get("schema")));
-        let schema = schema.filter(|s| s.get("properties").is_some_and(Value::is_object)).cloned();
         Prompt {
             model: body.get("model").and_then(Value::as_str).unwrap_or("sim").to_owned(),
-            wants_json: matches!(format_type, Some("json_object" | "json_schema"))
-                || system.iter().any(|s| s.to_ascii_lowercase().contains("json")),
-            schema,
-            after_tool_results,
+            format: Format::read(body, &system),
+            answered: last_call_answered(messages),
             prompt_words,
             last_user,
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -159,9 +151,7 @@ impl Prompt {
         if output.safety_stop {
             return vec![Said::Stopped(truncated(&self.answer(seed, output)).to_owned())];
         }
-        // A conversation that ends in tool results is answered in words,
-        // so an agent's loop ends rather than calling the tool forever.
-        if output.tool_call && !self.after_tool_results {
+        if let Some(name) = self.tools.pick(output, self.answered) {
             return (0..n)
                 .map(|i| {
                     let id = match (dialect, i) {
@@ -170,8 +160,7 @@ impl Prompt {
                         (Dialect::OpenAi | Dialect::Gemini, 0) => format!("call_sim{:016x}", self.nonce),
                         (Dialect::OpenAi | Dialect::Gemini, i) => format!("call_sim{:016x}_{i}", self.nonce),
                     };
-                    let name = output.tool_name.as_deref();
-                    Said::Tool(self.tools.call(name, output.bad_tool_args, &self.last_user, id))
+                    Said::Tool(self.tools.call(&name, output.bad_tool_args, &self.last_user, id))
                 })
                 .collect();
         }
@@ -189,28 +178,28 @@ impl Prompt {
         if output.ignore_format {
             return format!("Sure! Here is my answer, in prose rather than JSON: {}", self.last_user);
         }
-        if !self.wants_json && !output.invent_key {
-            return format!("echo: {}", self.last_user);
+        let echo = format!("echo: {}", self.last_user);
+        if self.format == Format::Prose && !output.invent_key {
+            return echo;
         }
         let snippet: Vec<&str> = self.last_user.split_whitespace().take(4).collect();
-        // JSON that validates against the request's schema: every property
-        // of its type, strings from the prompt.
-        let mut object = match &self.schema {
-            Some(schema) => match super::tool::valid(schema, &snippet.join(" ")) {
-                Value::Object(object) => object,
-                _ => Map::new(),
-            },
-            None => Map::new(),
+        // JSON that validates against the request's schema (strings from
+        // the prompt), else an object holding the echo.
+        let value = match &self.format {
+            Format::Schema(schema) => super::schema::example(schema, &snippet.join(" ")),
+            Format::Json | Format::Prose => json!({"answer": echo}),
         };
-        if self.schema.is_none() {
-            object.insert("answer".into(), format!("echo: {}", self.last_user).into());
+        if !output.invent_key {
+            return value.to_string();
         }
-        if output.invent_key {
-            object.insert(
-                format!("invented_{:04x}", fnv1a(seed, b"invent") & 0xffff),
-                "nobody asked for this".into(),
-            );
-        }
+        let mut object = match value {
+            Value::Object(object) => object,
+            other => Map::from_iter([("answer".to_owned(), other)]),
+        };
+        object.insert(
+            format!("invented_{:04x}", fnv1a(seed, b"invent") & 0xffff),
+            "nobody asked for this".into(),
+        );
         Value::Object(object).to_string()
     }
 }
@@ -438,6 +427,27 @@ fn tool_results(messages: &[Value]) -> Option<String> {
         .map(|block| block.get("content").map(content_text).unwrap_or_default())
         .collect();
     (!results.is_empty()).then(|| results.join("; "))
+}
+
+/// Whether a tool result follows the conversation's last tool call (or
+/// there are results and no call): OpenAI's `tool` messages and
+/// assistant `tool_calls`, Anthropic's `tool_result` and `tool_use` blocks.
+fn last_call_answered(messages: &[Value]) -> bool {
+    let has_block = |message: &Value, kind: &str| {
+        let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+        blocks.into_iter().any(|block| block.get("type").and_then(Value::as_str) == Some(kind))
+    };
+    for message in messages.iter().rev() {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or_default();
+        if role == "tool" || has_block(message, "tool_result") {
+            return true;
+        }
+        let calls = message.get("tool_calls").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
+        if role == "assistant" && (calls || has_block(message, "tool_use")) {
+            return false;
+        }
+    }
+    false
 }
 
 fn content_text(content: &Value) -> String {

@@ -43,6 +43,9 @@ pub(crate) struct Output {
     pub(crate) tool_name: Option<String>,
     /// Tool arguments that violate the tool's schema (`tool_args=bad`).
     pub(crate) bad_tool_args: bool,
+    /// Words even when `tool_choice` forces a call (`ignore-tools`): a
+    /// model that breaks a tool contract, for contract tests.
+    pub(crate) ignore_tools: bool,
     /// Answer with the request's auth header value (`echo-auth`): a
     /// provider that echoes its API key, for redaction tests.
     pub(crate) echo_auth: bool,
@@ -119,6 +122,7 @@ impl FromStr for Script {
                 ("echo-auth", None) => script.output.echo_auth = true,
                 ("safety-stop", None) => script.output.safety_stop = true,
                 ("ignore-format", None) => script.output.ignore_format = true,
+                ("ignore-tools", None) => script.output.ignore_tools = true,
                 ("tool_call", None) | ("tool_args", Some("good")) => script.output.tool_call = true,
                 ("tool", Some(name)) if is_tag(name) => {
                     script.output.tool_call = true;
@@ -197,6 +201,7 @@ mod tests {
         assert_eq!(script.output.tool_name.as_deref(), Some("get_weather"));
         assert!(parse("tool_call")?.output.tool_call);
         assert!(parse("safety-stop")?.output.safety_stop);
+        assert!(parse("ignore-tools")?.output.ignore_tools);
         Ok(())
     }
 

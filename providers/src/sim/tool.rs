@@ -1,16 +1,35 @@
-//! The tool calls the simulator answers with (`tool_call`, `tool=NAME`,
-//! `tool_args=bad`): the tool the request offers or forces, with arguments
-//! built from its JSON schema, so a client's validation has something real
-//! to accept — or, for contract tests, to reject.
+//! The tool calls the simulator answers with: which tool a request's
+//! `tool_choice` (or a script) makes it call, if any, and the call itself,
+//! its arguments built from the tool's JSON schema so a client's
+//! validation has something real to accept — or, for contract tests
+//! (`tool_args=bad`), to reject.
 
 use serde_json::{Map, Value, json};
 
-/// The tools a request offers, in either dialect, and the one it forces.
+use super::schema::{self, Kind};
+use super::script::Output;
+
+/// The tools a request offers, in any dialect, and how it lets them be used.
 #[derive(Debug, Default)]
 pub(crate) struct Offered {
     /// `(name, parameters schema)` in the order offered.
     tools: Vec<(String, Value)>,
-    forced: Option<String>,
+    choice: Choice,
+}
+
+/// A request's `tool_choice`, in the words common to the dialects.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// `auto`, or nothing said: a call until a tool result answers one.
+    #[default]
+    Auto,
+    /// `none`: words only.
+    None,
+    /// OpenAI's `required`, Anthropic's `any`, Gemini's `ANY` naming no
+    /// function: a call of some tool (the first).
+    Required,
+    /// A named function or tool: a call of it.
+    Named(String),
 }
 
 /// One tool call, its arguments both parsed and as the JSON string sent.
@@ -22,12 +41,12 @@ pub(crate) struct Call {
     pub(crate) arguments: String,
 }
 
-/// Used when the request offers no tool and the script names none.
+/// Used when a script asks for a call and the request offers no tool.
 const FALLBACK_NAME: &str = "sim_tool";
 
 impl Offered {
-    /// OpenAI (`tools[].function`, `tool_choice.function.name`) and
-    /// Anthropic (`tools[].input_schema`, `tool_choice.name`) alike.
+    /// OpenAI (`tools[].function`) and Anthropic (`tools[].input_schema`)
+    /// tools alike, with the `tool_choice` of either.
     pub(crate) fn read(body: &Value) -> Offered {
         let tools = body
             .get("tools")
@@ -40,68 +59,86 @@ impl Offered {
                 Some((name.to_owned(), schema.cloned().unwrap_or(Value::Null)))
             })
             .collect();
-        let choice = body.get("tool_choice");
-        let forced = match choice.and_then(|c| c.get("type")).and_then(Value::as_str) {
-            Some("function") => choice.and_then(|c| c.pointer("/function/name")),
-            Some("tool") => choice.and_then(|c| c.get("name")),
-            _ => None,
-        };
-        Offered { tools, forced: forced.and_then(Value::as_str).map(str::to_owned) }
+        Offered { tools, choice: Choice::read(body.get("tool_choice")) }
     }
 
-    /// The call: the scripted name, else the forced tool, else the first
-    /// offered; arguments that validate against its schema unless `bad`.
-    pub(crate) fn call(&self, scripted: Option<&str>, bad: bool, text: &str, id: String) -> Call {
+    /// The tool the answer calls, or `None` for words. A forced choice
+    /// calls even after a tool result (a client forcing a tool wants its
+    /// call); otherwise a call answers until a tool result follows the
+    /// last call (`answered`), so an agent's loop ends. A tool-call script
+    /// calls whatever is offered, and the tool it names if it names one;
+    /// `ignore-tools` never calls.
+    pub(crate) fn pick(&self, output: &Output, answered: bool) -> Option<String> {
+        if output.ignore_tools && !output.tool_call {
+            return None;
+        }
         let first = self.tools.first().map(|(name, _)| name.as_str());
-        let name = scripted.or(self.forced.as_deref()).or(first).unwrap_or(FALLBACK_NAME);
+        let forced = match &self.choice {
+            Choice::Named(name) => Some(name.as_str()),
+            Choice::Required => first,
+            Choice::Auto | Choice::None => None,
+        };
+        if output.tool_call {
+            let name = output.tool_name.as_deref().or(forced).or(first).unwrap_or(FALLBACK_NAME);
+            let forcing = matches!(self.choice, Choice::Named(_) | Choice::Required);
+            return (forcing || !answered).then(|| name.to_owned());
+        }
+        match &self.choice {
+            Choice::None => None,
+            Choice::Named(_) | Choice::Required => forced.map(str::to_owned),
+            Choice::Auto => first.filter(|_| !answered).map(str::to_owned),
+        }
+    }
+
+    /// The call of `name`: arguments that validate against its schema
+    /// (strings from `text`), or, when `bad`, that break it.
+    pub(crate) fn call(&self, name: &str, bad: bool, text: &str, id: String) -> Call {
         let schema = self.tools.iter().find(|(n, _)| n == name).map_or(&Value::Null, |(_, schema)| schema);
-        let input = if bad { invalid(schema) } else { valid(schema, text) };
+        let input = if bad { invalid(schema) } else { arguments(schema, text) };
         Call { id, name: name.to_owned(), arguments: input.to_string(), input }
     }
 }
 
-fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
-    schema.get("properties").and_then(Value::as_object).into_iter().flatten()
-}
-
-/// A schema's first type (`"type": ["string", "null"]` counts as string).
-fn kind(schema: &Value) -> Option<&str> {
-    match schema.get("type")? {
-        Value::String(kind) => Some(kind),
-        Value::Array(kinds) => kinds.first()?.as_str(),
-        _ => None,
+impl Choice {
+    /// OpenAI's `"auto" | "none" | "required" | {"type": "function",
+    /// "function": {"name"}}` (and the Responses API's flat `name`), and
+    /// Anthropic's `{"type": "auto" | "any" | "none" | "tool", "name"}`.
+    fn read(choice: Option<&Value>) -> Choice {
+        let Some(choice) = choice else { return Choice::Auto };
+        let kind = choice.as_str().or_else(|| choice.get("type").and_then(Value::as_str));
+        let name = choice.pointer("/function/name").or_else(|| choice.get("name")).and_then(Value::as_str);
+        match (kind, name) {
+            (Some("function" | "tool"), Some(name)) => Choice::Named(name.to_owned()),
+            (Some("none"), _) => Choice::None,
+            (Some("required" | "any"), _) => Choice::Required,
+            _ => Choice::Auto,
+        }
     }
 }
 
-/// Every property filled: strings with `text` (or "x"), numbers 1,
-/// booleans true, enums their first value, objects recursively.
-pub(crate) fn valid(schema: &Value, text: &str) -> Value {
-    let object: Map<String, Value> =
-        properties(schema).map(|(key, property)| (key.clone(), value(property, text))).collect();
-    Value::Object(object)
+/// Arguments a tool's schema accepts: always an object (a tool declared
+/// without parameters gets `{}`).
+fn arguments(schema: &Value, text: &str) -> Value {
+    match schema::example(schema, text) {
+        Value::Object(object) => Value::Object(object),
+        _ => json!({}),
+    }
 }
 
-fn value(property: &Value, text: &str) -> Value {
-    if let Some(first) = property.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
-        return first.clone();
-    }
-    match kind(property) {
-        Some("integer" | "number") => 1.into(),
-        Some("boolean") => true.into(),
-        Some("array") => json!([]),
-        Some("object") => valid(property, text),
-        Some("null") => Value::Null,
-        _ if text.is_empty() => "x".into(),
-        _ => text.into(),
-    }
+fn properties<'a>(root: &'a Value, schema: &'a Value) -> impl Iterator<Item = (&'a String, &'a Value)> {
+    schema.get("properties").and_then(Value::as_object).into_iter().flatten().map(move |(key, property)| {
+        let property = schema::resolve(root, property);
+        (key, property)
+    })
 }
 
 /// Arguments that break the schema twice over: every property of the
 /// wrong type and the first required property missing (an unasked key
 /// when the schema has no properties at all).
-fn invalid(schema: &Value) -> Value {
+fn invalid(root: &Value) -> Value {
+    let schema = schema::resolve(root, root);
     let mut object: Map<String, Value> =
-        properties(schema).map(|(key, property)| (key.clone(), wrong(property))).collect();
+        properties(root, schema).map(|(key, property)| (key.clone(), wrong(property))).collect();
     let required =
         schema.get("required").and_then(Value::as_array).and_then(|r| r.first()).and_then(Value::as_str);
     if let Some(required) = required {
@@ -114,8 +151,8 @@ fn invalid(schema: &Value) -> Value {
 }
 
 fn wrong(property: &Value) -> Value {
-    match kind(property) {
-        Some("string") => 1.into(),
+    match schema::kind(property) {
+        Kind::String => 1.into(),
         _ => json!({"sim": "wrong type"}),
     }
 }
@@ -124,28 +161,70 @@ fn wrong(property: &Value) -> Value {
 mod tests {
     use super::*;
 
-    #[test]
-    fn arguments_follow_the_schema_or_break_it() {
-        let body = json!({"tools": [
+    fn weather_and_first(choice: Value) -> Offered {
+        Offered::read(&json!({"tools": [
             {"type": "function", "function": {"name": "first", "parameters": {}}},
             {"type": "function", "function": {"name": "weather", "parameters": {"type": "object",
                 "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"},
                     "unit": {"enum": ["c", "f"]}},
                 "required": ["city"]}}}
-        ], "tool_choice": {"type": "function", "function": {"name": "weather"}}});
-        let offered = Offered::read(&body);
-        let call = offered.call(None, false, "Utrecht", "call_1".into());
-        assert_eq!(call.name, "weather");
+        ], "tool_choice": choice}))
+    }
+
+    #[test]
+    fn arguments_follow_the_schema_or_break_it() {
+        let offered = weather_and_first(json!({"type": "function", "function": {"name": "weather"}}));
+        let call = offered.call("weather", false, "Utrecht", "call_1".into());
         assert_eq!(call.input, json!({"city": "Utrecht", "days": 1, "metric": true, "unit": "c"}));
         assert_eq!(serde_json::from_str::<Value>(&call.arguments).ok(), Some(call.input));
-        let bad = offered.call(None, true, "Utrecht", "call_1".into());
+        let bad = offered.call("weather", true, "Utrecht", "call_1".into());
         assert_eq!(
             bad.input,
-            json!({"days": {"sim": "wrong type"}, "metric": {"sim": "wrong type"}, "unit": {"sim": "wrong type"}})
+            json!({"days": {"sim": "wrong type"}, "metric": {"sim": "wrong type"}, "unit": 1})
         );
         let anthropic =
             Offered::read(&json!({"tools": [{"name": "n", "input_schema": {"properties": {"q": {}}}}]}));
-        assert_eq!(anthropic.call(None, false, "", "t".into()).input, json!({"q": "x"}));
-        assert_eq!(Offered::default().call(Some("named"), false, "", "t".into()).name, "named");
+        assert_eq!(anthropic.call("n", false, "", "t".into()).input, json!({"q": "x"}));
+        assert_eq!(Offered::default().call("named", false, "", "t".into()).input, json!({}));
+    }
+
+    #[test]
+    fn the_choice_decides_whether_and_what_to_call() {
+        let plain = Output::default();
+        let scripted = Output { tool_call: true, ..Output::default() };
+        let named = Output { tool_call: true, tool_name: Some("lookup".into()), ..Output::default() };
+        let pick =
+            |choice: Value, output: &Output, answered| weather_and_first(choice).pick(output, answered);
+        let forced = json!({"type": "function", "function": {"name": "weather"}});
+        assert_eq!(pick(forced.clone(), &plain, true).as_deref(), Some("weather"), "forced after a result");
+        assert_eq!(
+            pick(json!({"type": "tool", "name": "weather"}), &plain, false).as_deref(),
+            Some("weather")
+        );
+        assert_eq!(pick(json!("required"), &plain, true).as_deref(), Some("first"));
+        assert_eq!(pick(json!({"type": "any"}), &plain, false).as_deref(), Some("first"));
+        assert_eq!(pick(json!("auto"), &plain, false).as_deref(), Some("first"));
+        assert_eq!(pick(Value::Null, &plain, true), None, "a result answers the call");
+        assert_eq!(pick(json!("none"), &plain, false), None);
+        assert_eq!(
+            pick(json!({"type": "none"}), &scripted, false).as_deref(),
+            Some("first"),
+            "the script wins"
+        );
+        assert_eq!(pick(forced, &scripted, false).as_deref(), Some("weather"));
+        assert_eq!(pick(json!("auto"), &named, false).as_deref(), Some("lookup"));
+        assert_eq!(pick(json!("auto"), &scripted, true), None, "the loop ends");
+        assert_eq!(Offered::default().pick(&plain, false), None, "no tools, no call");
+        assert_eq!(Offered::default().pick(&scripted, false).as_deref(), Some(FALLBACK_NAME));
+        let deaf = Output { ignore_tools: true, ..Output::default() };
+        assert_eq!(pick(json!("required"), &deaf, false), None, "ignore-tools: words, whatever is forced");
+    }
+
+    #[test]
+    fn bad_arguments_break_a_schema_behind_a_ref() {
+        let schema = json!({"$ref": "#/$defs/Args", "$defs": {"Args": {"type": "object",
+            "properties": {"city": {"$ref": "#/$defs/City"}, "days": {"type": "integer"}}, "required": ["days"]},
+            "City": {"type": "string"}}});
+        assert_eq!(invalid(&schema), json!({"city": 1}));
     }
 }
