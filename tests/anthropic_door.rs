@@ -222,6 +222,14 @@ async fn bad_requests_and_keys_get_anthropics_errors(store: TestStore) {
     assert_eq!(error["error"]["type"], "invalid_request_error");
     assert_eq!(error["path"], "/max_tokens", "{error}");
 
+    let mut nowhere = hello();
+    nowhere["model"] = "claude-nowhere-1".into();
+    let missing = post(&gw, "bad-0", &nowhere).await;
+    assert_eq!(missing.status(), 404);
+    let error: Value = missing.json().await.unwrap();
+    assert_eq!(error["error"]["type"], "not_found_error", "Anthropic's own type: {error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("`claude-nowhere-1`"), "{error}");
+
     let mut wrong = hello();
     wrong["messages"][0]["content"] = json!([{"type": "text"}]);
     let error: Value = post(&gw, "bad-2", &wrong).await.json().await.unwrap();

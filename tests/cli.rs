@@ -201,7 +201,7 @@ fn config_check_refuses_what_serve_refuses() {
         (shipped.replace("max_execution = \"2m\"", "max_execution = \"0s\""), "providers[0].max_execution: must be longer than zero"),
         (shipped.replace("sqlite://data/intentgate.db", "postgres://u@host:notaport/db"), "store.url: not a valid database URL"),
         (
-            shipped.replacen("chain = [\"sim-primary\", \"sim-fallback\"]", "chain = [\"sim-primary\", \"sim-fallback\"]\naliases = [\"tools\"]", 1),
+            shipped.replacen("aliases = [\"gpt-4o-mini\",", "aliases = [\"tools\", \"gpt-4o-mini\",", 1),
             "routes[0].aliases[0]: `tools` is empty, a route's name, or another alias already",
         ),
         (

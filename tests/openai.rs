@@ -159,7 +159,13 @@ async fn errors_are_problems_the_sdks_do_not_retry(store: TestStore) {
     assert_eq!(streamed_twin.headers()["content-type"], "text/event-stream");
     let unknown_model =
         post(&gw, "m", &json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]})).await;
-    assert_problem(unknown_model, 422, "unknown-route").await;
+    let missing = assert_problem(unknown_model, 404, "model-not-found").await;
+    assert_eq!(missing["error"]["code"], "model_not_found", "OpenAI's own code: {missing}");
+    let message = missing["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`nope`") && message.contains("`chat`") && message.contains("aliases"),
+        "{message}"
+    );
     assert_eq!(gw.sim().calls().total, 1);
 }
 

@@ -203,6 +203,7 @@ fn add_copy(doc: &mut toml::Table, array: &str, from: &str, to: &str, changes: &
     let original = entries.iter().find(|entry| entry["name"].as_str() == Some(from)).unwrap();
     let mut copy = original.as_table().unwrap().clone();
     copy.insert("name".into(), to.into());
+    copy.remove("aliases"); // a name answers to one route only
     for (key, value) in changes {
         copy.insert((*key).into(), value.clone());
     }

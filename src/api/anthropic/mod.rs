@@ -112,7 +112,7 @@ pub async fn count_tokens(
         .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
     let config = state.config();
     let Some(route) = config.route_named(&request.route) else {
-        return Err(Problem::unknown_route(&request.route));
+        return Err(Problem::model_not_found(&request.route, &config));
     };
     let prepared = crate::engine::PreparedRequest::new(&request, 0)
         .map_err(|err| Problem::new(ProblemType::InvalidBody, err.to_string()))?;

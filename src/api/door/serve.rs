@@ -57,13 +57,19 @@ pub async fn serve<D: Door>(
         // Without a key there is no job to find: an unknown route is refused
         // before the key policy is asked (see `submit`).
         if state.config().route_named(new.route()).is_none() {
-            return Err(Problem::unknown_route(new.route()));
+            return Err(Problem::model_not_found(new.route(), &state.config()));
         }
         new.idempotency_key = keyless_key(state, &new).await?;
     }
     let wait: Duration =
         if translated.background { Duration::ZERO } else { state.config().openai.wait.into() };
-    let submitted = submit(state, &new, wait, translated.stream).await?;
+    let submitted = submit(state, &new, wait, translated.stream).await.map_err(|problem| {
+        // A door's `model` is the route: a missing one is its 404.
+        match problem.slug() == ProblemType::UnknownRoute.slug() {
+            true => Problem::model_not_found(new.route(), &state.config()),
+            false => problem,
+        }
+    })?;
     let job_id = submitted.job.id;
     if let Some(live) = submitted.live {
         return stream_live::<D>(state, submitted.job, live, submitted.replayed, wait).await;

@@ -123,7 +123,10 @@ pub fn error_body(mut problem: Map<String, Value>) -> Map<String, Value> {
     if problem.contains_key("error") {
         return problem;
     }
-    let code = slug(&problem).map(str::to_owned);
+    // OpenAI's own code for a missing model, which its SDKs know.
+    let code = slug(&problem)
+        .map(|slug| if slug == "model-not-found" { "model_not_found" } else { slug })
+        .map(str::to_owned);
     let kind = match (code.as_deref(), problem.get("status").and_then(Value::as_u64)) {
         (Some("budget-exhausted"), _) => "insufficient_quota",
         (_, Some(401)) => "authentication_error",

@@ -34,6 +34,27 @@ impl Problem {
         )
     }
 
+    /// A compatible door's `model` that names no route: a 404 in the
+    /// door's own terms (OpenAI's `model_not_found`, Anthropic's
+    /// `not_found_error`), naming the models that exist.
+    pub fn model_not_found(model: &str, config: &crate::config::Config) -> Problem {
+        let names: Vec<String> = config
+            .routes
+            .iter()
+            .flat_map(|route| std::iter::once(&route.name).chain(&route.aliases))
+            .map(|name| format!("`{name}`"))
+            .collect();
+        Problem::new(
+            ProblemType::ModelNotFound,
+            format!(
+                "the model `{model}` does not exist here: a model names a route or one of its aliases \
+                 (`aliases` on a [[routes]] entry); this gateway serves {}",
+                names.join(", ")
+            ),
+        )
+        .with("model", model)
+    }
+
     /// A manual attempt on a job whose route is not configured any more
     /// (the job could take one, but there is no chain to take it on).
     pub fn route_gone(route: &str) -> Problem {

@@ -88,6 +88,9 @@ problem_types! {
     ConfigRejected = "config-rejected", UNPROCESSABLE_ENTITY, "Configuration refused";
     /// `route` (or `model`) is not configured
     UnknownRoute = "unknown-route", UNPROCESSABLE_ENTITY, "Unknown route";
+    /// a compatible door's `model` names no route or alias (its SDKs
+    /// expect a 404 for it)
+    ModelNotFound = "model-not-found", NOT_FOUND, "Model not found";
     /// the provider asked for is not in the job's route chain
     ProviderNotInChain = "provider-not-in-chain", UNPROCESSABLE_ENTITY, "Provider not in chain";
     /// the body is over `server.max_body_bytes`
@@ -173,6 +176,7 @@ impl ProblemType {
             | ProblemType::MissingParameter
             | ProblemType::InvalidBody
             | ProblemType::UnknownRoute
+            | ProblemType::ModelNotFound
             | ProblemType::ProviderNotInChain
             | ProblemType::BodyTooLarge
             | ProblemType::Internal
