@@ -48,7 +48,8 @@ use crate::telemetry;
 /// What happened next in a race.
 enum Event {
     /// The call of `open[index]` ended.
-    Ended(usize, Result<Option<Outcome>, JoinError>),
+    /// Boxed: an outcome carries a whole answer, the other events a number.
+    Ended(usize, Box<Result<Option<Outcome>, JoinError>>),
     /// `open[index]` reached its `attempt_timeout`.
     TimedOut(usize),
     /// The newest attempt has been silent for `hedge.after`.
@@ -85,7 +86,7 @@ impl Engine {
                 }
                 Some(Event::Ended(index, joined)) => {
                     let running = open.remove(index);
-                    (running.span.clone(), self.ended(running, joined))
+                    (running.span.clone(), self.ended(running, *joined))
                 }
                 Some(Event::TimedOut(index)) => {
                     let running = open.remove(index);
@@ -253,7 +254,7 @@ async fn next_event(open: &mut [RunningCall], hedge_at: Option<Instant>) -> Opti
         .min_by_key(|(_, at)| *at)?;
     let calls = futures_util::future::select_all(open.iter_mut().map(|running| &mut running.call));
     Some(tokio::select! {
-        (joined, index, _) = calls => Event::Ended(index, joined),
+        (joined, index, _) = calls => Event::Ended(index, Box::new(joined)),
         () = tokio::time::sleep_until(deadline) => Event::TimedOut(soonest),
         () = tokio::time::sleep_until(hedge_at.unwrap_or(deadline)), if hedge_at.is_some() => Event::HedgeDue,
     })

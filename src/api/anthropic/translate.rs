@@ -201,9 +201,14 @@ fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Valu
                     &at,
                 )
             })?),
-            ("user", Some("tool_result")) => results.push(tool_message(block).ok_or_else(|| {
-                Fault::new("a tool_result block needs `tool_use_id` and text `content`", &at)
-            })?),
+            ("user", Some("tool_result")) => {
+                results.push(tool_message(block, untranslated).ok_or_else(|| {
+                    Fault::new(
+                        "a tool_result block needs `tool_use_id` and `content`: a string or blocks",
+                        &at,
+                    )
+                })?)
+            }
             ("assistant", Some("tool_use")) => calls.push(tool_call(block).ok_or_else(|| {
                 Fault::new("a tool_use block needs `id`, `name` and an object `input`", &at)
             })?),
@@ -250,15 +255,20 @@ fn tool_call(block: &Value) -> Option<Value> {
     Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}))
 }
 
-fn tool_message(block: &Value) -> Option<Value> {
+/// A `tool_result` block → a `tool` message: its text. A result that also
+/// holds other blocks (a screenshot a tool returned) keeps its text in the
+/// chat view and is named in `untranslated`: a tool message carries text.
+fn tool_message(block: &Value, untranslated: &mut Vec<String>) -> Option<Value> {
     let id = block["tool_use_id"].as_str()?;
     let content = match block.get("content") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .map(|b| b["text"].as_str().filter(|_| b["type"] == "text"))
-            .collect::<Option<String>>()?,
+        Some(Value::Array(blocks)) => {
+            if blocks.iter().any(|b| b["type"] != "text") {
+                untranslated.push("`tool_result` blocks holding more than text".into());
+            }
+            blocks.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect()
+        }
         Some(_) => return None,
     };
     let content = if block["is_error"] == true { format!("Error: {content}") } else { content };
@@ -366,6 +376,19 @@ mod tests {
         );
         assert_eq!(job["params"]["tools"].as_array().map(Vec::len), Some(1), "the client tool is translated");
         assert_eq!(job["input"]["messages"][1]["content"], "hello");
+    }
+
+    #[test]
+    fn a_tool_result_with_an_image_keeps_its_text_and_is_named() {
+        let (job, _) = job(json!({"model": "chat", "max_tokens": 8, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "text", "text": "the screen"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]}]}))
+        .ok()
+        .unwrap_or_default();
+        assert_eq!(job["input"]["messages"][1]["content"], "the screen");
+        assert_eq!(job["native"]["untranslated"], json!(["`tool_result` blocks holding more than text"]));
     }
 
     #[test]
