@@ -125,7 +125,11 @@ async fn a_dialect_that_cannot_express_the_request_is_passed_over(store: TestSto
     let problem: Value = refused.json().await.unwrap();
     let reasons = problem["error_detail"]["refused"].to_string();
     assert!(reasons.contains("sim-fallback") && reasons.contains("`n` > 1"), "{problem}");
-    assert!(problem["error"]["message"].is_string(), "the OpenAI error member: {problem}");
+    let message = problem["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("passed over sim-fallback") && message.contains("`n` > 1"),
+        "the SDK prints the cause: {message}"
+    );
     assert_eq!(gw.sim().calls().by_path.get("/v1/messages"), None, "Anthropic was never called");
     assert_eq!(gw.sim().calls().total, 1);
 }

@@ -93,10 +93,10 @@ async fn a_thinking_request_passes_an_openai_provider_over_with_the_reason(store
         set_route(doc, "chat", "chain", toml::Value::Array(vec!["sim-primary".into()]));
     })
     .await;
-    let problem = post(&gw, "think-2", &claude_code_turn()).await;
-    let text = problem.text().await.unwrap();
-    for named in ["`thinking`", "`thinking` blocks", "`output_config`"] {
-        assert!(text.contains(named), "the reason names {named}: {text}");
+    let problem: Value = post(&gw, "think-2", &claude_code_turn()).await.json().await.unwrap();
+    let message = problem["error"]["message"].as_str().unwrap();
+    for named in ["sim-primary", "`thinking`", "`thinking` blocks", "`output_config`"] {
+        assert!(message.contains(named), "the message the SDK prints names {named}: {message}");
     }
     assert_eq!(gw.sim().calls().total, 0, "nothing was sent with a field dropped");
 }

@@ -101,6 +101,31 @@ impl JobFailure {
         JobFailure { attempt: Some(number), ..JobFailure::new(reason) }
     }
 
+    /// What failed, in one line a client's SDK prints: each attempt's
+    /// provider and how it ended, then each provider passed over and why,
+    /// every part cut at a few hundred characters (the job's error has them
+    /// whole).
+    pub fn summary(&self) -> String {
+        const PART: usize = 300;
+        let cut = |text: &str| match text.char_indices().nth(PART) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text.to_owned(),
+        };
+        let tried = self.attempts.iter().map(|a| {
+            let how = a.outcome.map_or_else(|| a.state.as_str().to_owned(), |outcome| outcome.to_string());
+            match &a.detail {
+                Some(detail) => format!("{} ({how}): {}", a.provider, cut(detail)),
+                None => format!("{} ({how})", a.provider),
+            }
+        });
+        let passed = self.refused.iter().map(|refused| format!("passed over {}", cut(refused)));
+        let parts: Vec<String> = tried.chain(passed).collect();
+        match parts.is_empty() {
+            true => cut(&self.reason),
+            false => parts.join("; "),
+        }
+    }
+
     pub fn with_attempts(mut self, attempts: &[Attempt]) -> JobFailure {
         self.attempts = attempts
             .iter()

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{Problem, ProblemType, StoreStage};
 use crate::budgets::{LimitKind, LimitRefusal, nanos_to_decimal};
 use crate::engine::{CONTENT_REFUSED, CountError, EngineError, OUTCOME_UNKNOWN};
-use crate::jobs::{Attempt, Job, JobStatus, rfc3339};
+use crate::jobs::{Attempt, Job, JobFailure, JobStatus, rfc3339};
 use crate::store::StoreError;
 
 impl Problem {
@@ -180,11 +180,15 @@ impl Problem {
                  answer it: the job has ended (a late answer is still recorded). Do not retry under a new key",
             )
             .with("error_detail", error),
-            JobStatus::Failed => Problem::new(
-                ProblemType::UpstreamFailed,
-                "every provider of the route's chain failed; the job's error lists each reason",
-            )
-            .with("error_detail", error),
+            JobStatus::Failed => {
+                let failure = error.as_ref().and_then(|e| serde_json::from_value::<JobFailure>(e.clone()).ok());
+                let what = failure.map_or_else(|| "see the job's error".to_owned(), |f| f.summary());
+                Problem::new(
+                    ProblemType::UpstreamFailed,
+                    format!("every provider of the route's chain failed: {what}"),
+                )
+                .with("error_detail", error)
+            }
             JobStatus::Cancelled => {
                 Problem::new(ProblemType::JobCompleted, "the job was cancelled and will not complete")
                     .titled("Job cancelled")
