@@ -230,6 +230,11 @@ async fn bad_requests_and_keys_get_anthropics_errors(store: TestStore) {
     assert_eq!(error["error"]["type"], "not_found_error", "Anthropic's own type: {error}");
     assert!(error["error"]["message"].as_str().unwrap().contains("`claude-nowhere-1`"), "{error}");
 
+    let mut typed = hello();
+    typed["messages"] = "hi".into();
+    let error: Value = post(&gw, "bad-00", &typed).await.json().await.unwrap();
+    assert_eq!(error["error"]["message"], "`messages` must be an array of turns, not a string", "{error}");
+
     let mut wrong = hello();
     wrong["messages"][0]["content"] = json!([{"type": "text"}]);
     let error: Value = post(&gw, "bad-2", &wrong).await.json().await.unwrap();

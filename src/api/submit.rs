@@ -78,7 +78,8 @@ pub fn new_job(
             .map_err(|err| invalid_messages(err.under("/input/messages"), "Invalid job request"))?;
     }
     let mut request = JobRequest::deserialize(&body).map_err(|err| {
-        Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {err}"))
+        let detail = in_the_clients_terms(&err.to_string());
+        Problem::new(ProblemType::InvalidBody, format!("the body is not a job request: {detail}"))
             .titled("Invalid job request")
     })?;
     match request.input.kind() {
@@ -118,6 +119,18 @@ pub fn new_job(
     })
 }
 
+/// A deserializer's message with the gateway's type names replaced by what
+/// a client sends: it never sees `JobInput`, only the JSON it wrote.
+fn in_the_clients_terms(message: &str) -> String {
+    const NAMES: [(&str, &str); 4] = [
+        ("struct JobRequest", "a job request: an object with `route` and `input`"),
+        ("struct JobInput", "an object with `messages` or `embed`"),
+        ("struct ChatMessage", "a message: an object with `role` and `content`"),
+        ("struct NativeRequest", "an object with `body`"),
+    ];
+    NAMES.iter().fold(message.to_owned(), |text, (name, words)| text.replace(name, words))
+}
+
 /// `invalid-body` for messages refused at the door, with the JSON pointer of
 /// the fault both in the detail (for people) and as `path` (for code), so a
 /// client can point at the message it built wrong.
@@ -133,4 +146,17 @@ pub fn invalid_params(err: InvalidParam, title: &'static str) -> Problem {
     Problem::new(ProblemType::InvalidBody, format!("a generation parameter is invalid: {err}"))
         .titled(title)
         .with("path", err.path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_error_names_json_not_the_gateways_types() {
+        let body = serde_json::json!({"route": "chat", "input": "hello"});
+        let err = JobRequest::deserialize(&body).err().map(|err| err.to_string()).unwrap_or_default();
+        let said = in_the_clients_terms(&err);
+        assert!(!said.contains("JobInput") && said.contains("`messages` or `embed`"), "{said}");
+    }
 }

@@ -124,7 +124,11 @@ fn check(value: &Value, expect: Expect) -> Result<(), String> {
         Expect::StringOrStrings => "must be a string or an array of strings".into(),
         Expect::StringOrObject => "must be a string or an object".into(),
     };
-    Err(format!("{wanted}, not {}", super::json_kind(value)))
+    // A number out of its range is named by its value, not its kind.
+    match (expect, value) {
+        (Expect::Integer(..) | Expect::Number(..), Value::Number(n)) => Err(format!("{wanted}, not {n}")),
+        _ => Err(format!("{wanted}, not {}", super::json_kind(value))),
+    }
 }
 
 #[cfg(test)]
@@ -135,6 +139,18 @@ mod tests {
 
     fn params(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_number_out_of_range_is_named_by_its_value() {
+        let err =
+            validate_params(&params(json!({"temperature": 3}))).err().map(|e| e.reason).unwrap_or_default();
+        assert_eq!(err, "must be a number from 0 to 2, not 3");
+        let err = validate_params(&params(json!({"temperature": "hot"})))
+            .err()
+            .map(|e| e.reason)
+            .unwrap_or_default();
+        assert_eq!(err, "must be a number from 0 to 2, not a string");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::fields::{self, Carried};
+use crate::api::door::required;
 use crate::api::{Problem, ProblemType};
 
 /// The request body's fields and headers → the job request, and whether
@@ -34,6 +35,9 @@ pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<(Value,
     Ok((job, stream))
 }
 
+/// What `model` must be, in every message that says so.
+const MODEL: &str = "a route name or alias (GET /v1/models lists them)";
+
 /// The headers of [`fields::CARRIED_HEADERS`] the request has.
 fn carried_headers(headers: &HeaderMap) -> Map<String, Value> {
     fields::CARRIED_HEADERS
@@ -51,12 +55,18 @@ fn chat_view(
     mut fields: Map<String, Value>,
     untranslated: &mut Vec<String>,
 ) -> Result<(Value, bool), Problem> {
-    let Some(Value::String(model)) = fields.remove("model") else {
-        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required", "model"));
+    let model = match fields.remove("model") {
+        Some(Value::String(model)) => model,
+        other => return Err(invalid(required("model", other.as_ref(), MODEL), "model")),
     };
     let max_tokens = match fields.remove("max_tokens") {
         Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= 1) => Value::Number(n),
-        _ => return Err(invalid("`max_tokens` is required: a positive integer", "max_tokens")),
+        Some(Value::Number(n)) => {
+            return Err(invalid(format!("`max_tokens` must be a positive integer, not {n}"), "max_tokens"));
+        }
+        other => {
+            return Err(invalid(required("max_tokens", other.as_ref(), "a positive integer"), "max_tokens"));
+        }
     };
     let stream = match fields.remove("stream") {
         None | Some(Value::Null | Value::Bool(false)) => false,
@@ -64,8 +74,9 @@ fn chat_view(
         Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
     };
     let mut messages = system_messages(fields.remove("system"))?;
-    let Some(Value::Array(turns)) = fields.remove("messages") else {
-        return Err(invalid("`messages` is required: an array of turns", "messages"));
+    let turns = match fields.remove("messages") {
+        Some(Value::Array(turns)) => turns,
+        other => return Err(invalid(required("messages", other.as_ref(), "an array of turns"), "messages")),
     };
     for (index, turn) in turns.into_iter().enumerate() {
         let turn = turn_messages(turn, untranslated).map_err(|err| err.at(&format!("/messages/{index}")))?;

@@ -95,6 +95,16 @@ pub trait StreamRender: Send + 'static {
     fn failed(&mut self, code: &str, message: &str) -> Vec<u8>;
 }
 
+/// Why a required field of a door's body is not what it must be: missing
+/// (`is required`) or of the wrong kind (`must be …, not a number`), so a
+/// client learns which of the two it got wrong.
+pub fn required(field: &str, found: Option<&Value>, what: &str) -> String {
+    match found {
+        None | Some(Value::Null) => format!("`{field}` is required: {what}"),
+        Some(other) => format!("`{field}` must be {what}, not {}", crate::jobs::json_kind(other)),
+    }
+}
+
 /// A door's body as a JSON object: I-JSON, no NUL anywhere, an object —
 /// else the problem that says which (titled for the door's request).
 pub fn json_object(body: &Bytes, title: &'static str) -> Result<Map<String, Value>, Problem> {

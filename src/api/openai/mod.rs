@@ -181,11 +181,15 @@ pub async fn chat_completions(
 /// OpenAI request → job request body, and whether a stream was asked for.
 fn translate(body: &Bytes) -> Result<Translated, Problem> {
     let mut fields = super::door::json_object(body, "Invalid chat completion request")?;
-    let Some(Value::String(model)) = fields.remove("model") else {
-        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required"));
+    let model = match fields.remove("model") {
+        Some(Value::String(model)) => model,
+        other => {
+            let what = "a route name or alias (GET /v1/models lists them)";
+            return Err(invalid(&super::door::required("model", other.as_ref(), what)));
+        }
     };
     let Some(messages) = fields.remove("messages") else {
-        return Err(invalid("`messages` is required"));
+        return Err(invalid("`messages` is required: an array of messages"));
     };
     // Checked here, not only by `new_job`, so the path names `/messages` as
     // this caller sent it rather than the job body it becomes.

@@ -62,8 +62,12 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
             unknown,
         ));
     }
-    let Some(Value::String(model)) = fields.remove("model") else {
-        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required", "model"));
+    let model = match fields.remove("model") {
+        Some(Value::String(model)) => model,
+        other => {
+            let what = "a route name or alias (GET /v1/models lists them)";
+            return Err(invalid(crate::api::door::required("model", other.as_ref(), what), "model"));
+        }
     };
     let stream = match fields.remove("stream") {
         None | Some(Value::Null | Value::Bool(false)) => false,
@@ -92,7 +96,10 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
                 })?;
             }
         }
-        _ => return Err(invalid("`input` is required: a string or an array of items", "input")),
+        other => {
+            let what = "a string or an array of items";
+            return Err(invalid(crate::api::door::required("input", other.as_ref(), what), "input"));
+        }
     }
     let params = params_of(&mut fields, stream)?;
     // `store` is the gateway's to decide (every job is stored): accepted.
