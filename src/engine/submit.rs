@@ -65,7 +65,7 @@ impl Engine {
     pub async fn submit(&self, new: &NewJob, wait: Duration) -> Result<Submission, SubmitError> {
         let (job, first_attempt, kickoff) = match self.create(new).await? {
             (Created::New(job, attempt), kickoff) => (job, attempt, kickoff),
-            (Created::Existing(job), _) => return self.found(new, job, wait, false).await,
+            (Created::Existing(job), _) => return self.replay(new, job, wait, false).await,
             (Created::Refused(refusal), _) => return Ok(Submission::Refused(refusal)),
         };
         let mut submitted = Submitted::created(job.clone(), first_attempt.as_deref().cloned());
@@ -94,7 +94,7 @@ impl Engine {
             Ok((Created::New(job, attempt), kickoff)) => (job, attempt, kickoff),
             Ok((Created::Existing(job), _)) => {
                 self.streams().discard(new.id);
-                return self.found(new, job, wait, true).await;
+                return self.replay(new, job, wait, true).await;
             }
             Ok((Created::Refused(refusal), _)) => {
                 self.streams().discard(new.id);
@@ -115,23 +115,12 @@ impl Engine {
         Ok(Submission::Accepted(Box::new(submitted)))
     }
 
-    /// The job `new`'s key already names, found by the caller (a request
-    /// whose route is not configured any more, which [`Engine::submit`]
-    /// could not create a job for): replayed as [`Engine::submit`] replays
-    /// it, or a conflict when `new` is another intent.
-    pub async fn replay(
-        &self,
-        new: &NewJob,
-        job: Job,
-        wait: Duration,
-        stream: bool,
-    ) -> Result<Submission, SubmitError> {
-        self.found(new, job, wait, stream).await
-    }
-
     /// The job a key already named: the same intent is replayed (after
-    /// waiting for it, or attached to its live stream), another is a conflict.
-    async fn found(
+    /// waiting for it, or attached to its live stream), another is a
+    /// conflict. Public for a caller that found the job itself (a request
+    /// whose route is not configured any more, for which no job can be
+    /// created).
+    pub async fn replay(
         &self,
         new: &NewJob,
         job: Job,

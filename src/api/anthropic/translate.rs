@@ -26,10 +26,9 @@ pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<(Value,
         .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
         .map(|(name, _)| format!("`{name}`"))
         .collect();
-    let (job, stream) = chat_view(fields, &mut untranslated)?;
+    let (mut job, stream) = chat_view(fields, &mut untranslated)?;
     untranslated.sort();
     untranslated.dedup();
-    let mut job = job;
     job["native"] =
         json!({"body": native, "headers": carried_headers(headers), "untranslated": untranslated});
     Ok((job, stream))
