@@ -12,6 +12,7 @@
 //! per request, so all of this can be tested over loopback sockets.
 
 mod anthropic;
+mod authorize;
 mod config;
 mod embeddings;
 mod gemini;

@@ -4,12 +4,14 @@
 
 use std::error::Error as _;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::time::{Instant, timeout_at};
 
+use crate::authorize::{Authorize, Outgoing};
 use crate::config::{AnswerLimits, ProviderSettings, SettingsError, Timeouts};
 use crate::outcome::Failure;
 use crate::retry_after;
@@ -67,6 +69,9 @@ pub(crate) struct Endpoint {
     /// Where embeddings are asked for: `{base_url}/embeddings`.
     embeddings_url: reqwest::Url,
     headers: HeaderMap,
+    /// Per-request credentials (a signature, an expiring token), when the
+    /// dialect's are not a static header.
+    authorizer: Option<Arc<dyn Authorize>>,
     pub(crate) redactor: Redactor,
     pub(crate) request_overrides: serde_json::Map<String, serde_json::Value>,
     pub(crate) max_temperature: Option<f64>,
@@ -121,12 +126,19 @@ impl Endpoint {
             stream_url,
             embeddings_url,
             headers,
+            authorizer: None,
             redactor: Redactor(config.api_key),
             request_overrides: config.request_overrides,
             max_temperature: config.max_temperature,
             answer_limits: config.answer_limits,
             null_content_as_empty: config.null_content_as_empty,
         })
+    }
+
+    /// This endpoint with per-request credentials (see `crate::authorize`).
+    pub(crate) fn with_authorizer(mut self, authorizer: Arc<dyn Authorize>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
     }
 
     /// The call's overall deadline, from its start.
@@ -181,16 +193,16 @@ impl Endpoint {
                 headers.insert(name, value);
             }
         }
-        let mut request = self
-            .client
-            .post(url.clone())
-            .headers(headers)
-            .header(IDEMPOTENCY_KEY_HEADER, ctx.job_id.to_string())
-            .header(ATTEMPT_HEADER, ctx.attempt.to_string());
+        insert(&mut headers, IDEMPOTENCY_KEY_HEADER, &ctx.job_id.to_string())
+            .and_then(|()| insert(&mut headers, ATTEMPT_HEADER, &ctx.attempt.to_string()))
+            .map_err(|err| Failure::NotSent { reason: err.to_string(), local: true })?;
         if let Some(parent) = ctx.traceparent {
-            request = request.header(TRACEPARENT_HEADER, parent.header());
+            let _ = insert(&mut headers, TRACEPARENT_HEADER, &parent.header());
         }
-        let request = request.body(payload);
+        if let Some(authorizer) = &self.authorizer {
+            authorizer.authorize(Outgoing { url, headers: &mut headers, body: &payload }).await?;
+        }
+        let request = self.client.post(url.clone()).headers(headers).body(payload);
         let deadline = self.deadline(start);
         let first_byte = deadline.min(start + self.timeouts.first_byte);
         let response = match timeout_at(first_byte, request.send()).await {
