@@ -251,7 +251,7 @@ fn load_suites(config: &Config) -> Result<Vec<crate::contracts::Suite>, StartErr
 async fn run_contracts_on_start(config: &Config, store: &Store) -> Result<(), StartError> {
     let suites = load_suites(config)?;
     for (suite, provider) in crate::contracts::pairs(config, &suites, None, None) {
-        match crate::contracts::run_and_record(store, suite, provider, &mut |_| {}).await {
+        match crate::contract_runs::run_and_record(store, suite, provider, &mut |_| {}).await {
             Ok(report) => tracing::info!(
                 route = %report.route, provider = %report.provider, passed = report.passed,
                 first_failure = report.failures().next().unwrap_or_default(), "contract run recorded"

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod budgets;
 pub mod cli;
 pub mod config;
+pub mod contract_runs;
 pub mod contracts;
 pub mod engine;
 pub mod jobs;

@@ -18,7 +18,8 @@ use common::{
     ADMIN, ALICE, BOB, TestGateway, TestStore, chat_body, job_left_unknown, set_route, settled_job,
     wait_for_attempt,
 };
-use intentgate::contracts::{Suite, pairs, run_and_record};
+use intentgate::contract_runs::run_and_record;
+use intentgate::contracts::{Suite, pairs};
 use intentgate::jobs::AttemptState;
 use serde_json::{Value, json};
 

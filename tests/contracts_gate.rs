@@ -8,7 +8,8 @@ mod common;
 
 use common::{ALICE, TestGateway, TestStore, set_provider, set_route, settled_job};
 use intentgate::config::Config;
-use intentgate::contracts::{Suite, pairs, run_and_record};
+use intentgate::contract_runs::run_and_record;
+use intentgate::contracts::{Suite, pairs};
 use serde_json::{Value, json};
 
 store_matrix!(

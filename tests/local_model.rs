@@ -32,9 +32,8 @@ use std::time::{Duration, Instant};
 
 use common::{ALICE, Backend, TestGateway, TestStore, config_from_doc};
 use intentgate::config::Config;
-use intentgate::contracts::{
-    RenderIssueKind, Suite, SuiteReport, TokenizerRef, check_suite_through, pairs, run_and_record,
-};
+use intentgate::contract_runs::run_and_record;
+use intentgate::contracts::{RenderIssueKind, Suite, SuiteReport, TokenizerRef, check_suite_through, pairs};
 use intentgate::engine::EngineEvent;
 use intentgate_providers::RemoteTokenizer;
 use intentgate_providers::sim::Simulator;

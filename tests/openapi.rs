@@ -15,8 +15,6 @@ use intentgate::api::{PROBLEM_TYPE_BASE, ProblemType};
 use reqwest::Method;
 use serde_json::Value;
 
-const ROUTER_SOURCE: &str = include_str!("../src/api/mod.rs");
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_document_covers_every_route_header_and_problem() {
     let store = TestStore::new(common::Backend::Sqlite).await.unwrap();
@@ -41,20 +39,46 @@ async fn the_document_covers_every_route_header_and_problem() {
     }
 }
 
-/// `(path, method)` for every `.route("PATH", get(..).post(..))` in the
-/// router, methods lower-case.
-fn served_routes() -> BTreeSet<(String, String)> {
-    // `.merge(` is read like the rest: the merged router is built in the same
-    // file (`openai_routes`), so its `.route(` calls are scanned below too.
-    for unscanned in [".nest(", ".nest_service(", ".route_service("] {
-        assert!(
-            !ROUTER_SOURCE.contains(unscanned),
-            "src/api/mod.rs uses `{unscanned}`: teach served_routes() to read it"
-        );
+/// Every Rust file under `src/api`: the router and each door declare
+/// routes (a door in its own module), so all of them are read.
+fn api_sources() -> Vec<(std::path::PathBuf, String)> {
+    let mut files = Vec::new();
+    let mut folders = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("src/api is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                let source = std::fs::read_to_string(&path).expect("a source file");
+                files.push((path, source));
+            }
+        }
     }
+    files
+}
+
+/// `(path, method)` for every `.route("PATH", get(..).post(..))` in
+/// `src/api`, methods lower-case.
+fn served_routes() -> BTreeSet<(String, String)> {
     let mut routes = BTreeSet::new();
-    let mut rest = ROUTER_SOURCE;
-    while let Some(at) = rest.find(".route(") {
+    for (file, source) in api_sources() {
+        for unscanned in [".nest(", ".nest_service(", ".route_service("] {
+            assert!(
+                !source.contains(unscanned),
+                "{} uses `{unscanned}`: teach served_routes() to read it",
+                file.display()
+            );
+        }
+        routes_in(&source, &mut routes);
+    }
+    assert!(routes.len() >= 14, "the scan found too few routes: {routes:?}");
+    routes
+}
+
+fn routes_in(source: &str, routes: &mut BTreeSet<(String, String)>) {
+    let mut rest = source;
+    while let Some(at) = rest.find(".route(\"") {
         let args = call_arguments(&rest[at + ".route".len()..]);
         rest = &rest[at + ".route(".len()..];
         let path = first_string_literal(args).expect("a route path literal");
@@ -70,8 +94,6 @@ fn served_routes() -> BTreeSet<(String, String)> {
             routes.insert((path.clone(), method));
         }
     }
-    assert!(routes.len() >= 14, "the scan found too few routes: {routes:?}");
-    routes
 }
 
 fn every_served_route_is_documented(doc: &Value, served: &BTreeSet<(String, String)>) {

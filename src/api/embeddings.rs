@@ -10,16 +10,32 @@
 //! whose dialect has no embeddings (Anthropic's) is passed over with the
 //! reason, as for any request a dialect cannot express.
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::extract::State;
+use axum::middleware;
 use axum::response::Response;
+use axum::routing::post;
 use serde_json::{Map, Value, json};
 
+use super::door::errors::door_errors;
 use super::door::{Door, StreamRender, Translated};
 use super::submit::invalid_params;
 use super::{AppState, Caller, Problem, ProblemType};
 use crate::jobs::{Job, JobResult, validate_embedding};
+
+/// This door's routes; their problems answer in OpenAI's error shape.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/embeddings", post(embeddings))
+        .route_layer(middleware::from_fn(door_errors::<Embeddings>))
+}
+
+/// This door's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(embeddings))]
+pub(super) struct Api;
 
 const TITLE: &str = "Invalid embeddings request";
 

@@ -4,8 +4,8 @@
 //! router serves a path or method this document leaves out. The problem
 //! types are listed from [`ProblemType::ALL`], so none can be left out.
 //!
-//! A leaf: it gathers from the handlers' modules, and no handler imports
-//! from it. A shape a handler answers with lives beside that handler (answers
+//! A leaf: it gathers from the handlers' modules (each door's paths from
+//! that door's `Api`), and no handler imports from it. A shape a handler answers with lives beside that handler (answers
 //! built as `serde_json::json!` values are described by schema-only types
 //! there, never constructed); the problem schema and the problem responses
 //! operations share live with [`Problem`].
@@ -58,16 +58,6 @@ use super::{
         routes::list,
         reload::reload_config,
         usage::usage,
-        openai::chat_completions,
-        openai::models,
-        openai::model,
-        anthropic::messages,
-        anthropic::count_tokens,
-        responses::responses,
-        responses::retrieve,
-        responses::input_items,
-        responses::cancel,
-        super::embeddings::embeddings,
         health::healthz,
         health::readyz,
         document,
@@ -102,10 +92,6 @@ use super::{
             contracts::LastRun,
             contracts::CaseView,
             contracts::CaseFailure,
-            openai::ModelList,
-            openai::ChatCompletionRequest,
-            openai::ChatCompletion,
-            anthropic::MessagesError,
             health::Health,
             health::Ready,
         ),
@@ -126,7 +112,19 @@ struct ApiDoc;
 /// The document, built once.
 pub fn spec() -> &'static Result<String, String> {
     static DOCUMENT: OnceLock<Result<String, String>> = OnceLock::new();
-    DOCUMENT.get_or_init(|| ApiDoc::openapi().to_json().map_err(|err| err.to_string()))
+    DOCUMENT.get_or_init(|| {
+        let mut document = ApiDoc::openapi();
+        // Each door declares its own paths (see its `Api`).
+        for door in [
+            openai::Api::openapi(),
+            responses::Api::openapi(),
+            super::embeddings::Api::openapi(),
+            anthropic::Api::openapi(),
+        ] {
+            document.merge(door);
+        }
+        document.to_json().map_err(|err| err.to_string())
+    })
 }
 
 /// `GET /openapi.json`.

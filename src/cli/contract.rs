@@ -5,7 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use crate::config::Config;
-use crate::contracts::{Progress, Suite, pairs, run_and_record};
+use crate::contract_runs::run_and_record;
+use crate::contracts::{Progress, Suite, pairs};
 use crate::engine::Gate;
 use crate::store::Store;
 

@@ -20,12 +20,13 @@
 //! No database, CLI or HTTP here: the store records reports, the CLI shows
 //! [`Progress`], the engine gates failover on records.
 
+mod describe;
 mod eligibility;
 mod embeddings;
 mod fingerprint;
-mod records;
 mod render;
 mod rules;
+mod run;
 mod runner;
 mod shape;
 mod suite;
@@ -39,12 +40,12 @@ mod testing;
 pub use eligibility::{Current, Eligibility, judge};
 pub use embeddings::EmbeddingContract;
 pub use fingerprint::{provider_fingerprint, provider_fingerprint_with};
-pub use records::{RunError, fingerprint_of, pairs, run_and_record};
 pub use render::{
     RenderCheck, RenderIssue, RenderIssueKind, RenderedPrompt, TokenizerRef, check_case, check_case_through,
     check_suite, check_suite_through,
 };
 pub use rules::Rules;
+pub use run::{FinishedRun, RunError, fingerprint_of, pairs, run_pair};
 pub use runner::{CaseReport, Progress, SuiteReport, run_suite, run_suite_through};
 pub use shape::{ShapeChecker, ShapeError};
 pub use suite::{Case, CaseExpect, MAX_TEMPERATURE, Suite, SuiteError};

@@ -11,13 +11,13 @@
 use crate::jobs::json_kind;
 use serde_json::{Map, Value};
 
+use super::describe::{excerpt, short, type_name};
 use super::rules::Rules;
 use super::suite::Suite;
 use super::tools::{Expect, ToolSet};
 
 /// The longest piece of a bad answer quoted in a reason; reasons are
 /// stored, answers can be large.
-const EXCERPT_CHARS: usize = 80;
 
 /// Why a checker cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,34 +174,6 @@ impl ShapeChecker {
             }
         }
         if reasons.is_empty() { Ok(Value::String(text.to_owned())) } else { Err(reasons) }
-    }
-}
-
-pub(super) fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// A value for a reason: short strings quoted, anything else by type.
-fn short(value: &Value) -> String {
-    match value {
-        Value::String(text) => format!("`{}`", excerpt(text)),
-        other => json_kind(other).to_owned(),
-    }
-}
-
-/// The start of `text` on one line, at most [`EXCERPT_CHARS`] characters.
-pub(super) fn excerpt(text: &str) -> String {
-    let flat: String = text.trim().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    match flat.char_indices().nth(EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", &flat[..cut]),
-        None => flat,
     }
 }
 

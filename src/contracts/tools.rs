@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::shape::{excerpt, type_name};
+use super::describe::{excerpt, type_name};
 use crate::jobs::json_kind;
 
 /// OpenAI accepts `[a-zA-Z0-9_-]{1,64}` as a function name.

@@ -16,9 +16,8 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
-use super::driver::{Completed, Next};
 use super::{Engine, EngineError, StreamEvent};
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, JobFailure, JobResult, JobStatus};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobFailure, JobResult, JobStatus};
 use crate::store::{CasOutcome, Settle, StoreError};
 use crate::telemetry;
 
@@ -46,6 +45,31 @@ pub(super) enum Seen {
         reason: String,
         call: Option<LateCall>,
     },
+}
+
+/// A job this drive completed: the job as the winning write left it, and
+/// the number of the attempt that won.
+#[derive(Debug)]
+pub struct Completed {
+    pub job: Box<Job>,
+    pub attempt_number: i32,
+}
+
+/// What the driver does after one attempt.
+pub(super) enum Next {
+    /// The job is settled, or waits on an unknown attempt: stop driving.
+    Stop,
+    /// This attempt's answer won the compare-and-swap, which also released
+    /// the lease (or left it to a hedge's trail, while another attempt is
+    /// in flight): stop driving, nothing left to release.
+    Completed(Completed),
+    /// Proven failure: the next provider of the chain, at once.
+    FailOver,
+    /// A retryable rejection: the same provider again after a pause.
+    Retry { provider: String, after: Duration },
+    /// (Late answers only) nothing proven yet: keep waiting for
+    /// `max_execution`.
+    Wait,
 }
 
 /// A provider call still running after its attempt was declared `unknown`.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use intentgate_providers::{CallContext, Failure};
 use uuid::Uuid;
 
-use super::conclude::{LateCall, Seen};
+use super::conclude::{Completed, LateCall, Next, Seen};
 use super::decide::Phase;
 use super::{Engine, EngineError, PreparedRequest, Work, plan};
 use crate::budgets::LimitRefusal;
@@ -83,31 +83,6 @@ pub(super) struct Chosen {
     pub name: String,
     pub refused: Vec<String>,
     pub probe: bool,
-}
-
-/// A job this drive completed: the job as the winning write left it, and
-/// the number of the attempt that won.
-#[derive(Debug)]
-pub struct Completed {
-    pub job: Box<Job>,
-    pub attempt_number: i32,
-}
-
-/// What the driver does after one attempt.
-pub(super) enum Next {
-    /// The job is settled, or waits on an unknown attempt: stop driving.
-    Stop,
-    /// This attempt's answer won the compare-and-swap, which also released
-    /// the lease (or left it to a hedge's trail, while another attempt is
-    /// in flight): stop driving, nothing left to release.
-    Completed(Completed),
-    /// Proven failure: the next provider of the chain, at once.
-    FailOver,
-    /// A retryable rejection: the same provider again after a pause.
-    Retry { provider: String, after: Duration },
-    /// (Late answers only) nothing proven yet: keep waiting for
-    /// `max_execution`.
-    Wait,
 }
 
 impl Engine {

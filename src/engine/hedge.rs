@@ -36,9 +36,10 @@ use uuid::Uuid;
 
 use intentgate_providers::Outcome;
 
+use super::conclude::Next;
 use super::conclude::Seen;
 use super::decide::Phase;
-use super::driver::{Next, RunningCall};
+use super::driver::RunningCall;
 use super::{Engine, EngineError, PreparedRequest, plan};
 use crate::config::{HedgeConfig, RouteConfig};
 use crate::jobs::Job;

@@ -14,9 +14,9 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::Engine;
+use super::conclude::Next;
 use super::conclude::{LateCall, Seen};
 use super::decide::Phase;
-use super::driver::Next;
 use crate::jobs::Attempt;
 
 impl Engine {

@@ -47,8 +47,8 @@ use intentgate_providers::Provider;
 use uuid::Uuid;
 
 pub use clock::{Clock, millis};
+pub use conclude::Completed;
 pub use decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
-pub use driver::Completed;
 use driver::Kickoff;
 pub use gate::Gate;
 pub use health::HealthState;

@@ -6,11 +6,12 @@
 //! take it by reference: nothing downstream parses the request again.
 
 use intentgate_providers::{
-    CallContext, ChatRequest, EmbeddingRequest, Failure, Native, Outcome, Protocol, Provider,
+    CallContext, ChatRequest, Content, EmbeddingRequest, Failure, Message, Native, Outcome, Protocol,
+    Provider,
 };
 use serde_json::{Map, Value};
 
-use crate::jobs::{DoorName, InputKind, JobRequest};
+use crate::jobs::{ChatMessage, DoorName, InputKind, JobRequest};
 
 /// What a provider is asked to do for a job.
 #[derive(Debug, Clone)]
@@ -103,28 +104,60 @@ impl PreparedRequest {
 
 fn to_work(request: &JobRequest) -> Result<Work, serde_json::Error> {
     match request.input.kind() {
-        Ok(InputKind::Embeddings) => to_embedding_request(request).map(Work::Embed),
+        Ok(InputKind::Embeddings) => Ok(Work::Embed(to_embedding_request(request))),
         _ => to_chat_request(request).map(Work::Chat),
     }
 }
 
 /// `params` (`dimensions`, `encoding_format`, `user`) become top-level
 /// fields beside `input`.
-fn to_embedding_request(request: &JobRequest) -> Result<EmbeddingRequest, serde_json::Error> {
-    let mut body: Map<String, Value> = request.params.clone();
-    body.insert("input".into(), request.input.embed.clone().unwrap_or(Value::Null));
-    serde_json::from_value(Value::Object(body))
+fn to_embedding_request(request: &JobRequest) -> EmbeddingRequest {
+    let mut extra: Map<String, Value> = request.params.clone();
+    extra.remove("model");
+    extra.remove("input");
+    let input = request.input.embed.clone().unwrap_or(Value::Null);
+    EmbeddingRequest { input, model: None, extra }
 }
 
 /// `params` become top-level request fields (`temperature`, `max_tokens`,
 /// vendor fields such as `top_k` pass through); `messages` come from `input`.
+/// Typed field by field, as serde would read the same object: a `null`
+/// limit is no limit, a limit of the wrong kind is an error.
 fn to_chat_request(request: &JobRequest) -> Result<ChatRequest, serde_json::Error> {
-    let mut body: Map<String, Value> = request.params.clone();
-    body.insert("messages".into(), serde_json::to_value(&request.input.messages)?);
-    body.remove("stream");
-    let mut chat: ChatRequest = serde_json::from_value(Value::Object(body))?;
-    chat.native = native_of(request).map(std::sync::Arc::new);
-    Ok(chat)
+    let mut extra: Map<String, Value> = request.params.clone();
+    for field in ["stream", "model", "messages"] {
+        extra.remove(field);
+    }
+    let max_tokens =
+        take(&mut extra, "max_tokens", |value| value.as_u64().and_then(|n| u32::try_from(n).ok()))?;
+    let temperature = take(&mut extra, "temperature", Value::as_f64)?;
+    let messages = request.input.messages.iter().map(to_message).collect::<Result<_, _>>()?;
+    let native = native_of(request).map(std::sync::Arc::new);
+    Ok(ChatRequest { model: None, messages, max_tokens, temperature, stream: None, extra, native })
+}
+
+/// Takes `key` out of `fields` as `read` reads it: absent or `null` is `None`.
+fn take<T>(
+    fields: &mut Map<String, Value>,
+    key: &str,
+    read: impl Fn(&Value) -> Option<T>,
+) -> Result<Option<T>, serde_json::Error> {
+    match fields.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => read(&value)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{key}` cannot be {value}"))),
+    }
+}
+
+fn to_message(message: &ChatMessage) -> Result<Message, serde_json::Error> {
+    let content = match &message.content {
+        Value::Null => Content::None,
+        Value::String(text) => Content::Text(text.clone()),
+        Value::Array(parts) => Content::Parts(parts.clone()),
+        other => return Err(serde::de::Error::custom(format!("a message's content cannot be {other}"))),
+    };
+    Ok(Message { role: message.role.clone(), content, extra: message.extra.clone() })
 }
 
 /// The client's own request, for a door whose protocol a dialect may speak.

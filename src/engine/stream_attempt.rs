@@ -13,9 +13,9 @@ use intentgate_providers::{CallContext, ChatRequest, ChatResponse, Failure, Outc
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::conclude::Next;
 use super::conclude::{LateCall, Seen};
 use super::decide::Phase;
-use super::driver::Next;
 use super::{Engine, EngineError, StreamEvent};
 use crate::config::RouteConfig;
 use crate::jobs::Attempt;

@@ -3,6 +3,7 @@
 
 use uuid::Uuid;
 
+use super::cas::CasOutcome;
 use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
 use super::pg_batches::Delivery;
 use super::rows::{AttemptRow, JobRow, first};
@@ -22,19 +23,6 @@ pub enum StartOutcome {
     Blocked(StartBlocked),
     /// A budget or rate limit refused its reservation; nothing was written.
     Refused(LimitRefusal),
-}
-
-/// What the compare-and-swap of a result did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CasOutcome {
-    /// This attempt's result is the job's result; the job as the write left it.
-    Won(Box<Job>),
-    /// Another attempt completed the job first (`winner`), or the job was
-    /// cancelled (no winner): this result stays on the attempt, marked
-    /// `superseded`, for audit only.
-    Superseded { winner: Option<Uuid> },
-    /// The attempt had already been settled as `failed`: it cannot deliver.
-    NotDeliverable,
 }
 
 /// How an attempt leaves an open state.
@@ -360,7 +348,7 @@ async fn start_attempt_pg(
     let Amounts { nanos, tokens } = reservation.amounts;
 
     let named = store.named(); // false through a transaction pooler (postgres.rs)
-    let mut tx = super::postgres::begin(&store.pool).await?;
+    let mut tx = super::pg_statements::begin(&store.pool).await?;
     let job: Option<JobRow> =
         sqlx::query_as(sql::SELECT_JOB_BY_ID).bind(job_id).persistent(named).fetch_optional(&mut *tx).await?;
     let attempts: Vec<AttemptRow> =

@@ -94,7 +94,7 @@ impl Store {
                     .await
             }
             Store::Postgres(store) => {
-                let mut tx = super::postgres::begin(&store.pool).await?;
+                let mut tx = super::pg_statements::begin(&store.pool).await?;
                 sqlx::query(INSERT_RUN)
                     .bind(run.id)
                     .bind(&run.route)

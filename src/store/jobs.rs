@@ -344,7 +344,7 @@ impl Store {
         } else {
             // Booking may refuse: the insert and the booking share a
             // transaction of their own, outside the batches.
-            let mut tx = super::postgres::begin(&store.pool).await?;
+            let mut tx = super::pg_statements::begin(&store.pool).await?;
             let inserted = insert_jobs(&mut *tx, std::slice::from_ref(&insert), store.named()).await?.pop();
             if inserted.is_some() {
                 // Holds come only with an attempt 1: it is the one they book.

@@ -37,11 +37,13 @@ pub enum Store {
 mod attempts;
 mod batch_lane;
 mod browse;
+mod cas;
 mod contracts;
 mod exec;
 mod jobs;
 mod meters;
 mod pg_batches;
+mod pg_statements;
 mod postgres;
 mod rows;
 mod sql;
@@ -57,8 +59,9 @@ mod listener;
 // Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY).
 pub use listener::{SettledFeed, SettledListener};
 
-pub use attempts::{CasOutcome, Settle, StartOutcome};
+pub use attempts::{Settle, StartOutcome};
 pub use browse::{JobQuery, JobSummary, MinuteCount, UnknownAttempt};
+pub use cas::CasOutcome;
 pub use contracts::{CaseRecord, ContractRecord};
 pub use jobs::{JobFilter, Lease};
 pub use meters::{MeterReading, Reservation};

@@ -51,9 +51,9 @@ use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::{FromRow as _, PgExecutor, Row as _};
 use uuid::Uuid;
 
-use super::attempts::CasOutcome;
 use super::batch_lane::{BatchLimits, Lane};
-use super::postgres::OneStatement;
+use super::cas::CasOutcome;
+use super::pg_statements::OneStatement;
 use super::rows::JobRow;
 use super::{DbError, StoreError, sql};
 use crate::jobs::{Amounts, AttemptState};

@@ -16,16 +16,33 @@ mod fields;
 mod render;
 mod translate;
 
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::middleware;
 use axum::response::Response;
+use axum::routing::post;
 use serde_json::{Map, Value};
 
+use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::{AppState, Caller, Problem, ProblemType};
 use crate::jobs::{Job, JobResult};
+
+/// This door's routes; their problems answer in Anthropic's error shape.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+        .route_layer(middleware::from_fn(door_errors::<Messages>))
+}
+
+/// This door's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(messages, count_tokens), components(schemas(MessagesError)))]
+pub(super) struct Api;
 
 /// The Messages door.
 pub struct Messages;

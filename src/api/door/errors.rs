@@ -12,35 +12,24 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::Door;
+use crate::api::problem::ProblemMembers;
 use crate::api::view::JOB_ID_HEADER;
 
-/// Problem bodies are small; anything larger is passed on untouched.
-const MAX_PROBLEM_BYTES: usize = 64 * 1024;
-
-/// The middleware for door `D`'s routes.
+/// The middleware for door `D`'s routes: a problem (whose members its
+/// response carries, see [`ProblemMembers`]) is answered in `D`'s shape.
 pub async fn door_errors<D: Door>(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
-    if !is_problem {
+    let mut response = next.run(request).await;
+    let Some(ProblemMembers(problem)) = response.extensions_mut().remove::<ProblemMembers>() else {
         return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_PROBLEM_BYTES).await else {
-        return Response::from_parts(parts, Body::empty());
     };
-    let Ok(problem) = serde_json::from_slice::<Map<String, Value>>(&bytes) else {
-        return Response::from_parts(parts, Body::from(bytes));
-    };
+    let (mut parts, _) = response.into_parts();
     if let Some(job_id) = problem.get("job_id").and_then(Value::as_str)
         && !parts.headers.contains_key(JOB_ID_HEADER)
         && let Ok(value) = HeaderValue::from_str(job_id)
     {
         parts.headers.insert(JOB_ID_HEADER, value);
     }
-    let bytes = serde_json::to_vec(&D::error(problem)).unwrap_or_else(|_| bytes.to_vec());
+    let bytes = serde_json::to_vec(&D::error(problem)).unwrap_or_default();
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(D::ERROR_CONTENT_TYPE));
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(bytes))

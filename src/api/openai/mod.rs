@@ -17,19 +17,40 @@ mod render;
 mod schema;
 
 use axum::Json;
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::middleware;
 use axum::response::Response;
+use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
+use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::submit::{invalid_messages, invalid_params};
 use super::{AppState, Caller, Problem, ProblemType};
 use crate::jobs::{Job, JobResult, validate_messages, validate_params};
 pub use render::error_body;
 pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
+
+/// This door's routes; their problems answer in OpenAI's error shape.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route_layer(middleware::from_fn(door_errors::<ChatCompletions>))
+}
+
+/// This door's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    paths(chat_completions, models, model),
+    components(schemas(ModelList, ChatCompletionRequest, ChatCompletion))
+)]
+pub(super) struct Api;
 
 /// The chat completions door.
 pub struct ChatCompletions;

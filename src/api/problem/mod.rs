@@ -84,6 +84,13 @@ struct ProblemBody<'a> {
     extensions: &'a Map<String, Value>,
 }
 
+/// A problem's members as its response carries them in its extensions,
+/// beside the bytes: a door that answers in its own error shape
+/// (`crate::api::door::errors`) builds that shape from these, without
+/// parsing the body back.
+#[derive(Debug, Clone)]
+pub struct ProblemMembers(pub Map<String, Value>);
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = self.kind.status();
@@ -95,7 +102,14 @@ impl IntoResponse for Problem {
             extensions: &self.extensions,
         };
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let kind = body.kind;
+        let mut members = self.extensions;
+        members.insert("type".into(), kind.into());
+        members.insert("title".into(), self.title.into());
+        members.insert("status".into(), status.as_u16().into());
+        members.insert("detail".into(), self.detail.into());
         let mut response = (status, bytes).into_response();
+        response.extensions_mut().insert(ProblemMembers(members));
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         for (name, value) in self.headers {

@@ -15,15 +15,34 @@ mod render;
 mod translate;
 
 use axum::Json;
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::extract::State;
+use axum::middleware;
 use axum::response::Response;
+use axum::routing::{get, post};
 use serde_json::{Map, Value};
 
+use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::{AppState, Caller, Problem, ProblemType};
 use crate::jobs::{Job, JobResult, JobStatus};
+
+/// This door's routes; their problems answer in OpenAI's error shape.
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/responses", post(responses))
+        .route("/v1/responses/{id}", get(retrieve))
+        .route("/v1/responses/{id}/input_items", get(input_items))
+        .route("/v1/responses/{id}/cancel", post(cancel))
+        .route_layer(middleware::from_fn(door_errors::<Responses>))
+}
+
+/// This door's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(responses, retrieve, input_items, cancel))]
+pub(super) struct Api;
 
 /// The Responses door.
 pub struct Responses;

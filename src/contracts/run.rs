@@ -1,9 +1,9 @@
-//! Running suites against configured providers and recording the results:
-//! what `intentgate contract run` (and `[contracts] run_on_start`) do.
+//! Running suites against configured providers: which (suite, provider)
+//! pairs there are, and one pair's run through the adapter the gateway
+//! uses. Recording a run is `crate::contract_runs`' (this module touches no
+//! storage).
 
 use std::collections::HashMap;
-
-use uuid::Uuid;
 
 use intentgate_providers::RemoteTokenizer;
 
@@ -13,7 +13,6 @@ use super::{
 };
 use crate::config::{Config, ProviderConfig, REMOTE_TOKENIZER};
 use crate::jobs::now_ms;
-use crate::store::{CaseRecord, ContractRecord, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -23,8 +22,6 @@ pub enum RunError {
     Shape(#[from] super::ShapeError),
     #[error("provider `{0}`: {1}")]
     Provider(String, String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
     #[error("no (route, provider) pair matches: {0}")]
     NothingToRun(String),
 }
@@ -91,14 +88,23 @@ pub fn pairs<'a>(
     pairs
 }
 
-/// Runs one suite against one provider through the adapter the gateway
-/// uses, and records the result.
-pub async fn run_and_record(
-    store: &Store,
+/// One suite's run against one provider, with what a record of it needs.
+#[derive(Debug)]
+pub struct FinishedRun {
+    pub report: SuiteReport,
+    pub suite_fingerprint: String,
+    pub provider_fingerprint: String,
+    /// Unix milliseconds.
+    pub started_at: i64,
+    pub finished_at: i64,
+}
+
+/// Runs one suite against one provider through the adapter the gateway uses.
+pub async fn run_pair(
     suite: &Suite,
     provider_config: &ProviderConfig,
     on_progress: &mut dyn FnMut(Progress),
-) -> Result<SuiteReport, RunError> {
+) -> Result<FinishedRun, RunError> {
     let checker = ShapeChecker::new(suite)?;
     let provider_error =
         |err: &dyn std::fmt::Display| RunError::Provider(provider_config.name.clone(), err.to_string());
@@ -124,28 +130,11 @@ pub async fn run_and_record(
     let report =
         run_suite_through(suite, &checker, &built, tokenizer, provider_config.context_window, on_progress)
             .await;
-    let record = ContractRecord {
-        id: Uuid::now_v7(),
-        route: report.route.clone(),
-        provider: report.provider.clone(),
+    Ok(FinishedRun {
+        report,
         suite_fingerprint: suite.fingerprint().to_owned(),
         provider_fingerprint: fingerprint_of(provider_config),
-        passed: report.passed,
         started_at,
         finished_at: now_ms().max(started_at),
-        report: serde_json::to_string(&report).unwrap_or_default(),
-    };
-    let cases: Vec<CaseRecord<'_>> = report
-        .cases
-        .iter()
-        .map(|case| CaseRecord {
-            case_name: &case.case,
-            passed: case.passed,
-            reasons: serde_json::to_string(&case.reasons).unwrap_or_default(),
-            duration_ms: i64::try_from(case.duration_ms).unwrap_or(i64::MAX),
-            round_trips: i32::try_from(case.repeats).unwrap_or(i32::MAX),
-        })
-        .collect();
-    store.record_contract_run(&record, &cases).await?;
-    Ok(report)
+    })
 }
