@@ -24,6 +24,7 @@ mod health;
 mod idempotency;
 mod ijson;
 mod jobs;
+mod keys;
 mod metrics;
 mod openai;
 mod openapi;
@@ -69,6 +70,8 @@ pub struct AppState(Arc<Shared>);
 /// The parts of [`AppState`].
 pub struct Shared {
     pub live: Live,
+    /// The stored API keys, as the request path looks them up.
+    pub keys: crate::auth::StoredKeys,
     pub store: Store,
     pub engine: Engine,
     pub max_body_bytes: usize,
@@ -141,6 +144,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/overview", get(browse::overview))
         .route("/v1/whoami", get(browse::whoami))
         .route("/v1/admin/reload", post(reload::reload_config))
+        .route("/v1/admin/keys", get(keys::list).post(keys::create))
+        .route("/v1/admin/keys/audit", get(keys::audit))
+        .route("/v1/admin/keys/{id}", get(keys::get).patch(keys::update).delete(keys::delete))
+        .route("/v1/admin/keys/{id}/rotate", post(keys::rotate))
+        .route("/v1/admin/keys/{id}/revoke", post(keys::revoke))
         .route("/console", get(console::page_handler))
         .route("/console/console.js", get(console::script_handler))
         .route("/console/console.css", get(console::style_handler))
