@@ -18,7 +18,8 @@ store_matrix!(
     create_use_rotate_revoke,
     no_key_is_made_wider_than_its_maker,
     the_audit_cannot_be_edited,
-    revocation_reaches_another_replica_within_a_second
+    revocation_reaches_another_replica_within_a_second,
+    the_cli_manages_keys_a_serving_gateway_obeys
 );
 
 /// `POST /v1/admin/keys` as `admin_key`; the answer's body.
@@ -173,11 +174,11 @@ async fn the_audit_cannot_be_edited(store: TestStore) {
 }
 
 /// Two replicas on one database: a key revoked on one is refused by the
-/// other (which had it cached) within a second. On SQLite the second
-/// "replica" is the CLI's process: there the gateway reads the audit.
+/// other (which had it cached) within a second. SQLite has one serving
+/// process; a change from another one (the CLI) is the next scenario's.
 async fn revocation_reaches_another_replica_within_a_second(store: TestStore) {
     if store.backend == Backend::Sqlite {
-        return; // One process per SQLite file; the CLI's change is tests/keys_cli.rs's.
+        return;
     }
     let a = TestGateway::start(&store).await;
     let b = TestGateway::start(&store).await;
@@ -190,4 +191,38 @@ async fn revocation_reaches_another_replica_within_a_second(store: TestStore) {
     let took = until_status(&b, key, 401, Duration::from_secs(5)).await;
     common::loud(&format!("revoked on A, refused on B after {took:?}\n"));
     assert!(took <= Duration::from_secs(1), "B refused it after {took:?}");
+}
+
+/// `intentgate keys …` writes straight to the database: a gateway serving
+/// on it sees a key the CLI made, and refuses one it revoked within a
+/// second — on SQLite from another process (the gateway reads the audit),
+/// on PostgreSQL through the NOTIFY.
+async fn the_cli_manages_keys_a_serving_gateway_obeys(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let dir = std::env::temp_dir().join(format!("intentgate-keys-cli-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, toml::to_string(&common::test_config_doc(&store.url, None)).unwrap()).unwrap();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_intentgate"))
+            .args(args)
+            .args(["--config", config.to_str().unwrap()])
+            .env_remove("INTENTGATE_DATABASE_URL")
+            .env("USER", "ops")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let made = cli(&["keys", "create", "--name", "batch", "--owner", "etl", "--route", "chat"]);
+    let key = made.lines().find(|line| line.starts_with("ig_")).unwrap().to_owned();
+    let id = made.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(matches!(use_key(&gw, &key, "cli-made").await, 200 | 201), "{made}");
+    assert!(cli(&["keys", "list"]).contains(&key[..11]), "listed by its prefix");
+    cli(&["keys", "revoke", &id]);
+    let took = until_status(&gw, &key, 401, Duration::from_secs(5)).await;
+    assert!(took <= Duration::from_secs(1), "refused after {took:?}");
+    let audit: Value = gw.get(ADMIN, "/v1/admin/keys/audit").await.json().await.unwrap();
+    assert_eq!(audit["entries"][1]["actor"], "cli:ops", "{audit}");
+    let _ = std::fs::remove_dir_all(dir);
 }
