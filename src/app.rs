@@ -184,9 +184,12 @@ async fn start_with_simulator(
     let limits = crate::server::ConnectionLimits::from_config(&config.server);
     let drain_timeout: std::time::Duration = config.server.drain_timeout.into();
     let unready_delay = config.server.unready_delay.into();
+    let keys = crate::auth::StoredKeys::new(store.clone());
+    keys.spawn_feed(engine.tasks(), engine.instance());
     let state = AppState::new(api::Shared {
         max_body_bytes: config.server.max_body_bytes,
         live: api::Live::new(config, principals),
+        keys,
         store: store.clone(),
         engine: engine.clone(),
     });

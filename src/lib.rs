@@ -3,7 +3,7 @@
 //! timeouts, fallbacks and racing attempts happen underneath.
 //!
 //! The modules follow the request (see `ARCHITECTURE.md`):
-//! [`api`] (HTTP surface) → [`jobs`] (the domain, no HTTP and no SQL) →
+//! [`api`] (HTTP surface) → [`jobs`] and [`keys`] (the domain, no HTTP and no SQL) →
 //! [`engine`] (drives jobs through providers) → [`store`] (SQLite and
 //! PostgreSQL); [`budgets`] is the arithmetic of spend and rate limits. [`config`] and [`auth`] feed them;
 //! [`app`] assembles a running gateway; [`cli`] is the command line.
@@ -20,6 +20,7 @@ pub mod contract_runs;
 pub mod contracts;
 pub mod engine;
 pub mod jobs;
+pub mod keys;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -121,11 +121,15 @@ async fn logs_carry_job_spans_and_no_secrets() {
     assert_eq!(job["status"], "succeeded");
     let seen = sim.last_request(job["id"].as_str().unwrap()).unwrap();
     assert!(seen.headers.iter().any(|(_, v)| v.contains(PROVIDER_KEY)), "the key did reach the provider");
+    let stored_keys = made_used_and_rotated_key(&url).await;
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     let logs = logs.lock().unwrap().clone();
     assert!(!logs.contains(PROVIDER_KEY), "the provider key leaked into the logs");
     assert!(!logs.contains(ALICE), "the caller's API key leaked into the logs");
+    for key in stored_keys {
+        assert!(!logs.contains(&key[3..]), "a stored API key leaked into the logs");
+    }
     let lines: Vec<Value> = logs.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(!lines.is_empty(), "JSON log lines");
     let id = job["id"].as_str().unwrap();
@@ -134,6 +138,20 @@ async fn logs_carry_job_spans_and_no_secrets() {
         "a log line carries the job id and the attempt"
     );
     let _ = std::fs::remove_file(path);
+}
+
+/// A stored key made, used and rotated through the admin API: both secrets.
+async fn made_used_and_rotated_key(url: &str) -> [String; 2] {
+    let client = common::client();
+    let admin = |path: &str| client.post(format!("{url}{path}")).bearer_auth(common::ADMIN);
+    let made = admin("/v1/admin/keys").json(&json!({"name": "logged", "owner": "o"})).send().await.unwrap();
+    let made: Value = made.json().await.unwrap();
+    let key = made["secret"].as_str().unwrap().to_owned();
+    let used = client.post(format!("{url}/v1/jobs")).bearer_auth(&key).header("idempotency-key", "stored");
+    assert!(used.json(&chat_body("x")).send().await.unwrap().status().is_success());
+    let rotate = admin(&format!("/v1/admin/keys/{}/rotate", made["id"].as_str().unwrap()));
+    let rotated: Value = rotate.send().await.unwrap().json().await.unwrap();
+    [key, rotated["key"]["secret"].as_str().unwrap().to_owned()]
 }
 
 /// A graceful shutdown (what SIGTERM does): the server stops, a drive in

@@ -8,11 +8,17 @@ use axum::http::request::Parts;
 /// Where the Anthropic SDKs send the key.
 const X_API_KEY: &str = "x-api-key";
 
-use super::{AppState, Problem, ProblemType};
-use crate::auth::Principal;
+use super::{AppState, Problem, ProblemType, StoreStage};
+use crate::auth::{Lookup, Principal, hash_key};
 
 /// The authenticated caller. Extracting it first means a request without a
-/// valid key is refused before its body is read or anything is stored.
+/// valid key — unknown, revoked, expired, or rotated past its overlap — is
+/// refused before its body is read or anything is stored.
+///
+/// The key is hashed once and the hash looked up: among the config's
+/// principals first, then among the stored keys (`auth::StoredKeys`, a
+/// cache by hash). A map lookup by a SHA-256 compares digests, never the
+/// key: how long it takes says nothing about how close a guess was.
 #[derive(Debug, Clone)]
 pub struct Caller(pub Principal);
 
@@ -21,12 +27,16 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let key = presented_key(parts)?;
-        state
-            .principals()
-            .authenticate(key)
-            .cloned()
-            .map(Caller)
-            .ok_or_else(|| Problem::new(ProblemType::Unauthorized, "the API key is not known"))
+        let key_hash = hash_key(key);
+        if let Some(principal) = state.principals().by_hash(&key_hash) {
+            return Ok(Caller(principal.clone()));
+        }
+        match state.keys.authenticate(key, &key_hash, crate::jobs::now_ms()).await {
+            Ok(Lookup::Found(principal)) => Ok(Caller(principal)),
+            Ok(Lookup::Refused(refusal)) => Err(Problem::key_refused(refusal)),
+            Ok(Lookup::Unknown) => Err(Problem::new(ProblemType::Unauthorized, "the API key is not known")),
+            Err(err) => Err(Problem::store(err, StoreStage::BeforeCommit)),
+        }
     }
 }
 

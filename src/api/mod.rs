@@ -24,6 +24,7 @@ mod health;
 mod idempotency;
 mod ijson;
 mod jobs;
+mod keys;
 mod metrics;
 mod openai;
 mod openapi;

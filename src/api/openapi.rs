@@ -23,8 +23,8 @@ use super::problem::{
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
 use super::{
-    anthropic, attempts, browse, console, contracts, health, jobs, metrics, openai, queue, reload, responses,
-    routes, usage,
+    anthropic, attempts, browse, console, contracts, health, jobs, keys, metrics, openai, queue, reload,
+    responses, routes, usage,
 };
 
 #[derive(OpenApi)]
@@ -57,6 +57,14 @@ use super::{
         attempts::resolve_provider,
         routes::list,
         reload::reload_config,
+        keys::create,
+        keys::list,
+        keys::get,
+        keys::update,
+        keys::rotate,
+        keys::revoke,
+        keys::delete,
+        keys::audit,
         usage::usage,
         health::healthz,
         health::readyz,
@@ -94,6 +102,15 @@ use super::{
             contracts::CaseFailure,
             health::Health,
             health::Ready,
+            keys::CreateKey,
+            keys::UpdateKey,
+            keys::RotateKey,
+            keys::KeyView,
+            keys::CreatedKey,
+            keys::RotatedKey,
+            keys::KeyList,
+            keys::AuditView,
+            keys::AuditList,
         ),
         responses(Unauthorized, Forbidden, BodyTooLarge, LimitReached, UpstreamFailed, StoreUnavailable, Internal),
     ),
@@ -103,6 +120,7 @@ use super::{
         (name = "attempts", description = "Attempts by hand, settling unknown attempts (admin), cancelling"),
         (name = "openai", description = "The OpenAI-compatible surface"),
         (name = "anthropic", description = "The Anthropic-compatible surface (Messages)"),
+        (name = "keys", description = "API keys managed at runtime (admin): create, rotate, revoke, audit"),
         (name = "operations", description = "Routes, contracts, overview, health, metrics and this document"),
         (name = "console", description = "The operator console in the browser (`/console`)"),
     ),

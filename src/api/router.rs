@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use super::{
     AppState, Problem, ProblemType, anthropic, attempts, browse, console, contracts, deadline, embeddings,
-    health, jobs, metrics, openai, openapi, queue, reload, responses, routes, usage,
+    health, jobs, keys, metrics, openai, openapi, queue, reload, responses, routes, usage,
 };
 
 pub fn router(state: AppState) -> Router {
@@ -38,6 +38,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/overview", get(browse::overview))
         .route("/v1/whoami", get(browse::whoami))
         .route("/v1/admin/reload", post(reload::reload_config))
+        .route("/v1/admin/keys", get(keys::list).post(keys::create))
+        .route("/v1/admin/keys/audit", get(keys::audit))
+        .route("/v1/admin/keys/{id}", get(keys::get).patch(keys::update).delete(keys::delete))
+        .route("/v1/admin/keys/{id}/rotate", post(keys::rotate))
+        .route("/v1/admin/keys/{id}/revoke", post(keys::revoke))
         .route("/console", get(console::page_handler))
         .route("/console/console.js", get(console::script_handler))
         .route("/console/console.css", get(console::style_handler))

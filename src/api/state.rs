@@ -17,6 +17,8 @@ pub struct AppState(Arc<Shared>);
 /// The parts of [`AppState`].
 pub struct Shared {
     pub live: Live,
+    /// The stored API keys, as the request path looks them up.
+    pub keys: crate::auth::StoredKeys,
     pub store: Store,
     pub engine: Engine,
     pub max_body_bytes: usize,

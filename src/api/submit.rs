@@ -114,6 +114,9 @@ pub fn new_job(
         request.route = route.name.clone();
         body["route"] = route.name.clone().into();
     }
+    if !caller.0.rights().may_use(&request.route) {
+        return Err(Problem::route_not_allowed(&request.route));
+    }
     NewJob::new(caller.0.owner.clone(), key, request, body).map_err(|err| {
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
     })

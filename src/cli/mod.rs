@@ -2,6 +2,7 @@
 
 mod contract;
 mod jobs;
+mod keys;
 mod terminal;
 mod usage;
 
@@ -172,6 +173,49 @@ pub enum KeysCommand {
         /// The API key; read from stdin when absent (keeps it out of shell history).
         key: Option<String>,
     },
+    /// Make a stored API key and print it (once: only its SHA-256 is kept).
+    Create {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// What the key is for, for people.
+        #[arg(long)]
+        name: String,
+        /// The owner its jobs belong to.
+        #[arg(long)]
+        owner: String,
+        /// user or admin.
+        #[arg(long, default_value = "user", value_parser = parse_role)]
+        role: crate::config::Role,
+        /// A route the key may use (repeat it); none: every route.
+        #[arg(long = "route")]
+        routes: Vec<String>,
+        /// How long the key works (`90d`); none: until revoked.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<std::time::Duration>,
+    },
+    /// The stored API keys (never their secrets).
+    List(ConfigArg),
+    /// Make a key's successor; the old key works on for the overlap.
+    Rotate {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The key's id (as `keys list` shows it).
+        id: String,
+        /// How long the old key keeps working.
+        #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+        overlap: std::time::Duration,
+    },
+    /// Revoke a key: serving gateways refuse it within a second.
+    Revoke {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The key's id (as `keys list` shows it).
+        id: String,
+    },
+}
+
+fn parse_role(value: &str) -> Result<crate::config::Role, String> {
+    crate::config::Role::named(value).ok_or_else(|| format!("`{value}`: user or admin"))
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -204,21 +248,48 @@ pub async fn run(cli: Cli) -> ExitCode {
             Ok((config, store)) => usage::show(&config, store, &owner, json).await,
             Err(code) => code,
         },
-        Command::Keys(KeysCommand::Hash { key }) => {
-            let key = match key {
-                Some(key) => key,
-                None => {
-                    let mut line = String::new();
-                    if let Err(err) = std::io::stdin().read_line(&mut line) {
-                        return fail(err);
-                    }
-                    line.trim_end_matches(['\r', '\n']).to_owned()
-                }
-            };
-            println!("{}", crate::auth::hash_key(&key));
-            ExitCode::SUCCESS
-        }
+        Command::Keys(command) => keys_command(command).await,
     }
+}
+
+/// `keys hash`: the SHA-256 of a key given, or read from stdin.
+fn hash(key: Option<&str>) -> ExitCode {
+    let key = match key {
+        Some(key) => key.to_owned(),
+        None => {
+            let mut line = String::new();
+            if let Err(err) = std::io::stdin().read_line(&mut line) {
+                return fail(err);
+            }
+            line.trim_end_matches(['\r', '\n']).to_owned()
+        }
+    };
+    println!("{}", crate::auth::hash_key(&key));
+    ExitCode::SUCCESS
+}
+
+async fn keys_command(command: KeysCommand) -> ExitCode {
+    let args = match &command {
+        KeysCommand::Hash { key } => return hash(key.as_deref()),
+        KeysCommand::Create { config, .. }
+        | KeysCommand::List(config)
+        | KeysCommand::Rotate { config, .. }
+        | KeysCommand::Revoke { config, .. } => config,
+    };
+    let store = match open_store(args).await {
+        Ok((_, store)) => store,
+        Err(code) => return code,
+    };
+    jobs::exit(match command {
+        // Answered above, without a store.
+        KeysCommand::Hash { .. } => Ok(()),
+        KeysCommand::Create { name, owner, role, routes, ttl, .. } => {
+            keys::create(store, keys::Create { name, owner, role, routes, ttl }).await
+        }
+        KeysCommand::List(_) => keys::list(store).await,
+        KeysCommand::Rotate { id, overlap, .. } => keys::rotate(store, &id, overlap).await,
+        KeysCommand::Revoke { id, .. } => keys::revoke(store, &id).await,
+    })
 }
 
 async fn serve(args: &ConfigArg) -> ExitCode {

@@ -380,13 +380,32 @@ fn default_simulator_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9101))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Creates and reads its own jobs.
     User,
-    /// Also reads every owner's jobs and settles unknown attempts.
+    /// Also reads every owner's jobs, settles unknown attempts and manages keys.
     Admin,
+}
+
+impl Role {
+    /// The name the config file, the API and the store use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// The role `name` names, as [`Role::as_str`] writes it.
+    pub fn named(name: &str) -> Option<Role> {
+        match name {
+            "user" => Some(Role::User),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -5,7 +5,7 @@
 //!
 //! A waiter asks for the announcement of a job driven elsewhere
 //! (`Engine::wait_settled`, `Store::mark_awaited`); one task per process
-//! holds a `LISTEN` connection ([`SettledListener`]).
+//! holds a `LISTEN` connection ([`ChangeListener`]).
 //! When it connects, and whenever it loses the connection, every waiter is
 //! woken to re-read (an announcement sent while nobody listened is lost;
 //! the re-read finds what it said), and waiters poll until it listens
@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::Engine;
-use crate::store::SettledListener;
+use crate::store::ChangeListener;
 
 /// The first pause before listening again after a failure; it doubles up to
 /// [`MAX_PAUSE`] while the database stays away.
@@ -30,7 +30,7 @@ impl Engine {
     }
 
     /// Listens until the task is stopped, reconnecting after every loss.
-    async fn listen_settled(&self, listener: SettledListener) {
+    async fn listen_settled(&self, listener: ChangeListener) {
         let waiters = &self.inner.waiters;
         let mut pause = FIRST_PAUSE;
         let mut connections = 0u64;

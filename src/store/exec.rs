@@ -17,6 +17,8 @@ use super::{Store, StoreError, sqlite_statements};
 #[derive(Debug, Clone)]
 pub(super) enum Arg {
     Uuid(Uuid),
+    /// A UUID column that may be NULL.
+    MaybeUuid(Option<Uuid>),
     /// Typed even when NULL: PostgreSQL refuses a text NULL for a BIGINT.
     Int(Option<i64>),
     Text(Option<String>),
@@ -25,6 +27,12 @@ pub(super) enum Arg {
 impl From<Uuid> for Arg {
     fn from(value: Uuid) -> Self {
         Arg::Uuid(value)
+    }
+}
+
+impl From<Option<Uuid>> for Arg {
+    fn from(value: Option<Uuid>) -> Self {
+        Arg::MaybeUuid(value)
     }
 }
 
@@ -62,6 +70,7 @@ impl ToSql for Arg {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         match self {
             Arg::Uuid(value) => value.to_sql(),
+            Arg::MaybeUuid(value) => value.to_sql(),
             Arg::Int(value) => value.to_sql(),
             Arg::Text(value) => value.to_sql(),
         }
@@ -73,6 +82,7 @@ fn pg_arguments(args: Vec<Arg>) -> Result<PgArguments, StoreError> {
     for arg in args {
         let added = match arg {
             Arg::Uuid(value) => out.add(value),
+            Arg::MaybeUuid(value) => out.add(value),
             Arg::Int(value) => out.add(value),
             Arg::Text(value) => out.add(value),
         };
@@ -154,6 +164,46 @@ impl Store {
                 let rows = query.fetch_all(one.conn()).await?;
                 one.finish().await?;
                 Ok(rows)
+            }
+        }
+    }
+}
+
+/// One statement of a guarded write ([`Store::execute_guarded`]) with its arguments.
+pub(super) type Step = (&'static str, Vec<Arg>);
+
+impl Store {
+    /// Runs `steps` in one transaction, provided the first one changes a
+    /// row: when it changes none (its conditional `WHERE` found the row in
+    /// another state), nothing is written and this returns false. The first
+    /// step is the change, the rest are what goes with it (its audit).
+    pub(super) async fn execute_guarded(&self, steps: Vec<Step>) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(store) => {
+                store
+                    .writer
+                    .write(move |conn| {
+                        for (i, (sql, args)) in steps.iter().enumerate() {
+                            let changed = sqlite_statements::execute(conn, sql, &sqlite_refs(args))?;
+                            if i == 0 && changed == 0 {
+                                return Ok(false);
+                            }
+                        }
+                        Ok(true)
+                    })
+                    .await
+            }
+            Store::Postgres(store) => {
+                let mut tx = super::pg_statements::begin(&store.pool).await?;
+                for (i, (sql, args)) in steps.into_iter().enumerate() {
+                    let query = sqlx::query_with(sql, pg_arguments(args)?).persistent(store.named());
+                    if query.execute(&mut *tx).await?.rows_affected() == 0 && i == 0 {
+                        tx.rollback().await?;
+                        return Ok(false);
+                    }
+                }
+                tx.commit().await?;
+                Ok(true)
             }
         }
     }

@@ -41,6 +41,7 @@ mod cas;
 mod contracts;
 mod exec;
 mod jobs;
+mod keys;
 mod meters;
 mod pg_batches;
 mod pg_statements;
@@ -56,8 +57,8 @@ mod sqlite_writer;
 // Last, apart from the list above (the budgets branch adds to it).
 mod listener;
 
-// Cross-process wake-ups (PostgreSQL LISTEN/NOTIFY).
-pub use listener::{SettledFeed, SettledListener};
+// Cross-process announcements (PostgreSQL LISTEN/NOTIFY).
+pub use listener::{ChangeFeed, ChangeListener};
 
 pub use attempts::{Settle, StartOutcome};
 pub use browse::{JobQuery, JobSummary, MinuteCount, UnknownAttempt};

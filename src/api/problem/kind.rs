@@ -59,10 +59,22 @@ macro_rules! problem_types {
 }
 
 problem_types! {
-    /// no `Authorization: Bearer`, or an unknown key
+    /// no `Authorization: Bearer`, or an unknown key; a stored key that was
+    /// revoked, has expired or was rotated past its overlap (`reason` says
+    /// which). Nothing was stored
     Unauthorized = "unauthorized", UNAUTHORIZED, "Missing or invalid API key";
     /// an admin call without an admin key
     Forbidden = "forbidden", FORBIDDEN, "Forbidden";
+    /// the key may use only some routes, and this request's route
+    /// (`route`) is not one of them. Nothing was stored
+    RouteNotAllowed = "route-not-allowed", FORBIDDEN, "Route not allowed for this key";
+    /// a key admin call asks for a key with more rights than the caller's
+    /// own key (an admin role, a route, a later expiry), or for a change to
+    /// such a key
+    KeyRightsExceeded = "key-rights-exceeded", FORBIDDEN, "More rights than your key has";
+    /// the API key cannot change: it was revoked, it was rotated already,
+    /// or another change came first (read it again)
+    KeyConflict = "key-conflict", CONFLICT, "API key cannot change";
     /// no such job (or not yours), no such attempt, no such endpoint
     NotFound = "not-found", NOT_FOUND, "Not found";
     /// the endpoint does not accept this method
@@ -167,6 +179,9 @@ impl ProblemType {
             // cannot carry another request.
             ProblemType::BodyTimeout => &[("connection", "close")],
             ProblemType::Forbidden
+            | ProblemType::RouteNotAllowed
+            | ProblemType::KeyRightsExceeded
+            | ProblemType::KeyConflict
             | ProblemType::NotFound
             | ProblemType::MethodNotAllowed
             | ProblemType::IdempotencyKeyMissing

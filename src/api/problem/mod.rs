@@ -9,6 +9,7 @@
 //! ([`StoreStage`]).
 
 mod causes;
+mod keys;
 mod kind;
 mod schema;
 mod store;
