@@ -312,6 +312,47 @@ fn a_gemini_provider_checks_ok_and_its_mistakes_are_named() {
     }
 }
 
+/// `dialect = "vertex"`: a provider with its project, location and key
+/// file checks ok (the key is read and parsed); what is missing is named.
+#[test]
+fn a_vertex_provider_checks_ok_and_its_mistakes_are_named() {
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml")).unwrap();
+    let key = concat!(env!("CARGO_MANIFEST_DIR"), "/providers/src/sim/vertex/test_service_account.json");
+    let vertex = format!(
+        "\n[[providers]]\nname = \"vertex\"\ndialect = \"vertex\"\nmodel = \"claude-sonnet-4-5@20250929\"\n\
+         project = \"proj-1\"\nlocation = \"us-east5\"\ncredentials_file = \"{key}\"\n"
+    );
+    let check = |provider: &str| {
+        let path = scratch_file("gateway.toml", &format!("{shipped}{provider}"));
+        let out = intentgate(&["config", "check", "--config", path.to_str().unwrap()])
+            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, stderr) = check(&vertex);
+    assert!(ok, "a Vertex provider checks ok: {stderr}");
+    let cases = [
+        (vertex.replace("project = \"proj-1\"\n", ""), "providers[6].project: is required with dialect = \"vertex\""),
+        (vertex.replace("location = \"us-east5\"\n", ""), "providers[6].location: is required with dialect = \"vertex\""),
+        (vertex.replace(&format!("credentials_file = \"{key}\"\n"), ""), "no Vertex AI credentials: set credentials_file"),
+        (vertex.replace(key, "/nonexistent/key.json"), "/nonexistent/key.json: cannot read the key file"),
+        (vertex.replace("claude-sonnet-4-5@20250929", "llama-3"), "providers[6].publisher: cannot be told from model `llama-3`"),
+        (format!("{vertex}api_key_env = \"X\"\n"), "providers[6].api_key_env: Vertex AI takes an OAuth access token"),
+        (
+            "\n[[providers]]\nname = \"o\"\ndialect = \"openai\"\nbase_url = \"http://x\"\nmodel = \"m\"\nproject = \"p\"\n".into(),
+            "providers[6].project: is for dialect = \"vertex\" only",
+        ),
+    ];
+    for (provider, expected) in cases {
+        assert_ne!(provider, vertex, "the case changed the provider");
+        let (ok, stderr) = check(&provider);
+        assert!(!ok, "must fail ({expected})");
+        assert!(stderr.contains(expected), "expected `{expected}` in: {stderr}");
+    }
+}
+
 /// A database URL from `INTENTGATE_DATABASE_URL` that cannot be opened is
 /// blamed on the variable, not on the file's `store.url`.
 #[test]

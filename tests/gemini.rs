@@ -14,7 +14,10 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, assert_problem, set_provider, set_route, settled_job};
+use common::{
+    ALICE, TestGateway, TestStore, assert_problem, calls_at, chunks_of, job_of, one_call_per_attempt,
+    set_provider, set_route, settled_job,
+};
 use serde_json::{Value, json};
 
 store_matrix!(
@@ -75,38 +78,12 @@ async fn gateway(store: &TestStore, tweak: impl FnOnce(&mut toml::Table)) -> Tes
     .await
 }
 
-fn job_of(response: &reqwest::Response) -> String {
-    response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned()
-}
-
 fn provider_of(response: &reqwest::Response) -> String {
     response.headers()["x-intentgate-provider"].to_str().unwrap().to_owned()
 }
 
 fn ask(route: &str, messages: Value) -> Value {
     json!({"model": route, "messages": messages})
-}
-
-/// What the simulator counted at `path`.
-fn calls_at(gw: &TestGateway, path: &str) -> u64 {
-    gw.sim().calls().by_path.get(path).copied().unwrap_or(0)
-}
-
-/// The job's attempts, after asserting the simulator saw exactly one
-/// upstream call per attempt (every call carries the job id as its key).
-async fn one_call_per_attempt(gw: &TestGateway, job: &str) -> Vec<Value> {
-    let view = settled_job(gw, ALICE, job).await;
-    let attempts = view["attempts"].as_array().unwrap().clone();
-    assert_eq!(gw.sim().calls().by_key.get(job).copied(), Some(attempts.len() as u64), "{view}");
-    attempts
-}
-
-/// The data of an OpenAI stream's events, `[DONE]` left out.
-fn chunks_of(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect()
 }
 
 const WEATHER: &str = r#"{"type": "function", "function": {"name": "weather", "description": "the weather in a city",

@@ -15,6 +15,14 @@ pub(crate) const VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
 /// Anthropic requires `max_tokens`; OpenAI-shaped callers often omit it.
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 1024;
 
+/// Who serves a provider's Messages API: Anthropic's own, or Vertex AI,
+/// whose body names no model and carries the version (see `crate::vertex`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Host {
+    Anthropic,
+    Vertex,
+}
+
 pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
     vec![("x-api-key", key.to_owned())]
 }

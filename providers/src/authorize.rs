@@ -14,10 +14,13 @@ use crate::outcome::Failure;
 
 /// A request about to be sent, as far as credentials need to see it.
 pub(crate) struct Outgoing<'a> {
+    /// Signed over by a signature; a bearer token needs neither it nor the body.
+    #[allow(dead_code)]
     pub(crate) url: &'a reqwest::Url,
     /// Every header the request will carry; credentials are added here.
     pub(crate) headers: &'a mut HeaderMap,
     /// The exact bytes of the body.
+    #[allow(dead_code)]
     pub(crate) body: &'a [u8],
 }
 

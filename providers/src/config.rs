@@ -113,6 +113,11 @@ pub struct ProviderSettings {
     /// deployment in the path, `api-version` in the query, the key in
     /// `api-key` (no `Authorization`). The body is OpenAI's.
     pub azure: Option<AzureAddress>,
+    /// Google Vertex AI's addressing and credentials, for a provider whose
+    /// `dialect` is its publisher's (Anthropic for Claude, Gemini for
+    /// Gemini): the model under a project's location, an OAuth access
+    /// token instead of a key. `base_url` is the API's origin.
+    pub vertex: Option<crate::vertex::VertexAddress>,
 }
 
 /// Where an Azure OpenAI deployment is reached (see [`ProviderSettings::azure`]).
@@ -161,6 +166,7 @@ impl ProviderSettings {
             null_content_as_empty: false,
             answer_limits: AnswerLimits::default(),
             azure: None,
+            vertex: None,
         }
     }
 }
@@ -178,6 +184,8 @@ pub enum SettingsError {
     Header(String),
     #[error("the API key is not a valid header value")]
     ApiKey,
+    #[error("the Vertex AI credentials cannot be used: {0}")]
+    Credentials(String),
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
 }

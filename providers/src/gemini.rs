@@ -37,20 +37,27 @@ pub(crate) fn auth(key: &str) -> Vec<(&'static str, String)> {
 /// Gemini names the model in the path, so its name is percent-encoded
 /// there: everything but the characters a path segment may hold as they are.
 pub(crate) fn paths(model: &str) -> Paths {
-    let mut segment = String::with_capacity(model.len());
-    for byte in model.bytes() {
+    let base = format!("/v1beta/models/{}", path_segment(model));
+    Paths {
+        chat: format!("{base}:generateContent"),
+        chat_stream: Some(format!("{base}:streamGenerateContent?alt=sse")),
+        embeddings: format!("{base}:embedContent"),
+    }
+}
+
+/// `name` as one path segment: percent-encoded but for the characters a
+/// path segment may hold as they are (Google's APIs name models, projects
+/// and locations in their paths).
+pub(crate) fn path_segment(name: &str) -> String {
+    let mut segment = String::with_capacity(name.len());
+    for byte in name.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte) {
             segment.push(char::from(byte));
         } else {
             segment.push_str(&format!("%{byte:02X}"));
         }
     }
-    let base = format!("/v1beta/models/{segment}");
-    Paths {
-        chat: format!("{base}:generateContent"),
-        chat_stream: Some(format!("{base}:streamGenerateContent?alt=sse")),
-        embeddings: format!("{base}:embedContent"),
-    }
+    segment
 }
 
 /// Why `req` cannot be said in Gemini's API (see [`request`]), if so.

@@ -29,6 +29,7 @@ mod stream;
 mod tokenize;
 mod transport;
 mod types;
+mod vertex;
 
 mod assemble;
 pub mod sim;
@@ -44,3 +45,4 @@ pub use stream::ChunkStream;
 pub use tokenize::{DEFAULT_DETOKENIZE_PATH, DEFAULT_TOKENIZE_PATH, RemoteTokenizer, TokenizeError};
 pub use transport::{ATTEMPT_HEADER, IDEMPOTENCY_KEY_HEADER, TRACEPARENT_HEADER};
 pub use types::{CallContext, ChatRequest, ChatResponse, Content, Message, StreamChunk, TraceParent, Usage};
+pub use vertex::{Publisher, VertexAddress, VertexCredentials};

@@ -16,6 +16,7 @@ use crate::overrides;
 use crate::stream::{ChunkStream, Decoded, Decoder, chunk_stream};
 use crate::transport::{Endpoint, Paths, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
+use crate::vertex;
 
 /// A provider ready to call. Cheap to share behind an `Arc`; it owns its
 /// HTTP client (and so its connection pool and connect timeout).
@@ -30,9 +31,10 @@ pub enum Provider {
 #[derive(Debug)]
 pub struct OpenAi(Endpoint);
 
-/// An Anthropic-dialect endpoint; build it with [`Provider::new`].
+/// An Anthropic-dialect endpoint (Anthropic's API, or Claude on Vertex AI);
+/// build it with [`Provider::new`].
 #[derive(Debug)]
-pub struct Anthropic(Endpoint);
+pub struct Anthropic(Endpoint, anthropic::Host);
 
 /// A Gemini-dialect endpoint (one model's methods); build it with [`Provider::new`].
 #[derive(Debug)]
@@ -40,6 +42,15 @@ pub struct Gemini(Endpoint);
 
 impl Provider {
     pub fn new(config: ProviderSettings) -> Result<Self, SettingsError> {
+        if let Some(address) = config.vertex.clone() {
+            return Ok(match config.dialect {
+                Dialect::Anthropic => Provider::Anthropic(Anthropic(
+                    vertex::endpoint(config, address)?,
+                    anthropic::Host::Vertex,
+                )),
+                _ => Provider::Gemini(Gemini(vertex::endpoint(config, address)?)),
+            });
+        }
         Ok(match config.dialect {
             Dialect::OpenAi => match config.azure.clone() {
                 None => Provider::OpenAi(OpenAi(Endpoint::new(
@@ -63,16 +74,19 @@ impl Provider {
                     &[],
                 )?)),
             },
-            Dialect::Anthropic => Provider::Anthropic(Anthropic(Endpoint::new(
-                config,
-                Paths {
-                    chat: anthropic::PATH.into(),
-                    chat_stream: None,
-                    embeddings: embeddings::PATH.into(),
-                },
-                anthropic::auth,
-                &[anthropic::VERSION],
-            )?)),
+            Dialect::Anthropic => Provider::Anthropic(Anthropic(
+                Endpoint::new(
+                    config,
+                    Paths {
+                        chat: anthropic::PATH.into(),
+                        chat_stream: None,
+                        embeddings: embeddings::PATH.into(),
+                    },
+                    anthropic::auth,
+                    &[anthropic::VERSION],
+                )?,
+                anthropic::Host::Anthropic,
+            )),
             Dialect::Gemini => {
                 let paths = gemini::paths(&config.model);
                 Provider::Gemini(Gemini(Endpoint::new(config, paths, gemini::auth, &[])?))
@@ -103,7 +117,7 @@ impl Provider {
     fn endpoint(&self) -> &Endpoint {
         match self {
             Provider::OpenAi(OpenAi(endpoint))
-            | Provider::Anthropic(Anthropic(endpoint))
+            | Provider::Anthropic(Anthropic(endpoint, _))
             | Provider::Gemini(Gemini(endpoint)) => endpoint,
         }
     }
@@ -234,10 +248,18 @@ impl Provider {
         start: Instant,
         stream: bool,
     ) -> Result<reqwest::Response, Failure> {
-        let carried = self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice());
+        let mut carried = self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice());
+        let on_vertex: Vec<(String, String)>;
+        if let Provider::Anthropic(Anthropic(_, anthropic::Host::Vertex)) = self {
+            on_vertex = carried.iter().filter(|(name, _)| vertex::carries(name)).cloned().collect();
+            carried = &on_vertex;
+        }
         let sent = self.endpoint().send(body, carried, ctx, start, stream).await;
         match self {
-            Provider::Gemini(_) => sent.map_err(gemini::with_retry_delay),
+            // Google says a rejection's wait in its body, Claude's on Vertex too.
+            Provider::Gemini(_) | Provider::Anthropic(Anthropic(_, anthropic::Host::Vertex)) => {
+                sent.map_err(gemini::with_retry_delay)
+            }
             _ => sent,
         }
     }
@@ -347,6 +369,9 @@ impl Provider {
         overrides::apply(&mut body, &endpoint.request_overrides, endpoint.max_temperature);
         if endpoint.null_content_as_empty {
             overrides::null_content_as_empty(&mut body);
+        }
+        if let Provider::Anthropic(Anthropic(_, anthropic::Host::Vertex)) = self {
+            vertex::claude_body(&mut body);
         }
         Ok(body)
     }

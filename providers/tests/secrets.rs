@@ -8,7 +8,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use intentgate_providers::{Dialect, Provider, ProviderSettings, Secret};
+use intentgate_providers::{
+    Dialect, Provider, ProviderSettings, Publisher, Secret, VertexAddress, VertexCredentials,
+};
 
 const KEY: &str = "sk-SECRET-do-not-leak-7f3a";
 
@@ -74,7 +76,15 @@ async fn the_api_key_never_leaks() {
     let failure = Provider::new(config).unwrap().chat(&hello(), &ctx()).await.unwrap_err();
     seen.push(format!("{failure} {failure:?}"));
 
+    // A Vertex provider's private key, and the access token it is granted.
+    let (vertex_secrets, vertex_seen) = vertex_call(&sim).await;
+    seen.extend(vertex_seen);
+
     let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    for secret in &vertex_secrets {
+        assert!(!logs.contains(secret.as_str()), "a Vertex secret leaked into the logs");
+        assert!(seen.iter().all(|text| !text.contains(secret.as_str())), "a Vertex secret leaked");
+    }
     assert!(logs.contains("provider call failed"), "our own events are captured");
     assert!(logs.contains("starting new connection"), "reqwest's `log` lines are captured");
     assert!(!logs.contains(KEY), "the key leaked into the logs");
@@ -85,6 +95,31 @@ async fn the_api_key_never_leaks() {
     let sent = sim.calls().by_key.keys().filter_map(|key| sim.last_request(key)).collect::<Vec<_>>();
     assert!(sent.iter().any(|r| r.headers.get("x-api-key").map(String::as_str) == Some(KEY)));
     assert!(sent.iter().any(|r| r.headers.get("authorization") == Some(&format!("Bearer {KEY}"))));
+}
+
+/// One call by a Vertex provider minting its token from the simulator's
+/// test key: a line of the private key and the granted token (which must
+/// never be logged), and what the call's Debug and failure show.
+async fn vertex_call(sim: &intentgate_providers::sim::SimHandle) -> (Vec<String>, Vec<String>) {
+    let path = std::env::temp_dir().join(format!("intentgate-secrets-{}.json", uuid::Uuid::now_v7()));
+    std::fs::write(&path, sim.service_account_file(true)).unwrap();
+    let mut config = ProviderSettings::new("vertex", Dialect::Anthropic, &sim.base_url_vertex(), "claude-x");
+    config.vertex = Some(VertexAddress {
+        project: "p".into(),
+        location: "l".into(),
+        publisher: Publisher::Anthropic,
+        credentials: VertexCredentials::KeyFile(path),
+    });
+    let vertex = Provider::new(config).unwrap();
+    let ctx = ctx();
+    let outcome = vertex.chat(&hello(), &ctx).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let token = sim.last_request(&ctx.job_id.to_string()).unwrap().headers["authorization"].clone();
+    let file: serde_json::Value =
+        serde_json::from_str(intentgate_providers::sim::TEST_SERVICE_ACCOUNT).unwrap();
+    let key_line = file["private_key"].as_str().unwrap().lines().nth(1).unwrap().to_owned();
+    let token = token.strip_prefix("Bearer ").unwrap().to_owned();
+    (vec![key_line, token], vec![format!("{vertex:?}"), format!("{outcome:?}")])
 }
 
 /// A provider that echoes its key in a 2xx answer (`echo-auth`): the key is

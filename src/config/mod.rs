@@ -7,6 +7,7 @@
 mod duration;
 mod parse_error;
 mod validate;
+mod vertex;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -439,6 +440,11 @@ pub enum DialectConfig {
     /// `GenerateContentRequest` at `{base_url}/v1beta/models/{model}:generateContent`
     /// (`:streamGenerateContent?alt=sse` streamed), the key in `x-goog-api-key`.
     Gemini,
+    /// Google Vertex AI: Claude (`:rawPredict`, Anthropic's body) or Gemini
+    /// (`:generateContent`) under `project` and `location`, with an OAuth
+    /// access token from a service-account key or the environment
+    /// (docs/vertex.md).
+    Vertex,
 }
 
 impl DialectConfig {
@@ -448,15 +454,21 @@ impl DialectConfig {
             DialectConfig::Anthropic => "anthropic",
             DialectConfig::Azure => "azure",
             DialectConfig::Gemini => "gemini",
+            DialectConfig::Vertex => "vertex",
         }
     }
 }
+
+pub use vertex::PublisherConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     pub name: String,
     pub dialect: DialectConfig,
+    /// Required but with `dialect = "vertex"`, where it defaults to the
+    /// location's endpoint.
+    #[serde(default)]
     pub base_url: String,
     pub model: String,
     /// `dialect = "azure"`: the deployment the URL names (the model's name
@@ -466,6 +478,20 @@ pub struct ProviderConfig {
     pub api_version: Option<String>,
     /// Environment variable holding the provider's API key; never the key itself.
     pub api_key_env: Option<String>,
+    /// `dialect = "vertex"`: the Google Cloud project (required).
+    pub project: Option<String>,
+    /// `dialect = "vertex"`: the location, a region (`us-east5`) or
+    /// `global` (required).
+    pub location: Option<String>,
+    /// `dialect = "vertex"`: whose model it is, `anthropic` or `google`;
+    /// by default what the model's name says (`claude-…`, `gemini-…`).
+    pub publisher: Option<PublisherConfig>,
+    /// `dialect = "vertex"`: the path of a service-account key file (JSON).
+    /// Without it and `access_token_env`, `GOOGLE_APPLICATION_CREDENTIALS` names it.
+    pub credentials_file: Option<PathBuf>,
+    /// `dialect = "vertex"`: environment variable holding an access token
+    /// minted elsewhere (`gcloud auth print-access-token`), sent as it is.
+    pub access_token_env: Option<String>,
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout: HumanDuration,
     #[serde(default = "default_first_byte_timeout")]
@@ -567,6 +593,13 @@ fn default_health_cooldown() -> HumanDuration {
 pub enum ProviderSettingsError {
     #[error("provider `{provider}`: environment variable `{var}` (api_key_env) is not set")]
     ApiKeyMissing { provider: String, var: String },
+    #[error("provider `{provider}`: environment variable `{var}` (access_token_env) is not set")]
+    AccessTokenMissing { provider: String, var: String },
+    #[error(
+        "provider `{0}`: no Vertex AI credentials: set credentials_file (a service-account key file), \
+         access_token_env, or the environment variable GOOGLE_APPLICATION_CREDENTIALS"
+    )]
+    CredentialsMissing(String),
 }
 
 /// `tokenizer = "remote"`: the provider's own tokenize/detokenize endpoints.
@@ -576,13 +609,23 @@ impl ProviderConfig {
     /// The provider crate's view of this provider, with its API key read
     /// from the environment now (it is never stored anywhere else).
     pub fn to_settings(&self) -> Result<intentgate_providers::ProviderSettings, ProviderSettingsError> {
-        let dialect = match self.dialect {
-            DialectConfig::Openai | DialectConfig::Azure => intentgate_providers::Dialect::OpenAi,
-            DialectConfig::Anthropic => intentgate_providers::Dialect::Anthropic,
-            DialectConfig::Gemini => intentgate_providers::Dialect::Gemini,
+        let vertex = match self.dialect {
+            DialectConfig::Vertex => Some(vertex::address(self)?),
+            _ => None,
         };
-        let mut config =
-            intentgate_providers::ProviderSettings::new(&self.name, dialect, &self.base_url, &self.model);
+        let dialect = match (self.dialect, &vertex) {
+            (_, Some(address)) => address.publisher.dialect(),
+            (DialectConfig::Openai | DialectConfig::Azure, _) => intentgate_providers::Dialect::OpenAi,
+            (DialectConfig::Anthropic, _) => intentgate_providers::Dialect::Anthropic,
+            (DialectConfig::Gemini | DialectConfig::Vertex, _) => intentgate_providers::Dialect::Gemini,
+        };
+        let mut config = intentgate_providers::ProviderSettings::new(
+            &self.name,
+            dialect,
+            &self.effective_base_url(),
+            &self.model,
+        );
+        config.vertex = vertex;
         if self.dialect == DialectConfig::Azure {
             config.azure = Some(intentgate_providers::AzureAddress {
                 deployment: self.deployment.clone().unwrap_or_else(|| self.model.clone()),

@@ -326,11 +326,24 @@ fn validate_providers(config: &Config) -> Result<(), Invalid> {
         if !names.insert(provider.name.as_str()) {
             return Err((key("name"), format!("`{}` is declared twice", provider.name)));
         }
-        if !(provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://")) {
+        let defaulted = provider.base_url.is_empty() && provider.dialect == super::DialectConfig::Vertex;
+        if provider.base_url.is_empty() && !defaulted {
+            return Err((key("base_url"), "is required".into()));
+        }
+        if !(defaulted
+            || provider.base_url.starts_with("http://")
+            || provider.base_url.starts_with("https://"))
+        {
             return Err((key("base_url"), format!("`{}` is not an http(s) URL", provider.base_url)));
         }
         validate_azure(provider).map_err(|(field, why)| (key(&field), why))?;
         validate_gemini(provider).map_err(|(field, why)| (key(&field), why))?;
+        super::vertex::validate(provider).map_err(|(field, why)| (key(&field), why))?;
+        if provider.dialect == super::DialectConfig::Vertex
+            && provider.publisher() == Some(intentgate_providers::Publisher::Google)
+        {
+            validate_gemini_request(provider).map_err(|(field, why)| (key(&field), why))?;
+        }
         if provider.api_key_env.as_deref() == Some("") {
             return Err((key("api_key_env"), "must name an environment variable".into()));
         }

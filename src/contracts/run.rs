@@ -52,9 +52,16 @@ pub fn fingerprint_of(provider: &ProviderConfig) -> String {
         options.insert("tokenize_path".into(), provider.tokenize_path().into());
         options.insert("detokenize_path".into(), provider.detokenize_path().into());
     }
+    if provider.dialect == crate::config::DialectConfig::Vertex {
+        for (field, value) in [("project", &provider.project), ("location", &provider.location)] {
+            options.insert(field.into(), value.clone().unwrap_or_default().into());
+        }
+        options
+            .insert("publisher".into(), provider.publisher().map(|p| p.as_str()).unwrap_or_default().into());
+    }
     provider_fingerprint_with(
         dialect,
-        &provider.base_url,
+        &provider.effective_base_url(),
         &provider.model,
         provider.tokenizer.as_deref(),
         &options,

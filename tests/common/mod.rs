@@ -420,6 +420,33 @@ pub async fn create_settled(base_url: &str, key: &str, body: &Value, extra: &[(&
     request.json(body).send().await.unwrap().json().await.unwrap()
 }
 
+/// The job a compatible door's response names.
+pub fn job_of(response: &Response) -> String {
+    response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned()
+}
+
+/// What the simulator counted at `path`.
+pub fn calls_at(gw: &TestGateway, path: &str) -> u64 {
+    gw.sim().calls().by_path.get(path).copied().unwrap_or(0)
+}
+
+/// The job's attempts, after asserting the simulator saw exactly one
+/// upstream call per attempt (every call carries the job id as its key).
+pub async fn one_call_per_attempt(gw: &TestGateway, job: &str) -> Vec<Value> {
+    let view = settled_job(gw, ALICE, job).await;
+    let attempts = view["attempts"].as_array().unwrap().clone();
+    assert_eq!(gw.sim().calls().by_key.get(job).copied(), Some(attempts.len() as u64), "{view}");
+    attempts
+}
+
+/// The data of a stream's events that are JSON (OpenAI's `[DONE]` left out).
+pub fn chunks_of(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
 pub fn chat_body(text: &str) -> Value {
     serde_json::json!({
         "route": "chat",

@@ -139,6 +139,12 @@ pub(crate) fn validate(headers: &HeaderMap, body: &Value) -> Result<(), (u16, St
                 .into(),
         ));
     }
+    validate_body(body)
+}
+
+/// What Gemini refuses in a body (400), wherever it is served: a field it
+/// does not know, a conversation it cannot read, a schema outside its subset.
+pub(crate) fn validate_body(body: &Value) -> Result<(), (u16, String)> {
     let invalid = |message: String| Err((400, message));
     let unknown =
         |field: &str| format!("Invalid JSON payload received. Unknown name \"{field}\": Cannot find field.");

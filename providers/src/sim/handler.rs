@@ -32,6 +32,12 @@ pub(crate) enum Api {
         model: String,
         stream: bool,
     },
+    /// Vertex AI's model of `publisher` (Anthropic or Gemini), the path's.
+    Vertex {
+        publisher: Dialect,
+        model: String,
+        stream: bool,
+    },
 }
 
 impl Api {
@@ -41,6 +47,7 @@ impl Api {
             Api::Chat(dialect) => *dialect,
             Api::Embeddings => Dialect::OpenAi,
             Api::Gemini { .. } => Dialect::Gemini,
+            Api::Vertex { publisher, .. } => *publisher,
         }
     }
 }
@@ -60,6 +67,11 @@ pub(crate) async fn handle(
         .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
     sim.state.arrive(&parts.uri, key, headers);
+    if let Api::Vertex { .. } = api
+        && let Some(refused) = super::vertex::unauthenticated(&sim, &parts.headers)
+    {
+        return refused;
+    }
 
     // Only a header script can act before the body is read: the model name
     // (and so a queued script for a model) lives in the body.
@@ -73,7 +85,7 @@ pub(crate) async fn handle(
                 Err(response) => return response,
             };
             let model = match &api {
-                Api::Gemini { model, .. } => model.clone(),
+                Api::Gemini { model, .. } | Api::Vertex { model, .. } => model.clone(),
                 _ => value.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
             };
             json = Some(value);
@@ -103,11 +115,14 @@ pub(crate) async fn handle(
     if api == Api::Embeddings {
         return embeddings(&sim, &json, &script, kill).await;
     }
-    if let Err((status, message)) = validate(dialect, &parts.headers, &json) {
+    if let Err((status, message)) = validate(&api, &parts.headers, &json) {
         return error(dialect, status, &message);
     }
     let json = match &api {
-        Api::Gemini { model, stream } => super::gemini::view(&json, model, *stream),
+        Api::Gemini { model, stream } | Api::Vertex { publisher: Dialect::Gemini, model, stream } => {
+            super::gemini::view(&json, model, *stream)
+        }
+        Api::Vertex { model, .. } => super::vertex::claude_view(json, model),
         _ => json,
     };
     ending(dialect, &sim, &json, script, &parts.headers, kill).await
@@ -259,18 +274,22 @@ fn gemini_blocked(sim: &Simulator, json: &Value) -> Response {
 
 /// What a real provider would refuse before doing any work: the status
 /// (400 but for Gemini's missing key) and the reason.
-fn validate(dialect: Dialect, headers: &HeaderMap, json: &Value) -> Result<(), (u16, String)> {
-    if dialect == Dialect::Gemini {
-        return super::gemini::validate(headers, json);
+fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, String)> {
+    match api {
+        Api::Gemini { .. } => return super::gemini::validate(headers, json),
+        Api::Vertex { publisher: Dialect::Gemini, .. } => return super::gemini::validate_body(json),
+        Api::Vertex { stream, .. } => super::vertex::validate_claude(json, *stream)?,
+        _ => {}
     }
     if !json.get("messages").is_some_and(Value::is_array) {
         return Err((400, "`messages` must be an array".into()));
     }
-    if dialect == Dialect::Anthropic {
+    if api.dialect() == Dialect::Anthropic {
         if json.get("max_tokens").and_then(Value::as_u64).is_none() {
             return Err((400, "`max_tokens` is required".into()));
         }
-        if header(headers, "anthropic-version").is_none() {
+        // On Vertex the version is the body's (checked above).
+        if *api == Api::Chat(Dialect::Anthropic) && header(headers, "anthropic-version").is_none() {
             return Err((400, "the anthropic-version header is required".into()));
         }
     }

@@ -14,6 +14,15 @@
 //!   fields, parts and schema keywords Gemini does not know are refused
 //!   with its 400 (see `gemini.rs`); the model (and so its script) is the
 //!   path's
+//! - `POST /v1/projects/{p}/locations/{l}/publishers/{publisher}/models/{model}:{method}`
+//!   — Vertex AI (provider base_url `http://ADDR`): Claude (`anthropic`,
+//!   `:rawPredict` / `:streamRawPredict`, Anthropic's body without `model`
+//!   and with `anthropic_version: "vertex-2023-10-16"`) and Gemini
+//!   (`google`, as above); a request needs a live access token granted by
+//!   `POST /token` (401 `UNAUTHENTICATED` without), see `vertex.rs`
+//! - `POST /token` — Google's service-account grant: a JWT assertion signed
+//!   RS256 by the TEST-ONLY account [`TEST_SERVICE_ACCOUNT`], checked (key,
+//!   issuer, audience, lifetime) and answered with an access token
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -25,6 +34,9 @@
 //! - `POST /sim/release/{tag}` — release `hold=TAG` (before or after it is reached)
 //! - `POST /sim/scripts` `{"model": "m" | null, "script": "...", "times": n}` —
 //!   the next `n` calls for model `m` (or any model) run `script`
+//! - `POST /sim/tokens/expire-next` — the next access token `POST /token`
+//!   grants says `expires_in: 1` and is refused after its first use: the
+//!   client must fetch another for its next request
 //!
 //! These admin routes have no authentication: whoever reaches the port can
 //! read them. So memory is bounded (only the [`RECORDED_REQUESTS`] most recent
@@ -149,6 +161,7 @@ mod schema;
 mod script;
 mod state;
 mod tool;
+mod vertex;
 
 use std::net::SocketAddr;
 use std::ops::Deref;
@@ -167,6 +180,7 @@ pub use conn::serve;
 pub use handler::SCRIPT_HEADER;
 pub use script::ScriptError;
 pub use state::{COUNTED_KEYS, CallCounts, RECORDED_REQUESTS, RecordedRequest};
+pub use vertex::tokens::{TEST_SERVICE_ACCOUNT, WRONG_KEY_SERVICE_ACCOUNT};
 
 use crate::config::Dialect;
 use conn::KillSwitch;
@@ -236,6 +250,17 @@ impl Simulator {
         self.state.release(tag);
     }
 
+    /// An access token the Vertex routes accept for an hour, as `gcloud
+    /// auth print-access-token` would give one.
+    pub fn mint_access_token(&self) -> String {
+        self.state.tokens.mint()
+    }
+
+    /// The next access token `POST /token` grants expires after one use.
+    pub fn expire_next_token(&self) {
+        self.state.tokens.expire_after_use(1);
+    }
+
     /// The next `times` calls for `model` (any model when `None`) run `script`.
     pub fn queue(&self, model: Option<&str>, script: &str, times: u32) -> Result<(), ScriptError> {
         self.state
@@ -270,6 +295,21 @@ impl SimHandle {
     pub fn base_url_gemini(&self) -> String {
         format!("http://{}", self.addr)
     }
+
+    /// The base_url of a Vertex provider pointing here.
+    pub fn base_url_vertex(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A service-account key file (JSON) whose `token_uri` is this
+    /// simulator's: the account it knows, or (`genuine: false`) the same
+    /// account with a private key it does not, whose assertions it refuses.
+    pub fn service_account_file(&self, genuine: bool) -> String {
+        let text = if genuine { TEST_SERVICE_ACCOUNT } else { WRONG_KEY_SERVICE_ACCOUNT };
+        let mut file: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+        file["token_uri"] = format!("http://{}/token", self.addr).into();
+        file.to_string()
+    }
 }
 
 impl Deref for SimHandle {
@@ -294,6 +334,18 @@ fn router(sim: Simulator) -> Router {
         .route("/openai/deployments/{deployment}/chat/completions", post(azure::<false>))
         .route("/openai/deployments/{deployment}/embeddings", post(azure::<true>))
         .route("/v1beta/models/{target}", post(gemini_api))
+        .route(
+            "/v1/projects/{project}/locations/{location}/publishers/{publisher}/models/{target}",
+            post(vertex::model_api),
+        )
+        .route("/token", post(vertex::token))
+        .route(
+            "/sim/tokens/expire-next",
+            post(|Extract(sim): Extract<Simulator>| async move {
+                sim.expire_next_token();
+                StatusCode::NO_CONTENT
+            }),
+        )
         .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
         .route("/sim/requests/{key}", get(recorded))
         .route(

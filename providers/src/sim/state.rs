@@ -86,6 +86,9 @@ impl Default for Inner {
 
 pub(crate) struct State {
     inner: Mutex<Inner>,
+    /// Vertex AI's access tokens; kept across resets, as a client's cached
+    /// token outlives them.
+    pub(crate) tokens: super::vertex::tokens::Tokens,
     record_bodies: AtomicBool,
     released: watch::Sender<VecDeque<String>>,
     total: watch::Sender<u64>,
@@ -95,6 +98,7 @@ impl State {
     pub(crate) fn new() -> Self {
         State {
             inner: Mutex::default(),
+            tokens: super::vertex::tokens::Tokens::new(),
             record_bodies: AtomicBool::new(false),
             released: watch::Sender::default(),
             total: watch::Sender::new(0),
@@ -114,7 +118,7 @@ impl State {
         let path = uri.path();
         let mut inner = self.lock();
         inner.total += 1;
-        // Only the simulator's own chat routes arrive here: two paths at most.
+        // Only the simulator's own model and token routes arrive here.
         *inner.by_path.entry(path.to_owned()).or_default() += 1;
         if let Some(key) = key {
             *inner.by_key.touch(key, || 0) += 1;
