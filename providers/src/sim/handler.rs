@@ -19,7 +19,7 @@ use crate::transport::IDEMPOTENCY_KEY_HEADER;
 
 /// Scripts the request when present; wins over queue and model name.
 pub const SCRIPT_HEADER: &str = "x-sim-script";
-const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// Which of the simulator's APIs a request came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +32,14 @@ pub(crate) enum Api {
         model: String,
         stream: bool,
     },
+    /// Bedrock's `InvokeModel` (or its stream) of the model the path
+    /// names, and whether its credentials hold (the exception and message
+    /// AWS refuses them with).
+    Bedrock {
+        model: String,
+        stream: bool,
+        auth: Result<(), (String, String)>,
+    },
 }
 
 impl Api {
@@ -41,6 +49,7 @@ impl Api {
             Api::Chat(dialect) => *dialect,
             Api::Embeddings => Dialect::OpenAi,
             Api::Gemini { .. } => Dialect::Gemini,
+            Api::Bedrock { .. } => Dialect::Bedrock,
         }
     }
 }
@@ -60,6 +69,9 @@ pub(crate) async fn handle(
         .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
     sim.state.arrive(&parts.uri, key, headers);
+    if let Api::Bedrock { auth: Err((kind, message)), .. } = &api {
+        return super::bedrock::refuse(403, kind, message);
+    }
 
     // Only a header script can act before the body is read: the model name
     // (and so a queued script for a model) lives in the body.
@@ -73,7 +85,7 @@ pub(crate) async fn handle(
                 Err(response) => return response,
             };
             let model = match &api {
-                Api::Gemini { model, .. } => model.clone(),
+                Api::Gemini { model, .. } | Api::Bedrock { model, .. } => model.clone(),
                 _ => value.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
             };
             json = Some(value);
@@ -108,6 +120,7 @@ pub(crate) async fn handle(
     }
     let json = match &api {
         Api::Gemini { model, stream } => super::gemini::view(&json, model, *stream),
+        Api::Bedrock { model, stream, .. } => super::bedrock::view(&json, model, *stream),
         _ => json,
     };
     ending(dialect, &sim, &json, script, &parts.headers, kill).await
@@ -200,7 +213,9 @@ fn answer(
         let sent = if output.malformed_json { reply::truncated(&full).to_owned() } else { full.clone() };
         let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
         return match output.fault {
-            Fault::None | Fault::NoDone => (content_type, sent).into_response(),
+            Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc => {
+                (content_type, sent).into_response()
+            }
             // Announce the whole length, deliver half: the client waits or breaks.
             fault => {
                 let half = Bytes::from(reply::truncated(&full).to_owned());
@@ -220,8 +235,16 @@ fn answer(
     {
         event.data = reply::truncated(&event.data).to_owned();
     }
+    if dialect == Dialect::Bedrock {
+        let frames = super::bedrock::frames(&events, &terminator, output.fault);
+        let body =
+            Body::from_stream(stream::iter(frames.into_iter().map(Ok)).chain(tail(output.fault, kill)));
+        return ([(CONTENT_TYPE, "application/vnd.amazon.eventstream")], body).into_response();
+    }
     let sent: Vec<String> = match output.fault {
-        Fault::None => events.iter().chain([&terminator]).map(reply::Event::to_sse).collect(),
+        Fault::None | Fault::Exception | Fault::BadCrc => {
+            events.iter().chain([&terminator]).map(reply::Event::to_sse).collect()
+        }
         Fault::NoDone => events.iter().map(reply::Event::to_sse).collect(),
         Fault::Stall | Fault::Cut => events.iter().take(events.len() / 2).map(reply::Event::to_sse).collect(),
     };
@@ -233,7 +256,7 @@ fn answer(
 /// What follows the bytes sent: nothing, silence, or a dropped connection.
 fn tail(fault: Fault, kill: KillSwitch) -> BoxStream<'static, Result<Bytes, Infallible>> {
     match fault {
-        Fault::None | Fault::NoDone => stream::empty().boxed(),
+        Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc => stream::empty().boxed(),
         Fault::Stall => stream::pending().boxed(),
         Fault::Cut => stream::once(async move {
             // Yield once so hyper flushes what was sent before the cut.
@@ -263,6 +286,9 @@ fn validate(dialect: Dialect, headers: &HeaderMap, json: &Value) -> Result<(), (
     if dialect == Dialect::Gemini {
         return super::gemini::validate(headers, json);
     }
+    if dialect == Dialect::Bedrock {
+        return super::bedrock::validate(json);
+    }
     if !json.get("messages").is_some_and(Value::is_array) {
         return Err((400, "`messages` must be an array".into()));
     }
@@ -285,6 +311,9 @@ async fn read_json(dialect: Dialect, body: Option<Body>) -> Result<Value, Respon
 }
 
 fn error(dialect: Dialect, status: u16, message: &str) -> Response {
+    if dialect == Dialect::Bedrock {
+        return super::bedrock::error(status, message);
+    }
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(reply::error(dialect, status.as_u16(), message))).into_response()
 }

@@ -138,6 +138,7 @@
 //! answers prose and `ignore-tools` answers words where a call was asked
 //! for: the broken variants contract suites must catch.
 
+mod bedrock;
 mod conn;
 mod embed;
 mod format;
@@ -163,6 +164,10 @@ use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub use bedrock::{
+    ACCESS_KEY_ID as BEDROCK_ACCESS_KEY_ID, API_KEY as BEDROCK_API_KEY,
+    SECRET_ACCESS_KEY as BEDROCK_SECRET_ACCESS_KEY,
+};
 pub use conn::serve;
 pub use handler::SCRIPT_HEADER;
 pub use script::ScriptError;
@@ -266,6 +271,11 @@ impl SimHandle {
         format!("http://{}", self.addr)
     }
 
+    /// The base_url of a Bedrock-dialect provider pointing here.
+    pub fn base_url_bedrock(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// The base_url of a Gemini-dialect provider pointing here.
     pub fn base_url_gemini(&self) -> String {
         format!("http://{}", self.addr)
@@ -294,6 +304,7 @@ fn router(sim: Simulator) -> Router {
         .route("/openai/deployments/{deployment}/chat/completions", post(azure::<false>))
         .route("/openai/deployments/{deployment}/embeddings", post(azure::<true>))
         .route("/v1beta/models/{target}", post(gemini_api))
+        .route("/model/{model}/{operation}", post(bedrock_api))
         .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
         .route("/sim/requests/{key}", get(recorded))
         .route(
@@ -351,6 +362,27 @@ async fn gemini_api(
     }
 }
 
+/// Bedrock's `InvokeModel` and its stream: the body is read whole first,
+/// since the signature covers it; the call is counted either way.
+async fn bedrock_api(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    Path((model, operation)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    let Some(stream) = bedrock::target(&operation) else {
+        return bedrock::refuse(404, "UnknownOperationException", "");
+    };
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, handler::MAX_BODY).await {
+        Ok(body) => body,
+        Err(err) => return bedrock::error(400, &format!("cannot read the body: {err}")),
+    };
+    let auth = bedrock::authenticate(&parts.headers, &parts.uri, &body);
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
+    handler::handle(handler::Api::Bedrock { model, stream, auth }, sim, kill, request).await
+}
+
 async fn embeddings(
     Extract(sim): Extract<Simulator>,
     Extension(kill): Extension<KillSwitch>,
@@ -362,7 +394,8 @@ async fn embeddings(
 /// Headers that carry a provider key: shown over HTTP as `[redacted]`
 /// (the admin routes are unauthenticated; the in-process
 /// [`Simulator::last_request`] keeps them, for the caller's own tests).
-const KEY_HEADERS: [&str; 4] = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+const KEY_HEADERS: [&str; 5] =
+    ["authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token"];
 
 async fn recorded(Extract(sim): Extract<Simulator>, Path(key): Path<String>) -> Response {
     match sim.last_request(&key) {
