@@ -209,6 +209,7 @@ pub fn provider_name(dialect: DialectConfig) -> &'static str {
         DialectConfig::Azure => "azure.ai.openai",
         DialectConfig::Anthropic => "anthropic",
         DialectConfig::Gemini => "gcp.gemini",
+        DialectConfig::Bedrock => "aws.bedrock",
     }
 }
 
