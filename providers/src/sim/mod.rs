@@ -14,6 +14,15 @@
 //!   fields, parts and schema keywords Gemini does not know are refused
 //!   with its 400 (see `gemini.rs`); the model (and so its script) is the
 //!   path's
+//! - `POST /model/{modelId}/invoke` and `…/invoke-with-response-stream` —
+//!   Amazon Bedrock's runtime, Claude's Messages body (provider base_url
+//!   `http://ADDR`): every request must carry a SigV4 signature by the
+//!   simulator's credentials or its Bedrock API key (see `bedrock.rs`; a
+//!   wrong one is Bedrock's 403, counted), the body must be as Bedrock
+//!   takes it (no `model`, no `stream`, `anthropic_version:
+//!   "bedrock-2023-05-31"`); answers are the Anthropic dialect's, streams
+//!   framed in AWS's binary event stream, errors `{"message": …}` with
+//!   `x-amzn-errortype`; the model (and so its script) is the path's
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -66,6 +75,10 @@
 //!        | "stream-cut"                ; send half the answer, then drop the connection
 //!        | "stream-no-done"            ; end a stream cleanly but without its terminator
 //!                                      ;   (Gemini: without the chunk that finishes it)
+//!        | "stream-exception"          ; Bedrock: half the stream, then a modelStreamErrorException
+//!                                      ;   frame (elsewhere: the whole answer)
+//!        | "bad-crc"                   ; Bedrock: half way, a frame whose CRC is wrong, then the
+//!                                      ;   rest (elsewhere: the whole answer)
 //!        | "tool_call"                 ; answer a call of a tool whatever tool_choice says (see Tools)
 //!        | "tool=" TAG                 ; answer a call of tool TAG, whatever is offered
 //!        | "tool_args=bad"             ; a tool call whose arguments violate the tool's schema
