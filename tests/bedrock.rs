@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, set_route, settled_job};
+use common::{ALICE, TestGateway, TestStore, settled_job};
 use intentgate_providers::sim::{BEDROCK_ACCESS_KEY_ID, BEDROCK_SECRET_ACCESS_KEY};
 use serde_json::{Value, json};
 

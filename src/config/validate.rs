@@ -378,15 +378,15 @@ fn validate_providers(config: &Config) -> Result<(), Invalid> {
         if !names.insert(provider.name.as_str()) {
             return Err((key("name"), format!("`{}` is declared twice", provider.name)));
         }
-        let bedrock = provider.dialect == super::DialectConfig::Bedrock;
-        if provider.base_url.is_empty() && !bedrock {
-            return Err((key("base_url"), "is required".into()));
-        }
-        let default_url = bedrock && provider.base_url.is_empty();
-        if !default_url
-            && !(provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://"))
-        {
-            return Err((key("base_url"), format!("`{}` is not an http(s) URL", provider.base_url)));
+        // A Bedrock provider without one is sent to its region's endpoint.
+        let url = provider.base_url.as_str();
+        match (url.is_empty(), provider.dialect == super::DialectConfig::Bedrock) {
+            (true, true) => {}
+            (true, false) => return Err((key("base_url"), "is required".into())),
+            (false, _) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                return Err((key("base_url"), format!("`{url}` is not an http(s) URL")));
+            }
+            (false, _) => {}
         }
         validate_azure(provider).map_err(|(field, why)| (key(&field), why))?;
         validate_gemini(provider).map_err(|(field, why)| (key(&field), why))?;
