@@ -50,6 +50,7 @@
 //! cargo bench --bench gateway -- --duration 10s --rounds 3              # the closed-loop matrix
 //! cargo bench --bench gateway -- --rate 500 --mix new --rounds 3        # added latency at 500 req/s
 //! cargo bench --bench gateway -- --duration 60s --mix new --no-direct   # RSS flat over a minute
+//! cargo bench --bench gateway -- --signing                              # SigV4 cost per Bedrock request
 //! cargo bench --bench gateway -- --help                                 # every option
 //! ```
 //!
@@ -94,6 +95,8 @@ use clap::Parser;
 
 #[path = "gateway/floor.rs"]
 mod floor;
+#[path = "gateway/signing.rs"]
+mod signing;
 #[path = "gateway/streams.rs"]
 mod streams;
 
@@ -208,6 +211,10 @@ struct Args {
     /// no other work — the floor this machine sets (`gateway/floor.rs`).
     #[arg(long)]
     floor: bool,
+    /// Instead of the load cells: the cost of signing one Bedrock request
+    /// (SigV4), in this process (`gateway/signing.rs`).
+    #[arg(long)]
+    signing: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -1345,6 +1352,10 @@ fn list(s: &str) -> Vec<String> {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if args.signing {
+        signing::run(20_000);
+        return;
+    }
     if let Some(cpus) = &args.load_cpus {
         pin_self(cpus);
     }

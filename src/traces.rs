@@ -210,6 +210,7 @@ pub fn provider_name(dialect: DialectConfig) -> &'static str {
         DialectConfig::Anthropic => "anthropic",
         DialectConfig::Gemini => "gcp.gemini",
         DialectConfig::Vertex => "gcp.vertex_ai",
+        DialectConfig::Bedrock => "aws.bedrock",
     }
 }
 

@@ -353,6 +353,51 @@ fn a_vertex_provider_checks_ok_and_its_mistakes_are_named() {
     }
 }
 
+/// `dialect = "bedrock"`: a provider with a region and AWS keys in the
+/// environment checks ok (no `base_url`: the region's endpoint); a missing
+/// region, a region elsewhere, a model Bedrock is not spoken to with, and
+/// an unset key variable are named.
+#[test]
+fn a_bedrock_provider_checks_ok_and_its_mistakes_are_named() {
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml")).unwrap();
+    let bedrock = "\n[[providers]]\nname = \"bedrock\"\ndialect = \"bedrock\"\nregion = \"eu-west-1\"\n\
+                   model = \"anthropic.claude-sonnet-4-5-20250929-v1:0\"\n\
+                   access_key_env = \"INTENTGATE_TEST_AWS_KEY\"\nsecret_key_env = \"INTENTGATE_TEST_AWS_SECRET\"\n";
+    let check = |provider: &str, secret: bool| {
+        let path = scratch_file("gateway.toml", &format!("{shipped}{provider}"));
+        let mut command = intentgate(&["config", "check", "--config", path.to_str().unwrap()]);
+        command.env("INTENTGATE_TEST_AWS_KEY", "AKID");
+        if secret {
+            command.env("INTENTGATE_TEST_AWS_SECRET", "s");
+        }
+        let out = command.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, stderr) = check(bedrock, true);
+    assert!(ok, "a Bedrock provider checks ok: {stderr}");
+    let cases = [
+        (
+            bedrock.replace("region = \"eu-west-1\"\n", ""),
+            "providers[6].region: is required with dialect = \"bedrock\"",
+        ),
+        (
+            "\n[[providers]]\nname = \"o\"\ndialect = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n\
+             region = \"us-east-1\"\n"
+                .to_owned(),
+            "providers[6].region: is for dialect = \"bedrock\" only",
+        ),
+        (bedrock.replace("anthropic.claude", "meta.llama"), "providers[6].model: `meta.llama"),
+    ];
+    for (provider, expected) in cases {
+        let (ok, stderr) = check(&provider, true);
+        assert!(!ok, "must fail ({expected})");
+        assert!(stderr.contains(expected), "expected `{expected}` in: {stderr}");
+    }
+    let (ok, stderr) = check(bedrock, false);
+    assert!(!ok && stderr.contains("`INTENTGATE_TEST_AWS_SECRET` (secret_key_env) is not set"), "{stderr}");
+}
+
 /// A database URL from `INTENTGATE_DATABASE_URL` that cannot be opened is
 /// blamed on the variable, not on the file's `store.url`.
 #[test]

@@ -28,18 +28,26 @@ async fn sim() -> SimHandle {
 }
 
 /// Every dialect the suites must be runnable against.
-const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
+const DIALECTS: [Dialect; 4] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Bedrock];
 
 fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
     let base_url = match dialect {
         Dialect::OpenAi => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
         Dialect::Gemini => sim.base_url_gemini(),
+        Dialect::Bedrock => sim.base_url_bedrock(),
     };
     let mut settings = ProviderSettings::new(&format!("sim-{model}"), dialect, &base_url, model);
     if dialect == Dialect::Gemini {
         // Gemini's API (and so the simulator's) refuses a call without a key.
         settings.api_key = Some(intentgate_providers::Secret::new("gemini-contract-key"));
+    }
+    if dialect == Dialect::Bedrock {
+        // The simulator's Bedrock API key (no signing needed here).
+        settings.api_key =
+            Some(intentgate_providers::Secret::new(intentgate_providers::sim::BEDROCK_API_KEY));
+        settings.bedrock =
+            Some(intentgate_providers::BedrockAddress { region: "us-east-1".into(), credentials: None });
     }
     Provider::new(settings).unwrap()
 }
@@ -149,7 +157,7 @@ async fn a_provider_that_keeps_the_contract_passes_every_dialect() {
         }
     }
     let expected: usize = chat_suites().map(|s| s.cases().len() * s.repeats() as usize).sum();
-    assert_eq!(sim.calls().total, 3 * expected as u64);
+    assert_eq!(sim.calls().total, DIALECTS.len() as u64 * expected as u64);
     let gemini = sim.calls().by_path.into_iter().filter(|(path, _)| path.starts_with("/v1beta/models/"));
     assert_eq!(gemini.map(|(_, n)| n).sum::<u64>(), expected as u64, "Gemini's calls at its model's path");
 }

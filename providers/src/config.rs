@@ -22,6 +22,10 @@ pub enum Dialect {
     /// `:streamGenerateContent?alt=sse`), `x-goog-api-key` auth: Google's
     /// Gemini API, translated from and back into OpenAI's shapes.
     Gemini,
+    /// Amazon Bedrock's `POST {base_url}/model/{model}/invoke` (and
+    /// `/invoke-with-response-stream`): Claude's Messages body, signed
+    /// with SigV4 or sent with a Bedrock API key (see [`BedrockAddress`]).
+    Bedrock,
 }
 
 impl Dialect {
@@ -30,6 +34,7 @@ impl Dialect {
             Dialect::OpenAi => "openai",
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
+            Dialect::Bedrock => "bedrock",
         }
     }
 }
@@ -48,6 +53,7 @@ impl FromStr for Dialect {
             "openai" => Ok(Dialect::OpenAi),
             "anthropic" => Ok(Dialect::Anthropic),
             "gemini" => Ok(Dialect::Gemini),
+            "bedrock" => Ok(Dialect::Bedrock),
             other => Err(SettingsError::Dialect(other.to_owned())),
         }
     }
@@ -118,6 +124,18 @@ pub struct ProviderSettings {
     /// Gemini): the model under a project's location, an OAuth access
     /// token instead of a key. `base_url` is the API's origin.
     pub vertex: Option<crate::vertex::VertexAddress>,
+    /// A Bedrock provider's region and AWS credentials (required with
+    /// [`Dialect::Bedrock`]); a Bedrock API key is `api_key` instead.
+    pub bedrock: Option<BedrockAddress>,
+}
+
+/// Where and as whom a Bedrock provider is called (see [`ProviderSettings::bedrock`]).
+#[derive(Debug, Clone)]
+pub struct BedrockAddress {
+    /// The region requests are signed for (`us-east-1`).
+    pub region: String,
+    /// Signs every request (SigV4); `None` with a Bedrock API key.
+    pub credentials: Option<crate::bedrock::sigv4::Credentials>,
 }
 
 /// Where an Azure OpenAI deployment is reached (see [`ProviderSettings::azure`]).
@@ -167,6 +185,7 @@ impl ProviderSettings {
             answer_limits: AnswerLimits::default(),
             azure: None,
             vertex: None,
+            bedrock: None,
         }
     }
 }
@@ -174,7 +193,7 @@ impl ProviderSettings {
 /// Why a [`ProviderSettings`] cannot become a `Provider`. Never contains the key.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("`{0}` is not a dialect (expected openai, anthropic or gemini)")]
+    #[error("`{0}` is not a dialect (expected openai, anthropic, gemini or bedrock)")]
     Dialect(String),
     #[error("base_url `{url}` is not an http(s) URL: {reason}")]
     BaseUrl { url: String, reason: String },
@@ -186,6 +205,8 @@ pub enum SettingsError {
     ApiKey,
     #[error("the Vertex AI credentials cannot be used: {0}")]
     Credentials(String),
+    #[error("a Bedrock provider needs its region")]
+    BedrockRegion,
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
 }

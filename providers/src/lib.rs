@@ -13,6 +13,7 @@
 
 mod anthropic;
 mod authorize;
+pub mod bedrock;
 mod config;
 mod embeddings;
 mod gemini;
@@ -35,7 +36,9 @@ mod assemble;
 pub mod sim;
 
 pub use assemble::assemble;
-pub use config::{AnswerLimits, AzureAddress, Dialect, ProviderSettings, SettingsError, Timeouts};
+pub use config::{
+    AnswerLimits, AzureAddress, BedrockAddress, Dialect, ProviderSettings, SettingsError, Timeouts,
+};
 pub use embeddings::EmbeddingRequest;
 pub use native::{Native, Protocol, assemble as assemble_native};
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};

@@ -24,9 +24,10 @@ impl Protocol {
         }
     }
 
-    /// Whether `dialect` is sent this protocol's requests as they are.
+    /// Whether `dialect` is sent this protocol's requests as they are
+    /// (Bedrock's `InvokeModel` takes Anthropic's Messages body).
     pub fn spoken_by(self, dialect: Dialect) -> bool {
-        matches!((self, dialect), (Protocol::AnthropicMessages, Dialect::Anthropic))
+        matches!((self, dialect), (Protocol::AnthropicMessages, Dialect::Anthropic | Dialect::Bedrock))
     }
 }
 

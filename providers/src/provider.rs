@@ -1,5 +1,7 @@
 //! The one entry point: a configured provider, dispatched by dialect.
 
+use std::sync::Arc;
+
 use futures_util::StreamExt;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
@@ -7,13 +9,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::anthropic;
+use crate::bedrock;
 use crate::config::{Dialect, ProviderSettings, SettingsError, Timeouts};
 use crate::embeddings::{self, EmbeddingRequest};
 use crate::gemini;
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
-use crate::stream::{ChunkStream, Decoded, Decoder, chunk_stream};
+use crate::stream::{ChunkStream, Decoded, Decoder, Framing, chunk_stream};
 use crate::transport::{Endpoint, Paths, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
 use crate::vertex;
@@ -25,6 +28,7 @@ pub enum Provider {
     OpenAi(OpenAi),
     Anthropic(Anthropic),
     Gemini(Gemini),
+    Bedrock(Bedrock),
 }
 
 /// An OpenAI-dialect endpoint; build it with [`Provider::new`].
@@ -39,6 +43,10 @@ pub struct Anthropic(Endpoint, anthropic::Host);
 /// A Gemini-dialect endpoint (one model's methods); build it with [`Provider::new`].
 #[derive(Debug)]
 pub struct Gemini(Endpoint);
+
+/// An Amazon Bedrock model (Claude through `InvokeModel`); build it with [`Provider::new`].
+#[derive(Debug)]
+pub struct Bedrock(Endpoint);
 
 impl Provider {
     pub fn new(config: ProviderSettings) -> Result<Self, SettingsError> {
@@ -91,6 +99,16 @@ impl Provider {
                 let paths = gemini::paths(&config.model);
                 Provider::Gemini(Gemini(Endpoint::new(config, paths, gemini::auth, &[])?))
             }
+            Dialect::Bedrock => {
+                let address = config.bedrock.clone().ok_or(SettingsError::BedrockRegion)?;
+                let paths = bedrock::paths(&config.model);
+                let endpoint = Endpoint::new(config, paths, bedrock::auth, &[])?;
+                Provider::Bedrock(Bedrock(match address.credentials {
+                    Some(keys) => endpoint
+                        .with_authorizer(Arc::new(bedrock::Credentials { keys, region: address.region })),
+                    None => endpoint,
+                }))
+            }
         })
     }
 
@@ -111,6 +129,7 @@ impl Provider {
             Provider::OpenAi(_) => Dialect::OpenAi,
             Provider::Anthropic(_) => Dialect::Anthropic,
             Provider::Gemini(_) => Dialect::Gemini,
+            Provider::Bedrock(_) => Dialect::Bedrock,
         }
     }
 
@@ -118,7 +137,8 @@ impl Provider {
         match self {
             Provider::OpenAi(OpenAi(endpoint))
             | Provider::Anthropic(Anthropic(endpoint, _))
-            | Provider::Gemini(Gemini(endpoint)) => endpoint,
+            | Provider::Gemini(Gemini(endpoint))
+            | Provider::Bedrock(Bedrock(endpoint)) => endpoint,
         }
     }
 
@@ -154,7 +174,7 @@ impl Provider {
         let bad = |reason: String| Failure::bad_output(reason, raw.clone());
         let Decoded { completion, text, usage, finish_reason, model } = match self {
             Provider::OpenAi(_) => openai::decode_response(&raw).map_err(bad),
-            Provider::Anthropic(_) => anthropic::decode_response(&raw).map_err(bad),
+            Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::decode_response(&raw).map_err(bad),
             Provider::Gemini(_) => gemini::decode_response(&raw).map_err(|err| err.into_failure(raw.clone())),
         }?;
         let json = match ctx.expect_json {
@@ -221,7 +241,7 @@ impl Provider {
         }
         let decoder = match self {
             Provider::OpenAi(_) => Decoder::OpenAi,
-            Provider::Anthropic(_) => {
+            Provider::Anthropic(_) | Provider::Bedrock(_) => {
                 let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
                 let passthrough = self.passes_through(req).is_some();
                 Decoder::Anthropic(anthropic::StreamState::new(
@@ -234,12 +254,16 @@ impl Provider {
                 Decoder::Gemini(gemini::StreamState::new(asked == Some(&Value::Bool(true))))
             }
         };
-        Ok(chunk_stream(response, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
+        let framing = match self {
+            Provider::Bedrock(_) => Framing::event_stream(endpoint.answer_limits),
+            _ => Framing::sse(),
+        };
+        Ok(chunk_stream(response, framing, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
     }
 
     /// Sends a chat body (with the headers the client's own request carries,
-    /// when it passes through); a Gemini rejection gets the wait its body
-    /// names.
+    /// when it passes through, but to Bedrock, which is sent them in the
+    /// body); a Gemini rejection gets the wait its body names.
     async fn send(
         &self,
         body: &Value,
@@ -248,7 +272,11 @@ impl Provider {
         start: Instant,
         stream: bool,
     ) -> Result<reqwest::Response, Failure> {
-        let mut carried = self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice());
+        // Bedrock takes the client's betas in the body (see `render`).
+        let mut carried = match self {
+            Provider::Bedrock(_) => &[][..],
+            _ => self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice()),
+        };
         let on_vertex: Vec<(String, String)>;
         if let Provider::Anthropic(Anthropic(_, anthropic::Host::Vertex)) = self {
             on_vertex = carried.iter().filter(|(name, _)| vertex::carries(name)).cloned().collect();
@@ -286,7 +314,7 @@ impl Provider {
         }
         match self {
             Provider::OpenAi(_) => None,
-            Provider::Anthropic(_) => anthropic::cannot_express(req),
+            Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::cannot_express(req),
             Provider::Gemini(_) => gemini::cannot_express(req),
         }
     }
@@ -296,7 +324,7 @@ impl Provider {
     pub async fn embed(&self, req: &EmbeddingRequest, ctx: &CallContext) -> Outcome {
         let span = tracing::debug_span!("provider_embed", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
         async {
-            if let (Provider::Gemini(_), Some(reason)) = (self, self.cannot_embed()) {
+            if let (Provider::Gemini(_) | Provider::Bedrock(_), Some(reason)) = (self, self.cannot_embed()) {
                 return Err(Failure::NotSent { reason, local: true });
             }
             let start = Instant::now();
@@ -322,6 +350,7 @@ impl Provider {
             Provider::OpenAi(_) => None,
             Provider::Anthropic(_) => Some("the Anthropic API has no embeddings".to_owned()),
             Provider::Gemini(_) => Some("Gemini's embedContent is not translated".to_owned()),
+            Provider::Bedrock(_) => Some("Bedrock's embedding models are not translated".to_owned()),
         }
     }
 
@@ -359,10 +388,12 @@ impl Provider {
             return Ok(body);
         }
         let body = match (self, self.passes_through(req)) {
-            (Provider::Anthropic(_), Some(native)) => {
+            (Provider::Anthropic(_) | Provider::Bedrock(_), Some(native)) => {
                 Ok(anthropic::passthrough_body(native, req, model, stream))
             }
-            (Provider::Anthropic(_), None) => anthropic::request_body(req, model, stream),
+            (Provider::Anthropic(_) | Provider::Bedrock(_), None) => {
+                anthropic::request_body(req, model, stream)
+            }
             _ => openai::request_body(req, model, stream),
         };
         let mut body = body.map_err(|err| unsent(err.to_string()))?;
@@ -372,6 +403,10 @@ impl Provider {
         }
         if let Provider::Anthropic(Anthropic(_, anthropic::Host::Vertex)) = self {
             vertex::claude_body(&mut body);
+        }
+        if let Provider::Bedrock(_) = self {
+            let carried = self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice());
+            body = bedrock::invoke_body(body, carried);
         }
         Ok(body)
     }

@@ -9,6 +9,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, timeout_at};
 
 use crate::anthropic;
+use crate::bedrock::{self, eventstream};
 use crate::config::{AnswerLimits, Timeouts};
 use crate::gemini;
 use crate::openai;
@@ -74,11 +75,60 @@ impl Decoder {
     }
 }
 
+/// How a streamed body is cut into events: server-sent events, or AWS's
+/// binary event stream, whose frames each carry one event of the dialect
+/// (see `crate::bedrock`). Either way the dialect's [`Decoder`] sees the
+/// event's data alone.
+pub(crate) enum Framing {
+    Sse(SseParser),
+    EventStream(eventstream::Decoder),
+}
+
+impl Framing {
+    pub(crate) fn sse() -> Self {
+        Framing::Sse(SseParser::default())
+    }
+
+    /// Frames past `max_event_bytes` are refused from their prelude.
+    pub(crate) fn event_stream(limits: AnswerLimits) -> Self {
+        Framing::EventStream(eventstream::Decoder::new(limits.max_event_bytes))
+    }
+
+    fn push(&mut self, piece: &[u8]) {
+        match self {
+            Framing::Sse(parser) => parser.push(piece),
+            Framing::EventStream(decoder) => decoder.push(piece),
+        }
+    }
+
+    fn pending(&self) -> usize {
+        match self {
+            Framing::Sse(parser) => parser.pending(),
+            Framing::EventStream(decoder) => decoder.pending(),
+        }
+    }
+
+    /// The data of the next whole event, if the bytes buffered hold one;
+    /// an `Err` is a malformed frame or an exception the stream carried.
+    fn next_event(&mut self) -> Option<Result<Bytes, Failure>> {
+        match self {
+            Framing::Sse(parser) => parser.next_event().map(|event| Ok(event.data)),
+            Framing::EventStream(decoder) => loop {
+                match bedrock::event_data(decoder.next_frame()?) {
+                    Ok(Some(data)) => return Some(Ok(data)),
+                    Ok(None) => {}
+                    Err(failure) => return Some(Err(failure)),
+                }
+            },
+        }
+    }
+}
+
 type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 struct Driver {
     body: Body,
-    parser: SseParser,
+    framing: Framing,
     decoder: Decoder,
     idle: Duration,
     total: Duration,
@@ -97,6 +147,7 @@ struct Driver {
 
 pub(crate) fn chunk_stream(
     response: reqwest::Response,
+    framing: Framing,
     decoder: Decoder,
     timeouts: Timeouts,
     limits: AnswerLimits,
@@ -104,7 +155,7 @@ pub(crate) fn chunk_stream(
 ) -> ChunkStream {
     let driver = Driver {
         body: Box::pin(response.bytes_stream()),
-        parser: SseParser::default(),
+        framing,
         decoder,
         idle: timeouts.stream_idle,
         total: timeouts.total,
@@ -139,8 +190,8 @@ impl Driver {
             return None;
         }
         loop {
-            if let Some(event) = self.parser.next_event() {
-                return match self.decoder.decode(event.data) {
+            if let Some(event) = self.framing.next_event() {
+                return match event.and_then(|data| self.decoder.decode(data)) {
                     Ok(StreamEvent::Chunk(chunk)) => {
                         self.saw_finish |= chunk.finish_reason.is_some();
                         self.saw_usage |= chunk.usage.is_some();
@@ -154,7 +205,7 @@ impl Driver {
                 };
             }
             // Every complete event is out: what is left is one unfinished.
-            if self.parser.pending() > self.limits.max_event_bytes {
+            if self.framing.pending() > self.limits.max_event_bytes {
                 return Some(Err(Failure::bad_output(
                     format!(
                         "a stream event is larger than this provider's limit of {} bytes (max_event_bytes); \
@@ -171,11 +222,11 @@ impl Driver {
                     if self.read > self.limits.max_response_bytes {
                         return Some(Err(crate::transport::too_large(self.limits.max_response_bytes, &[])));
                     }
-                    self.parser.push(&piece);
+                    self.framing.push(&piece);
                     continue;
                 }
                 Ok(Some(Err(err))) => format!("stream broke off: {}", error_chain(&err)),
-                Ok(None) if self.parser.pending() == 0 => {
+                Ok(None) if self.framing.pending() == 0 => {
                     if let Some(last) = self.decoder.end_of_body() {
                         self.ended = true;
                         return last.map(Ok);

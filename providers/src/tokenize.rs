@@ -91,6 +91,7 @@ impl RemoteTokenizer {
                 Dialect::OpenAi => openai::auth(key.expose()),
                 Dialect::Anthropic => anthropic::auth(key.expose()),
                 Dialect::Gemini => gemini::auth(key.expose()),
+                Dialect::Bedrock => crate::bedrock::auth(key.expose()),
             };
             for (name, value) in auth {
                 let mut value = HeaderValue::from_str(&value).map_err(|_| SettingsError::ApiKey)?;

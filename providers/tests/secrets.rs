@@ -67,6 +67,18 @@ async fn the_api_key_never_leaks() {
             }
         }
     }
+    // Bedrock: the secret signs (it is never sent), the session token is sent.
+    for model in ["ok", "sim:stream-cut"] {
+        let mut config = config(&sim, Dialect::Bedrock, model);
+        config.bedrock = Some(bedrock_address(KEY, Some(KEY)));
+        seen.push(format!("{config:?}"));
+        let provider = Provider::new(config).unwrap();
+        seen.push(format!("{provider:?} {:?}", provider.chat(&hello(), &ctx()).await));
+        match drain(&provider, &hello(), &ctx()).await {
+            Ok((chunks, failure)) => seen.push(format!("{chunks:?} {failure:?}")),
+            Err(failure) => seen.push(format!("{failure} {failure:?}")),
+        }
+    }
     let refused = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
@@ -95,6 +107,7 @@ async fn the_api_key_never_leaks() {
     let sent = sim.calls().by_key.keys().filter_map(|key| sim.last_request(key)).collect::<Vec<_>>();
     assert!(sent.iter().any(|r| r.headers.get("x-api-key").map(String::as_str) == Some(KEY)));
     assert!(sent.iter().any(|r| r.headers.get("authorization") == Some(&format!("Bearer {KEY}"))));
+    assert!(sent.iter().any(|r| r.headers.get("x-amz-security-token").map(String::as_str) == Some(KEY)));
 }
 
 /// One call by a Vertex provider minting its token from the simulator's

@@ -86,7 +86,7 @@ async fn unknown_fields_pass_through_and_the_configured_model_wins() {
                 assert_eq!(sent["messages"], json!([user]));
                 assert_eq!(sent["max_tokens"], 1024, "Anthropic requires max_tokens");
             }
-            Dialect::Gemini => unreachable!("tests/gemini.rs"),
+            Dialect::Gemini | Dialect::Bedrock => unreachable!("tests/gemini.rs, tests/bedrock.rs"),
         }
     }
 }
@@ -108,7 +108,7 @@ async fn job_identity_and_auth_headers_arrive() {
                 assert_eq!(headers["x-api-key"], "k-123");
                 assert_eq!(headers["anthropic-version"], "2023-06-01");
             }
-            Dialect::Gemini => unreachable!("tests/gemini.rs"),
+            Dialect::Gemini | Dialect::Bedrock => unreachable!("tests/gemini.rs, tests/bedrock.rs"),
         }
     }
 }

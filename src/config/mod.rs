@@ -445,6 +445,11 @@ pub enum DialectConfig {
     /// access token from a service-account key or the environment
     /// (docs/vertex.md).
     Vertex,
+    /// Amazon Bedrock: Claude's Messages body at
+    /// `{base_url}/model/{model}/invoke` (`/invoke-with-response-stream`
+    /// streamed), signed with SigV4 for `region`, or a Bedrock API key as a
+    /// bearer token (docs/bedrock.md).
+    Bedrock,
 }
 
 impl DialectConfig {
@@ -455,6 +460,7 @@ impl DialectConfig {
             DialectConfig::Azure => "azure",
             DialectConfig::Gemini => "gemini",
             DialectConfig::Vertex => "vertex",
+            DialectConfig::Bedrock => "bedrock",
         }
     }
 }
@@ -466,8 +472,9 @@ pub use vertex::PublisherConfig;
 pub struct ProviderConfig {
     pub name: String,
     pub dialect: DialectConfig,
-    /// Required but with `dialect = "vertex"`, where it defaults to the
-    /// location's endpoint.
+    /// Required but with `dialect = "vertex"` or `"bedrock"`, whose
+    /// default is the location's or the region's endpoint (see
+    /// [`ProviderConfig::endpoint_url`]).
     #[serde(default)]
     pub base_url: String,
     pub model: String,
@@ -477,6 +484,8 @@ pub struct ProviderConfig {
     /// `dialect = "azure"`: the `api-version` every request carries (required).
     pub api_version: Option<String>,
     /// Environment variable holding the provider's API key; never the key itself.
+    /// With `dialect = "bedrock"`: a Bedrock API key, sent as a bearer
+    /// token instead of signing with AWS keys.
     pub api_key_env: Option<String>,
     /// `dialect = "vertex"`: the Google Cloud project (required).
     pub project: Option<String>,
@@ -492,6 +501,16 @@ pub struct ProviderConfig {
     /// `dialect = "vertex"`: environment variable holding an access token
     /// minted elsewhere (`gcloud auth print-access-token`), sent as it is.
     pub access_token_env: Option<String>,
+    /// `dialect = "bedrock"`: the AWS region requests are signed for and,
+    /// without `base_url`, sent to (required).
+    pub region: Option<String>,
+    /// `dialect = "bedrock"`, signing with AWS keys: the environment
+    /// variables holding the access key id (default `AWS_ACCESS_KEY_ID`),
+    /// the secret (default `AWS_SECRET_ACCESS_KEY`) and, when that variable
+    /// is set, the session token (default `AWS_SESSION_TOKEN`).
+    pub access_key_env: Option<String>,
+    pub secret_key_env: Option<String>,
+    pub session_token_env: Option<String>,
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout: HumanDuration,
     #[serde(default = "default_first_byte_timeout")]
@@ -600,6 +619,11 @@ pub enum ProviderSettingsError {
          access_token_env, or the environment variable GOOGLE_APPLICATION_CREDENTIALS"
     )]
     CredentialsMissing(String),
+    #[error(
+        "provider `{provider}`: environment variable `{var}` ({field}) is not set: a Bedrock provider signs \
+         with AWS keys unless api_key_env names a Bedrock API key"
+    )]
+    AwsKeyMissing { provider: String, var: String, field: &'static str },
 }
 
 /// `tokenizer = "remote"`: the provider's own tokenize/detokenize endpoints.
@@ -618,11 +642,12 @@ impl ProviderConfig {
             (DialectConfig::Openai | DialectConfig::Azure, _) => intentgate_providers::Dialect::OpenAi,
             (DialectConfig::Anthropic, _) => intentgate_providers::Dialect::Anthropic,
             (DialectConfig::Gemini | DialectConfig::Vertex, _) => intentgate_providers::Dialect::Gemini,
+            (DialectConfig::Bedrock, _) => intentgate_providers::Dialect::Bedrock,
         };
         let mut config = intentgate_providers::ProviderSettings::new(
             &self.name,
             dialect,
-            &self.effective_base_url(),
+            &self.endpoint_url(),
             &self.model,
         );
         config.vertex = vertex;
@@ -645,6 +670,9 @@ impl ProviderConfig {
             })?;
             config.api_key = Some(intentgate_providers::Secret::new(key));
         }
+        if self.dialect == DialectConfig::Bedrock {
+            config.bedrock = Some(self.bedrock_address()?);
+        }
         config.extra_headers = self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         config.request_overrides = self.request.clone();
         config.max_temperature = self.max_temperature;
@@ -655,6 +683,50 @@ impl ProviderConfig {
             max_event_bytes: self.max_event_bytes.unwrap_or(defaults.max_event_bytes),
         };
         Ok(config)
+    }
+
+    /// Where the provider is called: `base_url`, or when it has none a
+    /// Bedrock provider's regional runtime endpoint, a Vertex provider's
+    /// location's endpoint.
+    pub fn endpoint_url(&self) -> String {
+        match (self.dialect, &self.region, &self.location) {
+            _ if !self.base_url.is_empty() => self.base_url.clone(),
+            (DialectConfig::Bedrock, Some(region), _) => {
+                intentgate_providers::bedrock::default_base_url(region)
+            }
+            (DialectConfig::Vertex, _, Some(location)) => {
+                intentgate_providers::VertexAddress::default_base_url(location)
+            }
+            _ => self.base_url.clone(),
+        }
+    }
+
+    /// A Bedrock provider's region, and its AWS keys from the environment
+    /// unless it has a Bedrock API key (`api_key_env`).
+    fn bedrock_address(&self) -> Result<intentgate_providers::BedrockAddress, ProviderSettingsError> {
+        let region = self.region.clone().unwrap_or_default();
+        if self.api_key_env.is_some() {
+            return Ok(intentgate_providers::BedrockAddress { region, credentials: None });
+        }
+        let read = |field: &'static str, configured: &Option<String>, default: &str| {
+            let var = configured.as_deref().unwrap_or(default);
+            std::env::var(var).map_err(|_| ProviderSettingsError::AwsKeyMissing {
+                provider: self.name.clone(),
+                var: var.to_owned(),
+                field,
+            })
+        };
+        let access_key_id = read("access_key_env", &self.access_key_env, "AWS_ACCESS_KEY_ID")?;
+        let secret = read("secret_key_env", &self.secret_key_env, "AWS_SECRET_ACCESS_KEY")?;
+        let token = read("session_token_env", &self.session_token_env, "AWS_SESSION_TOKEN").ok();
+        Ok(intentgate_providers::BedrockAddress {
+            region,
+            credentials: Some(intentgate_providers::bedrock::sigv4::Credentials {
+                access_key_id,
+                secret_access_key: intentgate_providers::Secret::new(secret),
+                session_token: token.map(intentgate_providers::Secret::new),
+            }),
+        })
     }
 
     /// The tokenize endpoint's path (meaningful with `tokenizer = "remote"`).

@@ -219,6 +219,58 @@ fn validate_azure(provider: &ProviderConfig) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Bedrock's addressing: a region (what requests are signed for, and
+/// where they go without `base_url`), AWS key variables only with a
+/// Bedrock provider, and an Anthropic model id (Converse is not spoken).
+fn validate_bedrock(provider: &ProviderConfig) -> Result<(), Invalid> {
+    let fields = [
+        ("region", &provider.region),
+        ("access_key_env", &provider.access_key_env),
+        ("secret_key_env", &provider.secret_key_env),
+        ("session_token_env", &provider.session_token_env),
+    ];
+    if provider.dialect != super::DialectConfig::Bedrock {
+        for (field, value) in fields {
+            if value.is_some() {
+                return Err((field.into(), "is for dialect = \"bedrock\" only".into()));
+            }
+        }
+        return Ok(());
+    }
+    match provider.region.as_deref() {
+        None => {
+            let why = "is required with dialect = \"bedrock\": the AWS region requests are signed for (e.g. \
+                       \"us-east-1\")";
+            return Err(("region".into(), why.into()));
+        }
+        Some(region)
+            if region.is_empty() || !region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+        {
+            return Err(("region".into(), format!("`{region}` is not an AWS region")));
+        }
+        Some(_) => {}
+    }
+    for (field, value) in &fields[1..] {
+        if value.as_deref() == Some("") {
+            return Err(((*field).into(), "must name an environment variable".into()));
+        }
+    }
+    if provider.model.is_empty() {
+        return Err(("model".into(), "must name a Bedrock model id".into()));
+    }
+    if !provider.model.contains("anthropic.") && !provider.model.starts_with("sim:") {
+        return Err((
+            "model".into(),
+            format!(
+                "`{}` is not an Anthropic model: a Bedrock provider calls InvokeModel with Claude's Messages \
+                 body (e.g. \"anthropic.claude-sonnet-4-5-20250929-v1:0\"); Converse is not spoken (docs/bedrock.md)",
+                provider.model
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// OpenAI's generation parameters, which Gemini takes in `generationConfig`:
 /// at the top of a Gemini provider's `request` they would be refused by
 /// Gemini (overrides are merged into the body in the provider's own terms).
@@ -326,18 +378,22 @@ fn validate_providers(config: &Config) -> Result<(), Invalid> {
         if !names.insert(provider.name.as_str()) {
             return Err((key("name"), format!("`{}` is declared twice", provider.name)));
         }
-        let defaulted = provider.base_url.is_empty() && provider.dialect == super::DialectConfig::Vertex;
-        if provider.base_url.is_empty() && !defaulted {
-            return Err((key("base_url"), "is required".into()));
-        }
-        if !(defaulted
-            || provider.base_url.starts_with("http://")
-            || provider.base_url.starts_with("https://"))
-        {
-            return Err((key("base_url"), format!("`{}` is not an http(s) URL", provider.base_url)));
+        // A Bedrock or Vertex provider without one is sent to its region's
+        // (its location's) endpoint.
+        let url = provider.base_url.as_str();
+        let defaults =
+            matches!(provider.dialect, super::DialectConfig::Bedrock | super::DialectConfig::Vertex);
+        match (url.is_empty(), defaults) {
+            (true, true) => {}
+            (true, false) => return Err((key("base_url"), "is required".into())),
+            (false, _) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                return Err((key("base_url"), format!("`{url}` is not an http(s) URL")));
+            }
+            (false, _) => {}
         }
         validate_azure(provider).map_err(|(field, why)| (key(&field), why))?;
         validate_gemini(provider).map_err(|(field, why)| (key(&field), why))?;
+        validate_bedrock(provider).map_err(|(field, why)| (key(&field), why))?;
         super::vertex::validate(provider).map_err(|(field, why)| (key(&field), why))?;
         if provider.dialect == super::DialectConfig::Vertex
             && provider.publisher() == Some(intentgate_providers::Publisher::Google)

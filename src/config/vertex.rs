@@ -36,16 +36,6 @@ impl PublisherConfig {
 const VERTEX_ONLY: [&str; 5] = ["project", "location", "publisher", "credentials_file", "access_token_env"];
 
 impl ProviderConfig {
-    /// `base_url`, or a Vertex provider's default: its location's endpoint.
-    pub fn effective_base_url(&self) -> String {
-        match (&self.location, self.dialect) {
-            (Some(location), DialectConfig::Vertex) if self.base_url.is_empty() => {
-                VertexAddress::default_base_url(location)
-            }
-            _ => self.base_url.clone(),
-        }
-    }
-
     /// The publisher: the configured one, else what the model's name says.
     pub fn publisher(&self) -> Option<Publisher> {
         self.publisher.map(PublisherConfig::publisher).or_else(|| Publisher::of_model(&self.model))

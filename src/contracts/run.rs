@@ -36,6 +36,9 @@ pub fn fingerprint_of(provider: &ProviderConfig) -> String {
     if let Some(version) = &provider.api_version {
         options.insert("api_version".into(), version.clone().into());
     }
+    if let Some(region) = &provider.region {
+        options.insert("region".into(), region.clone().into());
+    }
     if !provider.request.is_empty() {
         options.insert("request".into(), serde_json::Value::Object(provider.request.clone()));
     }
@@ -61,7 +64,7 @@ pub fn fingerprint_of(provider: &ProviderConfig) -> String {
     }
     provider_fingerprint_with(
         dialect,
-        &provider.effective_base_url(),
+        &provider.endpoint_url(),
         &provider.model,
         provider.tokenizer.as_deref(),
         &options,

@@ -19,7 +19,7 @@ use crate::transport::IDEMPOTENCY_KEY_HEADER;
 
 /// Scripts the request when present; wins over queue and model name.
 pub const SCRIPT_HEADER: &str = "x-sim-script";
-const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// Which of the simulator's APIs a request came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,14 @@ pub(crate) enum Api {
         model: String,
         stream: bool,
     },
+    /// Bedrock's `InvokeModel` (or its stream) of the model the path
+    /// names, and whether its credentials hold (the exception and message
+    /// AWS refuses them with).
+    Bedrock {
+        model: String,
+        stream: bool,
+        auth: Result<(), (String, String)>,
+    },
 }
 
 impl Api {
@@ -48,6 +56,7 @@ impl Api {
             Api::Embeddings => Dialect::OpenAi,
             Api::Gemini { .. } => Dialect::Gemini,
             Api::Vertex { publisher, .. } => *publisher,
+            Api::Bedrock { .. } => Dialect::Bedrock,
         }
     }
 }
@@ -72,6 +81,9 @@ pub(crate) async fn handle(
     {
         return refused;
     }
+    if let Api::Bedrock { auth: Err((kind, message)), .. } = &api {
+        return super::bedrock::refuse(403, kind, message);
+    }
 
     // Only a header script can act before the body is read: the model name
     // (and so a queued script for a model) lives in the body.
@@ -85,7 +97,9 @@ pub(crate) async fn handle(
                 Err(response) => return response,
             };
             let model = match &api {
-                Api::Gemini { model, .. } | Api::Vertex { model, .. } => model.clone(),
+                Api::Gemini { model, .. } | Api::Vertex { model, .. } | Api::Bedrock { model, .. } => {
+                    model.clone()
+                }
                 _ => value.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
             };
             json = Some(value);
@@ -123,6 +137,7 @@ pub(crate) async fn handle(
             super::gemini::view(&json, model, *stream)
         }
         Api::Vertex { model, .. } => super::vertex::claude_view(json, model),
+        Api::Bedrock { model, stream, .. } => super::bedrock::view(&json, model, *stream),
         _ => json,
     };
     ending(dialect, &sim, &json, script, &parts.headers, kill).await
@@ -215,7 +230,9 @@ fn answer(
         let sent = if output.malformed_json { reply::truncated(&full).to_owned() } else { full.clone() };
         let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
         return match output.fault {
-            Fault::None | Fault::NoDone => (content_type, sent).into_response(),
+            Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc => {
+                (content_type, sent).into_response()
+            }
             // Announce the whole length, deliver half: the client waits or breaks.
             fault => {
                 let half = Bytes::from(reply::truncated(&full).to_owned());
@@ -235,8 +252,16 @@ fn answer(
     {
         event.data = reply::truncated(&event.data).to_owned();
     }
+    if dialect == Dialect::Bedrock {
+        let frames = super::bedrock::frames(&events, &terminator, output.fault);
+        let body =
+            Body::from_stream(stream::iter(frames.into_iter().map(Ok)).chain(tail(output.fault, kill)));
+        return ([(CONTENT_TYPE, "application/vnd.amazon.eventstream")], body).into_response();
+    }
     let sent: Vec<String> = match output.fault {
-        Fault::None => events.iter().chain([&terminator]).map(reply::Event::to_sse).collect(),
+        Fault::None | Fault::Exception | Fault::BadCrc => {
+            events.iter().chain([&terminator]).map(reply::Event::to_sse).collect()
+        }
         Fault::NoDone => events.iter().map(reply::Event::to_sse).collect(),
         Fault::Stall | Fault::Cut => events.iter().take(events.len() / 2).map(reply::Event::to_sse).collect(),
     };
@@ -248,7 +273,7 @@ fn answer(
 /// What follows the bytes sent: nothing, silence, or a dropped connection.
 fn tail(fault: Fault, kill: KillSwitch) -> BoxStream<'static, Result<Bytes, Infallible>> {
     match fault {
-        Fault::None | Fault::NoDone => stream::empty().boxed(),
+        Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc => stream::empty().boxed(),
         Fault::Stall => stream::pending().boxed(),
         Fault::Cut => stream::once(async move {
             // Yield once so hyper flushes what was sent before the cut.
@@ -279,6 +304,7 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
         Api::Gemini { .. } => return super::gemini::validate(headers, json),
         Api::Vertex { publisher: Dialect::Gemini, .. } => return super::gemini::validate_body(json),
         Api::Vertex { stream, .. } => super::vertex::validate_claude(json, *stream)?,
+        Api::Bedrock { .. } => return super::bedrock::validate(json),
         _ => {}
     }
     if !json.get("messages").is_some_and(Value::is_array) {
@@ -304,6 +330,9 @@ async fn read_json(dialect: Dialect, body: Option<Body>) -> Result<Value, Respon
 }
 
 fn error(dialect: Dialect, status: u16, message: &str) -> Response {
+    if dialect == Dialect::Bedrock {
+        return super::bedrock::error(status, message);
+    }
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(reply::error(dialect, status.as_u16(), message))).into_response()
 }

@@ -23,6 +23,15 @@
 //! - `POST /token` — Google's service-account grant: a JWT assertion signed
 //!   RS256 by the TEST-ONLY account [`TEST_SERVICE_ACCOUNT`], checked (key,
 //!   issuer, audience, lifetime) and answered with an access token
+//! - `POST /model/{modelId}/invoke` and `…/invoke-with-response-stream` —
+//!   Amazon Bedrock's runtime, Claude's Messages body (provider base_url
+//!   `http://ADDR`): every request must carry a SigV4 signature by the
+//!   simulator's credentials or its Bedrock API key (see `bedrock.rs`; a
+//!   wrong one is Bedrock's 403, counted), the body must be as Bedrock
+//!   takes it (no `model`, no `stream`, `anthropic_version:
+//!   "bedrock-2023-05-31"`); answers are the Anthropic dialect's, streams
+//!   framed in AWS's binary event stream, errors `{"message": …}` with
+//!   `x-amzn-errortype`; the model (and so its script) is the path's
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -78,6 +87,10 @@
 //!        | "stream-cut"                ; send half the answer, then drop the connection
 //!        | "stream-no-done"            ; end a stream cleanly but without its terminator
 //!                                      ;   (Gemini: without the chunk that finishes it)
+//!        | "stream-exception"          ; Bedrock: half the stream, then a modelStreamErrorException
+//!                                      ;   frame (elsewhere: the whole answer)
+//!        | "bad-crc"                   ; Bedrock: half way, a frame whose CRC is wrong, then the
+//!                                      ;   rest (elsewhere: the whole answer)
 //!        | "tool_call"                 ; answer a call of a tool whatever tool_choice says (see Tools)
 //!        | "tool=" TAG                 ; answer a call of tool TAG, whatever is offered
 //!        | "tool_args=bad"             ; a tool call whose arguments violate the tool's schema
@@ -150,6 +163,7 @@
 //! answers prose and `ignore-tools` answers words where a call was asked
 //! for: the broken variants contract suites must catch.
 
+mod bedrock;
 mod conn;
 mod embed;
 mod format;
@@ -176,6 +190,10 @@ use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub use bedrock::{
+    ACCESS_KEY_ID as BEDROCK_ACCESS_KEY_ID, API_KEY as BEDROCK_API_KEY,
+    SECRET_ACCESS_KEY as BEDROCK_SECRET_ACCESS_KEY,
+};
 pub use conn::serve;
 pub use handler::SCRIPT_HEADER;
 pub use script::ScriptError;
@@ -291,6 +309,11 @@ impl SimHandle {
         format!("http://{}", self.addr)
     }
 
+    /// The base_url of a Bedrock-dialect provider pointing here.
+    pub fn base_url_bedrock(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// The base_url of a Gemini-dialect provider pointing here.
     pub fn base_url_gemini(&self) -> String {
         format!("http://{}", self.addr)
@@ -346,6 +369,7 @@ fn router(sim: Simulator) -> Router {
                 StatusCode::NO_CONTENT
             }),
         )
+        .route("/model/{model}/{operation}", post(bedrock_api))
         .route("/sim/calls", get(|Extract(sim): Extract<Simulator>| async move { Json(sim.calls()) }))
         .route("/sim/requests/{key}", get(recorded))
         .route(
@@ -403,6 +427,27 @@ async fn gemini_api(
     }
 }
 
+/// Bedrock's `InvokeModel` and its stream: the body is read whole first,
+/// since the signature covers it; the call is counted either way.
+async fn bedrock_api(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    Path((model, operation)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    let Some(stream) = bedrock::target(&operation) else {
+        return bedrock::refuse(404, "UnknownOperationException", "");
+    };
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, handler::MAX_BODY).await {
+        Ok(body) => body,
+        Err(err) => return bedrock::error(400, &format!("cannot read the body: {err}")),
+    };
+    let auth = bedrock::authenticate(&parts.headers, &parts.uri, &body);
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
+    handler::handle(handler::Api::Bedrock { model, stream, auth }, sim, kill, request).await
+}
+
 async fn embeddings(
     Extract(sim): Extract<Simulator>,
     Extension(kill): Extension<KillSwitch>,
@@ -414,7 +459,8 @@ async fn embeddings(
 /// Headers that carry a provider key: shown over HTTP as `[redacted]`
 /// (the admin routes are unauthenticated; the in-process
 /// [`Simulator::last_request`] keeps them, for the caller's own tests).
-const KEY_HEADERS: [&str; 4] = ["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+const KEY_HEADERS: [&str; 5] =
+    ["authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token"];
 
 async fn recorded(Extract(sim): Extract<Simulator>, Path(key): Path<String>) -> Response {
     match sim.last_request(&key) {

@@ -155,7 +155,7 @@ impl Prompt {
             return (0..n)
                 .map(|i| {
                     let id = match (dialect, i) {
-                        (Dialect::Anthropic, _) => format!("toolu_sim{:016x}", self.nonce),
+                        (Dialect::Anthropic | Dialect::Bedrock, _) => format!("toolu_sim{:016x}", self.nonce),
                         // Gemini's calls carry no id: the dialect makes one.
                         (Dialect::OpenAi | Dialect::Gemini, 0) => format!("call_sim{:016x}", self.nonce),
                         (Dialect::OpenAi | Dialect::Gemini, i) => format!("call_sim{:016x}_{i}", self.nonce),
@@ -239,7 +239,7 @@ pub(crate) fn body(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> Value {
                 "usage": openai_usage(input, output),
             })
         }
-        Dialect::Anthropic => json!({
+        Dialect::Anthropic | Dialect::Bedrock => json!({
             "id": format!("msg_sim{:016x}", prompt.nonce),
             "type": "message",
             "role": "assistant",
@@ -271,7 +271,7 @@ impl Event {
 pub(crate) fn events(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
     match dialect {
         Dialect::OpenAi => openai_events(prompt, said),
-        Dialect::Anthropic => anthropic_events(prompt, said),
+        Dialect::Anthropic | Dialect::Bedrock => anthropic_events(prompt, said),
         Dialect::Gemini => super::gemini::events(prompt, said),
     }
 }
@@ -359,6 +359,7 @@ pub(crate) fn error(dialect: Dialect, status: u16, message: &str) -> Value {
     match dialect {
         Dialect::OpenAi => json!({"error": {"message": message, "type": "sim_error", "code": status}}),
         Dialect::Gemini => super::gemini::error(status, message, None),
+        Dialect::Bedrock => json!({"message": message}),
         Dialect::Anthropic => {
             let kind = match status {
                 400 => "invalid_request_error",
@@ -381,6 +382,7 @@ pub(crate) fn content_policy(dialect: Dialect) -> Value {
             "type": "invalid_request_error", "param": null, "code": "content_policy_violation"}}),
         Dialect::Anthropic => json!({"type": "error", "error": {
             "type": "invalid_request_error", "message": "Output blocked by content filtering policy"}}),
+        Dialect::Bedrock => json!({"message": "Output blocked by content filtering policy"}),
         // Gemini says a refusal in a 200 (`super::gemini::blocked`); a 400
         // that says so is the closest error it has.
         Dialect::Gemini => super::gemini::error(400, "The request was blocked by the safety filters.", None),

@@ -62,6 +62,10 @@ pub(crate) enum Fault {
     Stall,
     Cut,
     NoDone,
+    /// Bedrock: half the stream, then a `modelStreamErrorException` frame.
+    Exception,
+    /// Bedrock: a frame whose message CRC is wrong, half way.
+    BadCrc,
 }
 
 /// A script the simulator cannot run, with the reason.
@@ -135,6 +139,8 @@ impl FromStr for Script {
                 ("stream-stall", None) => fault(&mut script.output.fault, Fault::Stall)?,
                 ("stream-cut", None) => fault(&mut script.output.fault, Fault::Cut)?,
                 ("stream-no-done", None) => fault(&mut script.output.fault, Fault::NoDone)?,
+                ("stream-exception", None) => fault(&mut script.output.fault, Fault::Exception)?,
+                ("bad-crc", None) => fault(&mut script.output.fault, Fault::BadCrc)?,
                 _ => return Err(fail(format!("unknown or malformed step `{step}`"))),
             }
         }
@@ -202,6 +208,8 @@ mod tests {
         assert!(parse("tool_call")?.output.tool_call);
         assert!(parse("safety-stop")?.output.safety_stop);
         assert!(parse("ignore-tools")?.output.ignore_tools);
+        assert_eq!(parse("stream-exception")?.output.fault, Fault::Exception);
+        assert_eq!(parse("bad-crc")?.output.fault, Fault::BadCrc);
         Ok(())
     }
 

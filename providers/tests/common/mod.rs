@@ -52,6 +52,7 @@ pub fn base_url(sim: &SimHandle, dialect: Dialect) -> String {
         Dialect::OpenAi => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
         Dialect::Gemini => sim.base_url_gemini(),
+        Dialect::Bedrock => sim.base_url_bedrock(),
     }
 }
 
@@ -62,7 +63,24 @@ pub fn config(sim: &SimHandle, dialect: Dialect, model: &str) -> ProviderSetting
     if dialect == Dialect::Gemini {
         config.api_key = Some(intentgate_providers::Secret::new(GEMINI_KEY));
     }
+    if dialect == Dialect::Bedrock {
+        config.bedrock = Some(bedrock_address(intentgate_providers::sim::BEDROCK_SECRET_ACCESS_KEY, None));
+    }
     config
+}
+
+/// The simulator's AWS credentials (with another secret, or a session
+/// token, when a test says), for region `us-east-1`.
+pub fn bedrock_address(secret: &str, session_token: Option<&str>) -> intentgate_providers::BedrockAddress {
+    use intentgate_providers::{Secret, bedrock::sigv4::Credentials};
+    intentgate_providers::BedrockAddress {
+        region: "us-east-1".into(),
+        credentials: Some(Credentials {
+            access_key_id: intentgate_providers::sim::BEDROCK_ACCESS_KEY_ID.into(),
+            secret_access_key: Secret::new(secret),
+            session_token: session_token.map(Secret::new),
+        }),
+    }
 }
 
 pub fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
