@@ -63,7 +63,7 @@ async fn gateway(store: &TestStore, model: &str, secret: &str) -> TestGateway {
         provider.insert("base_url".into(), base_url);
         doc["providers"].as_array_mut().unwrap().push(provider.into());
         let mut route = toml::Table::new();
-        route.insert("name".into(), "claude".into());
+        route.insert("name".into(), "on-bedrock".into());
         route.insert("chain".into(), toml::Value::Array(vec!["bedrock".into(), "sim-primary".into()]));
         route.insert("require_contract_for_primary".into(), false.into());
         route.insert("require_contract_for_fallback".into(), false.into());
@@ -95,7 +95,7 @@ const WEATHER: &str = r#"{"type": "function", "function": {"name": "weather",
 
 async fn plain_streamed_and_a_tool_round_trip_reach_claude_on_bedrock(store: TestStore) {
     let gw = gateway(&store, MODEL, BEDROCK_SECRET_ACCESS_KEY).await;
-    let plain = json!({"model": "claude", "messages": [{"role": "user", "content": "hello bedrock"}]});
+    let plain = json!({"model": "on-bedrock", "messages": [{"role": "user", "content": "hello bedrock"}]});
     let response = gw.chat_completion("br-plain", &plain).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-intentgate-provider"], "bedrock");
@@ -112,12 +112,12 @@ async fn plain_streamed_and_a_tool_round_trip_reach_claude_on_bedrock(store: Tes
     assert!(text.contains("echo") && text.trim_end().ends_with("data: [DONE]"), "{text}");
 
     let weather: Value = serde_json::from_str(WEATHER).unwrap();
-    let forced = json!({"model": "claude", "messages": [{"role": "user", "content": "Utrecht"}], "tools": [weather],
+    let forced = json!({"model": "on-bedrock", "messages": [{"role": "user", "content": "Utrecht"}], "tools": [weather],
         "tool_choice": {"type": "function", "function": {"name": "weather"}}});
     let answer: Value = gw.chat_completion("br-tool", &forced).await.json().await.unwrap();
     let call = answer["choices"][0]["message"]["tool_calls"][0].clone();
     assert_eq!(call["function"]["name"], "weather", "{answer}");
-    let round_trip = json!({"model": "claude", "tools": [weather], "messages": [
+    let round_trip = json!({"model": "on-bedrock", "tools": [weather], "messages": [
         {"role": "user", "content": "Utrecht"},
         {"role": "assistant", "content": null, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call["id"], "content": "rain"}
@@ -133,7 +133,7 @@ async fn a_thinking_turn_passes_through_bedrock_unchanged(store: TestStore) {
     let sent: Value = serde_json::from_str(include_str!("bodies/claude_code_turn.json")).unwrap();
     let beta = "claude-code-20250219,interleaved-thinking-2025-05-14";
     let mut turn = sent.clone();
-    turn["model"] = "claude".into();
+    turn["model"] = "on-bedrock".into();
     let response = gw
         .client
         .post(gw.url("/v1/messages"))
@@ -166,7 +166,7 @@ async fn a_thinking_turn_passes_through_bedrock_unchanged(store: TestStore) {
 /// (its calls counted at `path`): a proven failure, so `sim-primary`
 /// answers, one upstream call each.
 async fn fails_over_with_one_call_each(gw: &TestGateway, path: &str) {
-    let body = json!({"model": "claude", "messages": [{"role": "user", "content": "hi"}]});
+    let body = json!({"model": "on-bedrock", "messages": [{"role": "user", "content": "hi"}]});
     let response = gw.chat_completion("br-refused", &body).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-intentgate-provider"], "sim-primary");

@@ -13,7 +13,10 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, calls_at, chunks_of, job_of, one_call_per_attempt, settled_job};
+use common::{
+    ALICE, TestGateway, TestStore, calls_at, chunks_of, job_of, one_call_per_attempt, settled_job,
+    vertex_key_file,
+};
 use intentgate_providers::sim::{TEST_SERVICE_ACCOUNT, WRONG_KEY_SERVICE_ACCOUNT};
 use serde_json::{Value, json};
 
@@ -29,16 +32,6 @@ const CLAUDE: &str = "claude-sonnet-4-5@20250929";
 const GEMINI: &str = "gemini-2.5-pro";
 const BASE: &str = "/v1/projects/proj-1/locations/us-east5/publishers";
 
-/// A service-account key file (`key` is one of the simulator's) whose
-/// `token_uri` is the simulator at `sim_base`, in a fresh temp file.
-fn key_file(key: &str, sim_base: &str) -> String {
-    let mut file: Value = serde_json::from_str(key).unwrap();
-    file["token_uri"] = format!("{sim_base}/token").into();
-    let path = std::env::temp_dir().join(format!("intentgate-vertex-{}.json", uuid::Uuid::now_v7()));
-    std::fs::write(&path, file.to_string()).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
 /// A gateway with Vertex providers `vertex-claude`, `vertex-gemini` and
 /// `vertex-wrong` (Claude, a key the simulator does not know), each alone
 /// on a route of its name; `vertex-wrong`'s route falls back to `sim-primary`.
@@ -47,8 +40,8 @@ async fn gateway(store: &TestStore) -> TestGateway {
         let sim_base =
             doc["providers"].as_array().unwrap().iter().find(|p| p["name"].as_str() == Some("sim-fallback"));
         let sim_base = sim_base.unwrap()["base_url"].as_str().unwrap().to_owned();
-        let genuine = key_file(TEST_SERVICE_ACCOUNT, &sim_base);
-        let wrong = key_file(WRONG_KEY_SERVICE_ACCOUNT, &sim_base);
+        let genuine = vertex_key_file(TEST_SERVICE_ACCOUNT, &sim_base);
+        let wrong = vertex_key_file(WRONG_KEY_SERVICE_ACCOUNT, &sim_base);
         for (name, model, key) in [
             ("vertex-claude", CLAUDE, &genuine),
             ("vertex-gemini", GEMINI, &genuine),

@@ -4,6 +4,7 @@
 //! names the file, the key and what is wrong, so `intentgate config check`
 //! is useful in CI before a bad file reaches production.
 
+mod aws_credentials;
 mod duration;
 mod parse_error;
 mod validate;
@@ -511,6 +512,10 @@ pub struct ProviderConfig {
     pub access_key_env: Option<String>,
     pub secret_key_env: Option<String>,
     pub session_token_env: Option<String>,
+    /// `dialect = "bedrock"`: the path of an AWS shared credentials file
+    /// (`~/.aws/credentials` format, its `[default]` profile), read instead
+    /// of the environment.
+    pub aws_credentials_file: Option<PathBuf>,
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout: HumanDuration,
     #[serde(default = "default_first_byte_timeout")]
@@ -624,6 +629,8 @@ pub enum ProviderSettingsError {
          with AWS keys unless api_key_env names a Bedrock API key"
     )]
     AwsKeyMissing { provider: String, var: String, field: &'static str },
+    #[error("provider `{provider}`: aws_credentials_file {why}")]
+    AwsCredentialsFile { provider: String, why: String },
 }
 
 /// `tokenizer = "remote"`: the provider's own tokenize/detokenize endpoints.
@@ -701,12 +708,26 @@ impl ProviderConfig {
         }
     }
 
-    /// A Bedrock provider's region, and its AWS keys from the environment
-    /// unless it has a Bedrock API key (`api_key_env`).
+    /// A Bedrock provider's region, and its AWS keys: none with a Bedrock
+    /// API key (`api_key_env`), else from `aws_credentials_file`, else from
+    /// the environment.
     fn bedrock_address(&self) -> Result<intentgate_providers::BedrockAddress, ProviderSettingsError> {
         let region = self.region.clone().unwrap_or_default();
         if self.api_key_env.is_some() {
             return Ok(intentgate_providers::BedrockAddress { region, credentials: None });
+        }
+        if let Some(path) = &self.aws_credentials_file {
+            let keys = aws_credentials::read(path).map_err(|why| {
+                ProviderSettingsError::AwsCredentialsFile { provider: self.name.clone(), why }
+            })?;
+            return Ok(intentgate_providers::BedrockAddress {
+                region,
+                credentials: Some(intentgate_providers::bedrock::sigv4::Credentials {
+                    access_key_id: keys.access_key_id,
+                    secret_access_key: intentgate_providers::Secret::new(keys.secret_access_key),
+                    session_token: keys.session_token.map(intentgate_providers::Secret::new),
+                }),
+            });
         }
         let read = |field: &'static str, configured: &Option<String>, default: &str| {
             let var = configured.as_deref().unwrap_or(default);

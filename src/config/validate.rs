@@ -230,12 +230,18 @@ fn validate_bedrock(provider: &ProviderConfig) -> Result<(), Invalid> {
         ("session_token_env", &provider.session_token_env),
     ];
     if provider.dialect != super::DialectConfig::Bedrock {
-        for (field, value) in fields {
-            if value.is_some() {
+        let file = ("aws_credentials_file", provider.aws_credentials_file.is_some());
+        for (field, set) in fields.iter().map(|(field, value)| (*field, value.is_some())).chain([file]) {
+            if set {
                 return Err((field.into(), "is for dialect = \"bedrock\" only".into()));
             }
         }
         return Ok(());
+    }
+    let from_env = fields[1..].iter().any(|(_, value)| value.is_some());
+    if provider.aws_credentials_file.is_some() && (from_env || provider.api_key_env.is_some()) {
+        let why = "reads the AWS keys from a file: leave out api_key_env and the *_key_env fields";
+        return Err(("aws_credentials_file".into(), why.into()));
     }
     match provider.region.as_deref() {
         None => {

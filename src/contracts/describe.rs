@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use crate::jobs::json_kind;
 
-/// The most characters of a text a reason quotes.
+/// The longest piece of a bad answer quoted in a reason; reasons are
+/// stored, answers can be large.
 const EXCERPT_CHARS: usize = 80;
 
 /// A value's JSON type, bare (`array`), for "is {type}, not …".

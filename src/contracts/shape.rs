@@ -16,9 +16,6 @@ use super::rules::Rules;
 use super::suite::Suite;
 use super::tools::{Expect, ToolSet};
 
-/// The longest piece of a bad answer quoted in a reason; reasons are
-/// stored, answers can be large.
-
 /// Why a checker cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("route `{route}`: the schema does not compile: {message}")]

@@ -209,10 +209,29 @@ pub fn test_config_doc(store_url: &str, sim_addr: Option<SocketAddr>) -> toml::T
                 "openai" => format!("http://{addr}/v1"),
                 _ => format!("http://{addr}"),
             };
-            provider.insert("base_url".into(), url.into());
+            provider.insert("base_url".into(), url.clone().into());
+            // A service-account key names where its tokens are granted:
+            // this simulator, not the shipped one.
+            if let Some(path) =
+                provider.get("credentials_file").and_then(toml::Value::as_str).map(str::to_owned)
+            {
+                let key = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+                provider.insert("credentials_file".into(), vertex_key_file(&key, &url).into());
+            }
         }
     }
     doc
+}
+
+/// A copy of a service-account key file (`key`, e.g. one of the
+/// simulator's) whose `token_uri` is the simulator at `sim_base`, in a
+/// fresh temp file; its path.
+pub fn vertex_key_file(key: &str, sim_base: &str) -> String {
+    let mut file: Value = serde_json::from_str(key).unwrap();
+    file["token_uri"] = format!("{sim_base}/token").into();
+    let path = std::env::temp_dir().join(format!("intentgate-vertex-{}.json", uuid::Uuid::now_v7()));
+    std::fs::write(&path, file.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
 }
 
 pub fn test_config(store_url: &str) -> Config {
