@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{ALICE, TestGateway, TestStore, calls_at, job_of, one_call_per_attempt};
+use common::{ALICE, TestGateway, TestStore, calls_at, job_of, one_call_per_attempt, settled_job};
 use serde_json::Value;
 
 store_matrix!(
@@ -71,14 +71,7 @@ async fn a_hanging_anthropic_api_is_unknown_and_nothing_else_is_called(store: Te
     let response = claude_code_turn(&gw, "cc-hang").await;
     let job = job_of(&response);
     assert!(!response.status().is_success(), "no answer: {}", response.status());
-    let view: Value = gw
-        .request(reqwest::Method::GET, &format!("/v1/jobs/{job}"), ALICE)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view = settled_job(&gw, ALICE, &job).await;
     let attempts = view["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 1, "{view}");
     assert_eq!(
