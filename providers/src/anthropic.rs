@@ -6,8 +6,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::decoded::{Decoded, StreamEvent};
 use crate::outcome::Failure;
-use crate::stream::{Decoded, StreamEvent};
 use crate::types::{ChatRequest, StreamChunk, Usage};
 
 pub(crate) const PATH: &str = "/v1/messages";

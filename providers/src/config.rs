@@ -1,63 +1,11 @@
 //! What the gateway tells this crate about one provider.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::dialect::Dialect;
 use crate::secret::Secret;
-
-/// The wire protocol a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dialect {
-    /// `POST {base_url}/chat/completions`, bearer auth.
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// `POST {base_url}/v1/messages`, `x-api-key` auth.
-    Anthropic,
-    /// `POST {base_url}/v1beta/models/{model}:generateContent` (and
-    /// `:streamGenerateContent?alt=sse`), `x-goog-api-key` auth: Google's
-    /// Gemini API, translated from and back into OpenAI's shapes.
-    Gemini,
-    /// Amazon Bedrock's `POST {base_url}/model/{model}/invoke` (and
-    /// `/invoke-with-response-stream`): Claude's Messages body, signed
-    /// with SigV4 or sent with a Bedrock API key (see [`BedrockAddress`]).
-    Bedrock,
-}
-
-impl Dialect {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dialect::OpenAi => "openai",
-            Dialect::Anthropic => "anthropic",
-            Dialect::Gemini => "gemini",
-            Dialect::Bedrock => "bedrock",
-        }
-    }
-}
-
-impl fmt::Display for Dialect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Dialect {
-    type Err = SettingsError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "openai" => Ok(Dialect::OpenAi),
-            "anthropic" => Ok(Dialect::Anthropic),
-            "gemini" => Ok(Dialect::Gemini),
-            "bedrock" => Ok(Dialect::Bedrock),
-            other => Err(SettingsError::Dialect(other.to_owned())),
-        }
-    }
-}
 
 /// Per-provider time limits. Each is enforced separately so that each maps to
 /// the right outcome class: only `connect` can prove the request was never
@@ -123,7 +71,7 @@ pub struct ProviderSettings {
     /// `dialect` is its publisher's (Anthropic for Claude, Gemini for
     /// Gemini): the model under a project's location, an OAuth access
     /// token instead of a key. `base_url` is the API's origin.
-    pub vertex: Option<crate::vertex::VertexAddress>,
+    pub vertex: Option<crate::vertex::address::VertexAddress>,
     /// A Bedrock provider's region and AWS credentials (required with
     /// [`Dialect::Bedrock`]); a Bedrock API key is `api_key` instead.
     pub bedrock: Option<BedrockAddress>,
@@ -193,8 +141,6 @@ impl ProviderSettings {
 /// Why a [`ProviderSettings`] cannot become a `Provider`. Never contains the key.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("`{0}` is not a dialect (expected openai, anthropic, gemini or bedrock)")]
-    Dialect(String),
     #[error("base_url `{url}` is not an http(s) URL: {reason}")]
     BaseUrl { url: String, reason: String },
     #[error("tokenizer path `{path}` must start with `/` or be an http(s) URL")]

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::stream::Decoded;
+use crate::decoded::Decoded;
 
 pub(crate) const PATH: &str = "/embeddings";
 

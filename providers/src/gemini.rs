@@ -13,6 +13,7 @@
 
 mod request;
 mod schema;
+mod untranslatable;
 
 use std::time::Duration;
 
@@ -20,8 +21,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::decoded::{Decoded, StreamEvent};
 use crate::outcome::Failure;
-use crate::stream::{Decoded, StreamEvent};
 use crate::transport::Paths;
 use crate::types::{ChatRequest, StreamChunk, Usage};
 

@@ -15,6 +15,8 @@ mod anthropic;
 mod authorize;
 pub mod bedrock;
 mod config;
+mod decoded;
+mod dialect;
 mod embeddings;
 mod gemini;
 mod native;
@@ -36,9 +38,8 @@ mod assemble;
 pub mod sim;
 
 pub use assemble::assemble;
-pub use config::{
-    AnswerLimits, AzureAddress, BedrockAddress, Dialect, ProviderSettings, SettingsError, Timeouts,
-};
+pub use config::{AnswerLimits, AzureAddress, BedrockAddress, ProviderSettings, SettingsError, Timeouts};
+pub use dialect::{Dialect, UnknownDialect};
 pub use embeddings::EmbeddingRequest;
 pub use native::{Native, Protocol, assemble as assemble_native};
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
@@ -48,4 +49,4 @@ pub use stream::ChunkStream;
 pub use tokenize::{DEFAULT_DETOKENIZE_PATH, DEFAULT_TOKENIZE_PATH, RemoteTokenizer, TokenizeError};
 pub use transport::{ATTEMPT_HEADER, IDEMPOTENCY_KEY_HEADER, TRACEPARENT_HEADER};
 pub use types::{CallContext, ChatRequest, ChatResponse, Content, Message, StreamChunk, TraceParent, Usage};
-pub use vertex::{Publisher, VertexAddress, VertexCredentials};
+pub use vertex::address::{Publisher, VertexAddress, VertexCredentials};

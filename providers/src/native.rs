@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::config::Dialect;
+use crate::dialect::Dialect;
 
 /// A client protocol a dialect may speak natively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,13 +10,15 @@ use tracing::Instrument;
 
 use crate::anthropic;
 use crate::bedrock;
-use crate::config::{Dialect, ProviderSettings, SettingsError, Timeouts};
+use crate::config::{ProviderSettings, SettingsError, Timeouts};
+use crate::decoded::Decoded;
+use crate::dialect::Dialect;
 use crate::embeddings::{self, EmbeddingRequest};
 use crate::gemini;
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
-use crate::stream::{ChunkStream, Decoded, Decoder, Framing, chunk_stream};
+use crate::stream::{ChunkStream, Decoder, Framing, chunk_stream};
 use crate::transport::{Endpoint, Paths, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
 use crate::vertex;

@@ -11,42 +11,18 @@ use tokio::time::{Instant, timeout_at};
 use crate::anthropic;
 use crate::bedrock::{self, eventstream};
 use crate::config::{AnswerLimits, Timeouts};
+use crate::decoded::StreamEvent;
 use crate::gemini;
 use crate::openai;
 use crate::outcome::Failure;
 use crate::sse::SseParser;
 use crate::transport::error_chain;
-use crate::types::{StreamChunk, Usage};
+use crate::types::StreamChunk;
 
 /// The chunks of one streamed answer. It ends (`None`) only after the
 /// dialect's terminator; every other ending is an `Err`, after which the
 /// stream yields nothing more.
 pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<StreamChunk, Failure>> + Send>>;
-
-/// A decoded non-streamed answer, before the `expect_json` check.
-#[derive(Debug)]
-pub(crate) struct Decoded {
-    /// The answer in OpenAI's `chat.completion` shape.
-    pub(crate) completion: serde_json::Value,
-    pub(crate) text: String,
-    pub(crate) usage: Option<Usage>,
-    pub(crate) finish_reason: Option<String>,
-    pub(crate) model: Option<String>,
-}
-
-/// What one SSE event means. Failures a dialect reports mid-stream are
-/// classified by what they prove, not by position: an undecodable event is
-/// `bad_output` (the bytes are the proof), and an explicit error event is
-/// `rejected` — the provider has answered and will send nothing more, so
-/// `unknown` would block the job waiting for an answer that cannot come.
-/// Only transport trouble after the headers (cut, stall, missing
-/// terminator) is `unknown`.
-pub(crate) enum StreamEvent {
-    Chunk(StreamChunk),
-    /// The terminator, with the last chunk a dialect makes of it (the
-    /// usage chunk a translated stream ends with), if any.
-    End(Option<StreamChunk>),
-}
 
 pub(crate) enum Decoder {
     OpenAi,

@@ -28,7 +28,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::{Dialect, ProviderSettings, SettingsError};
+use crate::config::{ProviderSettings, SettingsError};
+use crate::dialect::Dialect;
 use crate::secret::Secret;
 use crate::transport::{error_chain, http_client, insert};
 use crate::{anthropic, gemini, openai};

@@ -20,7 +20,7 @@
 
 use serde_json::{Map, Value};
 
-use super::request::Untranslatable;
+use super::untranslatable::Untranslatable;
 
 /// Keywords Gemini's `Schema` has, carried as they are.
 const KEPT: [&str; 18] = [

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::reply::Event;
+use super::prompt::Event;
 use super::script::Fault;
 use crate::bedrock::{ANTHROPIC_VERSION, SERVICE, eventstream, sigv4};
 use crate::secret::Secret;

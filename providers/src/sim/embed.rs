@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::reply::fnv1a;
+use super::prompt::fnv1a;
 
 /// Dimensions when the request names none: small, so bodies stay short.
 pub(crate) const DEFAULT_DIMENSIONS: usize = 16;

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::reply::{Event, Prompt, Said, pieces, usage};
+use super::prompt::{Event, Prompt, Said, pieces, usage};
 
 /// The model and whether the call streams, from the path's last segment
 /// (`sim:ok:generateContent`: the method is after the last colon); or the

@@ -12,9 +12,10 @@ use serde_json::Value;
 
 use super::Simulator;
 use super::conn::KillSwitch;
-use super::reply::{self, Prompt};
+use super::prompt::{Event, Prompt};
+use super::reply;
 use super::script::{End, Fault, Output, Script, Wait};
-use crate::config::Dialect;
+use crate::dialect::Dialect;
 use crate::transport::IDEMPOTENCY_KEY_HEADER;
 
 /// Scripts the request when present; wins over queue and model name.
@@ -190,7 +191,7 @@ async fn embeddings(sim: &Simulator, json: &Value, script: &Script, kill: KillSw
         End::Status { code, .. } => error(Dialect::OpenAi, code, "scripted failure"),
         End::ContentPolicy | End::Reply => match super::embed::answer(json, sim.seed) {
             Ok(list) if script.output.malformed_json => {
-                let cut = reply::truncated(&list.to_string()).to_owned();
+                let cut = super::prompt::truncated(&list.to_string()).to_owned();
                 ([(CONTENT_TYPE, "application/json")], cut).into_response()
             }
             Ok(list) => axum::Json(list).into_response(),
@@ -227,7 +228,8 @@ fn answer(
     let said = prompt.said(dialect, sim.seed, output);
     if !prompt.stream {
         let full = reply::body(dialect, &prompt, &said).to_string();
-        let sent = if output.malformed_json { reply::truncated(&full).to_owned() } else { full.clone() };
+        let sent =
+            if output.malformed_json { super::prompt::truncated(&full).to_owned() } else { full.clone() };
         let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
         return match output.fault {
             Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc => {
@@ -235,7 +237,7 @@ fn answer(
             }
             // Announce the whole length, deliver half: the client waits or breaks.
             fault => {
-                let half = Bytes::from(reply::truncated(&full).to_owned());
+                let half = Bytes::from(super::prompt::truncated(&full).to_owned());
                 let headers =
                     [(CONTENT_TYPE, "application/json".to_owned()), (CONTENT_LENGTH, full.len().to_string())];
                 (headers, Body::from_stream(stream::iter([Ok(half)]).chain(tail(fault, kill))))
@@ -250,7 +252,7 @@ fn answer(
     if output.malformed_json
         && let Some(event) = events.get_mut(broken)
     {
-        event.data = reply::truncated(&event.data).to_owned();
+        event.data = super::prompt::truncated(&event.data).to_owned();
     }
     if dialect == Dialect::Bedrock {
         let frames = super::bedrock::frames(&events, &terminator, output.fault);
@@ -260,10 +262,10 @@ fn answer(
     }
     let sent: Vec<String> = match output.fault {
         Fault::None | Fault::Exception | Fault::BadCrc => {
-            events.iter().chain([&terminator]).map(reply::Event::to_sse).collect()
+            events.iter().chain([&terminator]).map(Event::to_sse).collect()
         }
-        Fault::NoDone => events.iter().map(reply::Event::to_sse).collect(),
-        Fault::Stall | Fault::Cut => events.iter().take(events.len() / 2).map(reply::Event::to_sse).collect(),
+        Fault::NoDone => events.iter().map(Event::to_sse).collect(),
+        Fault::Stall | Fault::Cut => events.iter().take(events.len() / 2).map(Event::to_sse).collect(),
     };
     let pieces = stream::iter(sent.into_iter().map(|s| Ok(Bytes::from(s))));
     let body = Body::from_stream(pieces.chain(tail(output.fault, kill)));
@@ -291,7 +293,7 @@ fn gemini_blocked(sim: &Simulator, json: &Value) -> Response {
     let prompt = Prompt::read(json, sim.seed);
     let blocked = super::gemini::blocked(&prompt);
     if prompt.stream {
-        let event = reply::Event { name: None, data: blocked.to_string() }.to_sse();
+        let event = Event { name: None, data: blocked.to_string() }.to_sse();
         return ([(CONTENT_TYPE, "text/event-stream"), (CACHE_CONTROL, "no-cache")], event).into_response();
     }
     axum::Json(blocked).into_response()

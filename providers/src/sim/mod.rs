@@ -169,6 +169,7 @@ mod embed;
 mod format;
 mod gemini;
 mod handler;
+mod prompt;
 mod recent;
 mod reply;
 mod schema;
@@ -200,7 +201,7 @@ pub use script::ScriptError;
 pub use state::{COUNTED_KEYS, CallCounts, RECORDED_REQUESTS, RecordedRequest};
 pub use vertex::tokens::{TEST_SERVICE_ACCOUNT, WRONG_KEY_SERVICE_ACCOUNT};
 
-use crate::config::Dialect;
+use crate::dialect::Dialect;
 use conn::KillSwitch;
 use script::Script;
 use state::State;
@@ -359,7 +360,7 @@ fn router(sim: Simulator) -> Router {
         .route("/v1beta/models/{target}", post(gemini_api))
         .route(
             "/v1/projects/{project}/locations/{location}/publishers/{publisher}/models/{target}",
-            post(vertex::model_api),
+            post(vertex_api),
         )
         .route("/token", post(vertex::token))
         .route(
@@ -422,6 +423,22 @@ async fn gemini_api(
     match gemini::target(&target, request.uri().query()) {
         Ok((model, stream)) => {
             handler::handle(handler::Api::Gemini { model, stream }, sim, kill, request).await
+        }
+        Err((status, message)) => gemini::refuse(status, &message),
+    }
+}
+
+/// Vertex AI's `…/publishers/{publisher}/models/{model}:{method}`: Claude
+/// or Gemini, as the publisher says (see `vertex.rs`).
+async fn vertex_api(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    Path((_, _, publisher, target)): Path<(String, String, String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    match vertex::target(&publisher, &target, request.uri().query()) {
+        Ok((publisher, model, stream)) => {
+            handler::handle(handler::Api::Vertex { publisher, model, stream }, sim, kill, request).await
         }
         Err((status, message)) => gemini::refuse(status, &message),
     }

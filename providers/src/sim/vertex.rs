@@ -11,36 +11,24 @@
 pub(crate) mod tokens;
 
 use axum::Json;
-use axum::extract::{Path, State as Extract};
+use axum::body::to_bytes;
+use axum::extract::State as Extract;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, body::to_bytes};
 use serde_json::Value;
 
 use super::Simulator;
-use super::conn::KillSwitch;
-use super::handler::{self, Api};
-use crate::config::Dialect;
+use crate::dialect::Dialect;
 use crate::vertex::ANTHROPIC_VERSION;
 
-/// The path's `{project}`, `{location}`, `{publisher}` and `{model}:{method}`.
-type VertexPath = Path<(String, String, String, String)>;
-
-pub(crate) async fn model_api(
-    Extract(sim): Extract<Simulator>,
-    Extension(kill): Extension<KillSwitch>,
-    Path((_, _, publisher, target)): VertexPath,
-    request: axum::extract::Request,
-) -> Response {
-    match api(&publisher, &target, request.uri().query()) {
-        Ok(api) => handler::handle(api, sim, kill, request).await,
-        Err((status, message)) => super::gemini::refuse(status, &message),
-    }
-}
-
-/// The API a Vertex path names, or Google's refusal of a method or a
-/// publisher it does not have.
-fn api(publisher: &str, target: &str, query: Option<&str>) -> Result<Api, (u16, String)> {
+/// What a Vertex path names — the publisher's dialect, the model and
+/// whether it streams — or Google's refusal of a method or a publisher it
+/// does not have.
+pub(crate) fn target(
+    publisher: &str,
+    target: &str,
+    query: Option<&str>,
+) -> Result<(Dialect, String, bool), (u16, String)> {
     match publisher {
         "anthropic" => {
             let (model, method) = target.rsplit_once(':').unwrap_or((target, ""));
@@ -49,11 +37,11 @@ fn api(publisher: &str, target: &str, query: Option<&str>) -> Result<Api, (u16, 
                 "streamRawPredict" => true,
                 other => return Err((404, format!("method `{other}` is not found for Claude models"))),
             };
-            Ok(Api::Vertex { publisher: Dialect::Anthropic, model: model.to_owned(), stream })
+            Ok((Dialect::Anthropic, model.to_owned(), stream))
         }
         "google" => {
             let (model, stream) = super::gemini::target(target, query)?;
-            Ok(Api::Vertex { publisher: Dialect::Gemini, model, stream })
+            Ok((Dialect::Gemini, model, stream))
         }
         other => Err((404, format!("Publisher `{other}` was not found."))),
     }
