@@ -22,6 +22,7 @@ store_matrix!(
     tools_suite_passes_good_tool_calls_and_refuses_schema_breaking_ones,
     runtime_tool_call_violation_fails_over,
     another_replicas_runs_never_invalidate_this_ones,
+    a_bedrock_model_that_breaks_the_tools_contract_is_refused_as_a_fallback,
 );
 
 /// Two gateways on one store, each with its own simulator (so each
@@ -50,6 +51,35 @@ async fn another_replicas_runs_never_invalidate_this_ones(store: TestStore) {
     )
     .await;
     assert_eq!(job["status"], "succeeded", "{job}");
+}
+
+/// A Bedrock provider (the shipped one, on the simulator) whose model calls
+/// tools with arguments their schema refuses fails the `tools` suite, and
+/// is never failed over to: the primary's 503 ends the job, one call made.
+async fn a_bedrock_model_that_breaks_the_tools_contract_is_refused_as_a_fallback(store: TestStore) {
+    let (gw, config) = start(&store, |doc| {
+        let providers = doc["providers"].as_array_mut().unwrap();
+        let shipped = providers.iter().find(|p| p["name"].as_str() == Some("sim-claude-bedrock")).unwrap();
+        let mut bad = shipped.as_table().unwrap().clone();
+        bad.insert("name".into(), "bedrock-tools-bad".into());
+        bad.insert("model".into(), "sim:tool_args=bad".into());
+        providers.push(bad.into());
+        let chain = vec!["sim-tools".into(), "bedrock-tools-bad".into()];
+        set_route(doc, "tools", "chain", toml::Value::Array(chain));
+    })
+    .await;
+    let results = contract_run(&gw, &config).await;
+    assert!(results.contains(&("tools".into(), "bedrock-tools-bad".into(), false)), "{results:?}");
+    assert!(results.contains(&("tools".into(), "sim-tools".into(), true)), "{results:?}");
+
+    gw.sim().queue(Some("sim:tool_call"), "status=503", 1).unwrap();
+    let calls_before = gw.sim().calls().total;
+    let job = create(&gw, "bedrock-bad", &tools_body("Weather in Bergen?")).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    let refused = job["error"]["refused"].as_array().unwrap();
+    assert!(refused[0].as_str().unwrap().starts_with("bedrock-tools-bad: failed its run"), "{refused:?}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no attempt on Bedrock");
+    assert_eq!(gw.sim().calls().total - calls_before, 1, "only the primary was called");
 }
 
 /// The gate on for both primary and fallbacks, as shipped.
