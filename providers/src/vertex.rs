@@ -67,8 +67,12 @@ pub(crate) fn endpoint(
             Endpoint::new(config, paths, bearer, &[])
         }
         VertexCredentials::KeyFile(path) => {
-            let key = key::read(&path)
+            let mut key = key::read(&path)
                 .map_err(|err| SettingsError::Credentials(format!("{}: {err}", path.display())))?;
+            if let Some(uri) = &vertex.token_uri {
+                key.token_uri = reqwest::Url::parse(uri)
+                    .map_err(|err| SettingsError::Credentials(format!("token_uri `{uri}`: {err}")))?;
+            }
             let client = http_client(config.timeouts.connect)?;
             let limit = config.timeouts.first_byte;
             config.api_key = None;
@@ -108,6 +112,7 @@ mod tests {
             location: "us-east5".into(),
             publisher: Publisher::Anthropic,
             credentials: VertexCredentials::AccessToken(Secret::new("t")),
+            token_uri: None,
         };
         let paths = address.paths("claude-sonnet-4-5@20250929");
         assert_eq!(

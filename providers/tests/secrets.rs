@@ -122,6 +122,7 @@ async fn vertex_call(sim: &intentgate_providers::sim::SimHandle) -> (Vec<String>
         location: "l".into(),
         publisher: Publisher::Anthropic,
         credentials: VertexCredentials::KeyFile(path),
+        token_uri: None,
     });
     let vertex = Provider::new(config).unwrap();
     let ctx = ctx();

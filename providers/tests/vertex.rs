@@ -30,8 +30,13 @@ fn vertex(sim: &SimHandle, model: &str, credentials: VertexCredentials) -> Provi
     let publisher = Publisher::of_model(model).unwrap();
     let mut config = ProviderSettings::new("vertex", publisher.dialect(), &sim.base_url_vertex(), model);
     config.timeouts = relaxed();
-    config.vertex =
-        Some(VertexAddress { project: "proj-1".into(), location: "us-east5".into(), publisher, credentials });
+    config.vertex = Some(VertexAddress {
+        project: "proj-1".into(),
+        location: "us-east5".into(),
+        publisher,
+        credentials,
+        token_uri: None,
+    });
     Provider::new(config).unwrap()
 }
 

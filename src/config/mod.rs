@@ -499,6 +499,9 @@ pub struct ProviderConfig {
     /// `dialect = "vertex"`: the path of a service-account key file (JSON).
     /// Without it and `access_token_env`, `GOOGLE_APPLICATION_CREDENTIALS` names it.
     pub credentials_file: Option<PathBuf>,
+    /// `dialect = "vertex"`: where the key file's assertions are traded for
+    /// access tokens, instead of its own `token_uri`.
+    pub token_uri: Option<String>,
     /// `dialect = "vertex"`: environment variable holding an access token
     /// minted elsewhere (`gcloud auth print-access-token`), sent as it is.
     pub access_token_env: Option<String>,
@@ -1059,6 +1062,7 @@ impl Config {
     /// Moves the simulator to `addr`, and every provider whose `base_url`
     /// points at its old address along with it: those providers are the
     /// simulator's, and would otherwise call whatever holds the old port.
+    /// A Vertex provider's tokens then come from the moved simulator too.
     fn move_simulator(&mut self, addr: SocketAddr) {
         let old = format!("http://{}", self.simulator.listen);
         let new = format!("http://{addr}");
@@ -1067,6 +1071,9 @@ impl Config {
                 && (rest.is_empty() || rest.starts_with('/'))
             {
                 provider.base_url = format!("{new}{rest}");
+                if provider.dialect == DialectConfig::Vertex && provider.credentials_file.is_some() {
+                    provider.token_uri = Some(format!("{new}/token"));
+                }
             }
         }
         self.simulator.listen = addr;

@@ -33,7 +33,8 @@ impl PublisherConfig {
 }
 
 /// Fields that mean something with `dialect = "vertex"` only.
-const VERTEX_ONLY: [&str; 5] = ["project", "location", "publisher", "credentials_file", "access_token_env"];
+const VERTEX_ONLY: [&str; 6] =
+    ["project", "location", "publisher", "credentials_file", "access_token_env", "token_uri"];
 
 impl ProviderConfig {
     /// The publisher: the configured one, else what the model's name says.
@@ -41,13 +42,14 @@ impl ProviderConfig {
         self.publisher.map(PublisherConfig::publisher).or_else(|| Publisher::of_model(&self.model))
     }
 
-    fn vertex_fields(&self) -> [(&'static str, bool); 5] {
+    fn vertex_fields(&self) -> [(&'static str, bool); 6] {
         let set = [
             self.project.is_some(),
             self.location.is_some(),
             self.publisher.is_some(),
             self.credentials_file.is_some(),
             self.access_token_env.is_some(),
+            self.token_uri.is_some(),
         ];
         std::array::from_fn(|i| (VERTEX_ONLY[i], set[i]))
     }
@@ -79,6 +81,7 @@ pub(super) fn address(provider: &ProviderConfig) -> Result<VertexAddress, Provid
         location: provider.location.clone().unwrap_or_default(),
         publisher: provider.publisher().unwrap_or(Publisher::Google),
         credentials,
+        token_uri: provider.token_uri.clone(),
     })
 }
 

@@ -61,6 +61,10 @@ pub struct VertexAddress {
     pub location: String,
     pub publisher: Publisher,
     pub credentials: VertexCredentials,
+    /// Where a key file's assertions are traded for tokens, instead of the
+    /// key's own `token_uri` (a private endpoint; the simulator's when it
+    /// was moved).
+    pub token_uri: Option<String>,
 }
 
 impl VertexAddress {
