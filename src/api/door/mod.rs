@@ -27,7 +27,7 @@ mod serve;
 use axum::body::Bytes;
 use serde_json::{Map, Value};
 
-use super::Problem;
+use super::{AppState, Caller, Problem};
 use crate::jobs::{Job, JobResult};
 pub use serve::{AnswerAs, answer, serve};
 
@@ -38,7 +38,7 @@ pub struct Translated {
     /// Whether the client asked for a stream.
     pub stream: bool,
     /// The job whose conversation this request continues (the Responses
-    /// API's `previous_response_id`): its messages and answer come first.
+    /// API's `previous_response_id`; see its door's `prepare`).
     pub continues: Option<uuid::Uuid>,
     /// Answer at once, before the job is done (the Responses API's
     /// `background`): how the answer is delivered, not part of the intent.
@@ -78,6 +78,17 @@ pub trait Door: Send + Sync + 'static {
     /// error body. The problem's own members stay in it, so a client that
     /// knows intentgate can read `job_id` and the problem type.
     fn error(problem: Map<String, Value>) -> Map<String, Value>;
+
+    /// What the door does to its translated request before it is
+    /// submitted, with the store at hand (the Responses door puts the
+    /// conversation of `previous_response_id` first); nothing by default.
+    fn prepare(
+        _state: &AppState,
+        _caller: &Caller,
+        _translated: &mut Translated,
+    ) -> impl std::future::Future<Output = Result<(), Problem>> + Send {
+        async { Ok(()) }
+    }
 
     /// The `Content-Type` of [`Door::error`]'s body.
     const ERROR_CONTENT_TYPE: &'static str = "application/problem+json";

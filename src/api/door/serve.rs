@@ -17,7 +17,7 @@ use super::{Door, StreamRender};
 use crate::api::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
 use crate::api::submit::{new_job, submit};
 use crate::api::view::JOB_ID_HEADER;
-use crate::api::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType, StoreStage};
+use crate::api::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType};
 use crate::config::Keyless;
 use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus, NewJob};
@@ -48,9 +48,7 @@ pub async fn serve<D: Door>(
     };
     let body = crate::api::extract::read_body(body, state.max_body_bytes).await?;
     let mut translated = D::translate(&body, headers)?;
-    if let Some(previous) = translated.continues {
-        continue_conversation(state, caller, &mut translated.job, previous).await?;
-    }
+    D::prepare(state, caller, &mut translated).await?;
     let keyless = sent.is_none();
     let mut new = new_job(state, caller, sent.unwrap_or_else(IdempotencyKey::minted), translated.job)?;
     if keyless {
@@ -112,43 +110,6 @@ async fn keyless_key(state: &AppState, new: &NewJob) -> Result<IdempotencyKey, P
             }
         }
     }
-}
-
-/// Puts the conversation of `previous` (an earlier job of the same owner,
-/// succeeded) before `job`'s own messages, after its leading system
-/// messages: the earlier request's messages without its system ones (its
-/// instructions do not carry over), then its answer.
-async fn continue_conversation(
-    state: &AppState,
-    caller: &Caller,
-    job: &mut serde_json::Value,
-    previous: uuid::Uuid,
-) -> Result<(), Problem> {
-    let found = state.store.job(previous).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
-    let Some(earlier) = found.filter(|earlier| earlier.owner == caller.0.owner) else {
-        return Err(Problem::new(ProblemType::NotFound, "`previous_response_id` names no response of yours")
-            .with("path", "/previous_response_id"));
-    };
-    let answer = earlier.result.as_deref().and_then(JobResult::decode).and_then(|result| result.completion);
-    let request = serde_json::from_str::<crate::jobs::JobRequest>(&earlier.request).ok();
-    let (Some(answer), Some(request)) = (answer, request) else {
-        return Err(Problem::no_answer(&earlier, None).with("path", "/previous_response_id"));
-    };
-    let mut message = answer["choices"][0]["message"].clone();
-    if let Some(fields) = message.as_object_mut() {
-        fields.retain(|key, _| matches!(key.as_str(), "role" | "content" | "tool_calls"));
-    }
-    let earlier_messages =
-        request.input.messages.iter().filter(|m| !matches!(m.role.as_str(), "system" | "developer"));
-    let mut prior: Vec<serde_json::Value> =
-        earlier_messages.filter_map(|m| serde_json::to_value(m).ok()).collect();
-    prior.push(message);
-    if let Some(messages) = job.pointer_mut("/input/messages").and_then(serde_json::Value::as_array_mut) {
-        let leading =
-            messages.iter().take_while(|m| m["role"] == "system" || m["role"] == "developer").count();
-        messages.splice(leading..leading, prior);
-    }
-    Ok(())
 }
 
 /// How [`answer`] answers a job.

@@ -10,6 +10,7 @@
 //! `resp_<job id>`. Errors carry OpenAI's `error` member, as on chat
 //! completions.
 
+mod continuation;
 mod items;
 mod render;
 mod translate;
@@ -80,6 +81,15 @@ impl Door for Responses {
 
     fn error(problem: Map<String, Value>) -> Map<String, Value> {
         super::openai::error_body(problem)
+    }
+
+    async fn prepare(state: &AppState, caller: &Caller, translated: &mut Translated) -> Result<(), Problem> {
+        match translated.continues {
+            Some(previous) => {
+                continuation::continue_conversation(state, caller, &mut translated.job, previous).await
+            }
+            None => Ok(()),
+        }
     }
 }
 
