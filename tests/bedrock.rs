@@ -130,21 +130,8 @@ async fn plain_streamed_and_a_tool_round_trip_reach_claude_on_bedrock(store: Tes
 
 async fn a_thinking_turn_passes_through_bedrock_unchanged(store: TestStore) {
     let gw = gateway(&store, MODEL, BEDROCK_SECRET_ACCESS_KEY).await;
-    let sent: Value = serde_json::from_str(include_str!("bodies/claude_code_turn.json")).unwrap();
-    let beta = "claude-code-20250219,interleaved-thinking-2025-05-14";
-    let mut turn = sent.clone();
-    turn["model"] = "on-bedrock".into();
-    let response = gw
-        .client
-        .post(gw.url("/v1/messages"))
-        .header("x-api-key", ALICE)
-        .header("anthropic-version", "2023-06-01")
-        .header("anthropic-beta", beta)
-        .header("idempotency-key", "br-think")
-        .json(&turn)
-        .send()
-        .await
-        .unwrap();
+    let turn = common::claude_code_turn("on-bedrock");
+    let response = common::send_as_claude_code(&gw, "br-think", &turn).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-intentgate-provider"], "bedrock", "Bedrock speaks Messages");
     let job = job_of(&response);

@@ -47,18 +47,7 @@ async fn gateway(store: &TestStore, faults: &[(&str, &str)]) -> TestGateway {
 
 /// Claude Code's turn, sent to the `claude` route with its headers.
 async fn claude_code_turn(gw: &TestGateway, key: &str) -> reqwest::Response {
-    let mut sent: Value = serde_json::from_str(include_str!("bodies/claude_code_turn.json")).unwrap();
-    sent["model"] = "claude".into();
-    gw.client
-        .post(gw.url("/v1/messages"))
-        .header("x-api-key", ALICE)
-        .header("anthropic-version", "2023-06-01")
-        .header("anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14")
-        .header("idempotency-key", key)
-        .json(&sent)
-        .send()
-        .await
-        .unwrap()
+    common::send_as_claude_code(gw, key, &common::claude_code_turn("claude")).await
 }
 
 /// Calls at Bedrock's runtime, of any model.

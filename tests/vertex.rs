@@ -133,20 +133,8 @@ async fn claude_on_vertex_answers_plain_streamed_and_with_tools(store: TestStore
 
 async fn a_thinking_turn_passes_through_to_claude_on_vertex_unchanged(store: TestStore) {
     let gw = gateway(&store).await;
-    let mut sent: Value = serde_json::from_str(include_str!("bodies/claude_code_turn.json")).unwrap();
-    sent["model"] = "vertex-claude".into();
-    let beta = "claude-code-20250219,interleaved-thinking-2025-05-14";
-    let response = gw
-        .client
-        .post(gw.url("/v1/messages"))
-        .header("x-api-key", ALICE)
-        .header("anthropic-version", "2023-06-01")
-        .header("anthropic-beta", beta)
-        .header("idempotency-key", "vx-think")
-        .json(&sent)
-        .send()
-        .await
-        .unwrap();
+    let sent = common::claude_code_turn("vertex-claude");
+    let response = common::send_as_claude_code(&gw, "vx-think", &sent).await;
     assert_eq!(response.status(), 200);
     let job = job_of(&response);
     let message: Value = response.json().await.unwrap();
@@ -162,7 +150,11 @@ async fn a_thinking_turn_passes_through_to_claude_on_vertex_unchanged(store: Tes
         expected,
         "thinking, cache breakpoints and all, as sent but for Vertex's two fields"
     );
-    assert_eq!(seen.headers["anthropic-beta"], beta, "the betas are carried as a header");
+    assert_eq!(
+        seen.headers["anthropic-beta"],
+        common::CLAUDE_CODE_BETAS,
+        "the betas are carried as a header"
+    );
     assert!(!seen.headers.contains_key("anthropic-version"), "the version is the body's on Vertex");
     assert_eq!(one_call_per_attempt(&gw, &job).await.len(), 1);
 }

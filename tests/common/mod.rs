@@ -599,3 +599,27 @@ pub fn system_binary(name: &str, require_var: &str, what: &str) -> Option<PathBu
     ));
     None
 }
+
+/// The betas Claude Code sends with its turns.
+pub const CLAUDE_CODE_BETAS: &str = "claude-code-20250219,interleaved-thinking-2025-05-14";
+
+/// Claude Code's captured turn (thinking, cache breakpoints), asking for `model`.
+pub fn claude_code_turn(model: &str) -> Value {
+    let mut turn: Value = serde_json::from_str(include_str!("../bodies/claude_code_turn.json")).unwrap();
+    turn["model"] = model.into();
+    turn
+}
+
+/// Sends `turn` to the Messages door with Claude Code's headers, under `key`.
+pub async fn send_as_claude_code(gw: &TestGateway, key: &str, turn: &Value) -> Response {
+    gw.client
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", ALICE)
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", CLAUDE_CODE_BETAS)
+        .header("idempotency-key", key)
+        .json(turn)
+        .send()
+        .await
+        .unwrap()
+}
