@@ -98,6 +98,12 @@ impl AzureAddress {
     pub(crate) fn path(&self, operation: &str) -> String {
         format!("/openai/deployments/{}/{operation}?api-version={}", self.deployment, self.api_version)
     }
+
+    /// The path (and query) of the Responses API, which Azure serves per
+    /// resource, not per deployment (the deployment is the body's `model`).
+    pub(crate) fn responses_path(&self) -> String {
+        format!("/openai/responses?api-version={}", self.api_version)
+    }
 }
 
 /// How large an answer may be: a provider that answers gigabytes must not

@@ -23,6 +23,11 @@ pub enum Dialect {
     /// `/invoke-with-response-stream`): Claude's Messages body, signed
     /// with SigV4 or sent with a Bedrock API key (see `BedrockAddress`).
     Bedrock,
+    /// `POST {base_url}/responses`, bearer auth: OpenAI's Responses API,
+    /// where OpenAI's reasoning models keep their reasoning across turns
+    /// (encrypted reasoning items) and Codex speaks natively.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 impl Dialect {
@@ -32,6 +37,7 @@ impl Dialect {
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
             Dialect::Bedrock => "bedrock",
+            Dialect::OpenAiResponses => "openai-responses",
         }
     }
 }
@@ -51,6 +57,7 @@ impl FromStr for Dialect {
             "anthropic" => Ok(Dialect::Anthropic),
             "gemini" => Ok(Dialect::Gemini),
             "bedrock" => Ok(Dialect::Bedrock),
+            "openai-responses" => Ok(Dialect::OpenAiResponses),
             other => Err(UnknownDialect(other.to_owned())),
         }
     }
@@ -58,5 +65,5 @@ impl FromStr for Dialect {
 
 /// A name that is not a [`Dialect`].
 #[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a dialect (expected openai, anthropic, gemini or bedrock)")]
+#[error("`{0}` is not a dialect (expected openai, openai-responses, anthropic, gemini or bedrock)")]
 pub struct UnknownDialect(pub String);

@@ -14,6 +14,8 @@ use crate::dialect::Dialect;
 pub enum Protocol {
     /// Anthropic's Messages API (`POST /v1/messages`).
     AnthropicMessages,
+    /// OpenAI's Responses API (`POST /v1/responses`).
+    OpenAiResponses,
 }
 
 impl Protocol {
@@ -21,13 +23,18 @@ impl Protocol {
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::AnthropicMessages => "anthropic-messages",
+            Protocol::OpenAiResponses => "openai-responses",
         }
     }
 
     /// Whether `dialect` is sent this protocol's requests as they are
     /// (Bedrock's `InvokeModel` takes Anthropic's Messages body).
     pub fn spoken_by(self, dialect: Dialect) -> bool {
-        matches!((self, dialect), (Protocol::AnthropicMessages, Dialect::Anthropic | Dialect::Bedrock))
+        matches!(
+            (self, dialect),
+            (Protocol::AnthropicMessages, Dialect::Anthropic | Dialect::Bedrock)
+                | (Protocol::OpenAiResponses, Dialect::OpenAiResponses)
+        )
     }
 }
 
@@ -63,14 +70,20 @@ impl Native {
     }
 }
 
-/// The whole answer a passed-through stream's events make (Anthropic's
-/// `message`: its start, each block with its deltas applied — text,
-/// thinking and its signature, a tool call's input — and the final stop
-/// reason and usage), so a plain request for a streamed job answers with
-/// what the stream said. `None` when the events hold no message start.
+/// The whole answer a passed-through stream's events make, so a plain
+/// request for a streamed job answers with what the stream said:
+/// Anthropic's `message` (its start, each block with its deltas applied —
+/// text, thinking and its signature, a tool call's input — and the final
+/// stop reason and usage), or the `response` a Responses stream's last
+/// event carries whole. `None` when the events hold no such answer.
 pub fn assemble(protocol: Protocol, events: &[&Value]) -> Option<Value> {
     match protocol {
         Protocol::AnthropicMessages => assemble_message(events),
+        Protocol::OpenAiResponses => events
+            .iter()
+            .rev()
+            .find(|e| matches!(e["type"].as_str(), Some("response.completed" | "response.incomplete")))
+            .map(|e| e["response"].clone()),
     }
 }
 

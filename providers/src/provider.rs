@@ -18,6 +18,7 @@ use crate::gemini;
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
+use crate::responses;
 use crate::stream::{ChunkStream, Decoder, Framing, chunk_stream};
 use crate::transport::{Endpoint, Paths, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
@@ -31,6 +32,7 @@ pub enum Provider {
     Anthropic(Anthropic),
     Gemini(Gemini),
     Bedrock(Bedrock),
+    Responses(Responses),
 }
 
 /// An OpenAI-dialect endpoint; build it with [`Provider::new`].
@@ -45,6 +47,11 @@ pub struct Anthropic(Endpoint, anthropic::Host);
 /// A Gemini-dialect endpoint (one model's methods); build it with [`Provider::new`].
 #[derive(Debug)]
 pub struct Gemini(Endpoint);
+
+/// An OpenAI Responses API endpoint (OpenAI's, or Azure's); build it with
+/// [`Provider::new`].
+#[derive(Debug)]
+pub struct Responses(Endpoint);
 
 /// An Amazon Bedrock model (Claude through `InvokeModel`); build it with [`Provider::new`].
 #[derive(Debug)]
@@ -97,6 +104,19 @@ impl Provider {
                 )?,
                 anthropic::Host::Anthropic,
             )),
+            Dialect::OpenAiResponses => {
+                let embeddings = embeddings::PATH.into();
+                Provider::Responses(Responses(match config.azure.clone() {
+                    None => {
+                        let paths = Paths { chat: responses::PATH.into(), chat_stream: None, embeddings };
+                        Endpoint::new(config, paths, openai::auth, &[])?
+                    }
+                    Some(azure) => {
+                        let paths = Paths { chat: azure.responses_path(), chat_stream: None, embeddings };
+                        Endpoint::new(config, paths, openai::azure_auth, &[])?
+                    }
+                }))
+            }
             Dialect::Gemini => {
                 let paths = gemini::paths(&config.model);
                 Provider::Gemini(Gemini(Endpoint::new(config, paths, gemini::auth, &[])?))
@@ -132,6 +152,7 @@ impl Provider {
             Provider::Anthropic(_) => Dialect::Anthropic,
             Provider::Gemini(_) => Dialect::Gemini,
             Provider::Bedrock(_) => Dialect::Bedrock,
+            Provider::Responses(_) => Dialect::OpenAiResponses,
         }
     }
 
@@ -140,7 +161,8 @@ impl Provider {
             Provider::OpenAi(OpenAi(endpoint))
             | Provider::Anthropic(Anthropic(endpoint, _))
             | Provider::Gemini(Gemini(endpoint))
-            | Provider::Bedrock(Bedrock(endpoint)) => endpoint,
+            | Provider::Bedrock(Bedrock(endpoint))
+            | Provider::Responses(Responses(endpoint)) => endpoint,
         }
     }
 
@@ -178,6 +200,7 @@ impl Provider {
             Provider::OpenAi(_) => openai::decode_response(&raw).map_err(bad),
             Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::decode_response(&raw).map_err(bad),
             Provider::Gemini(_) => gemini::decode_response(&raw).map_err(|err| err.into_failure(raw.clone())),
+            Provider::Responses(_) => responses::decode_response(&raw).map_err(bad),
         }?;
         let json = match ctx.expect_json {
             false => None,
@@ -241,20 +264,18 @@ impl Provider {
             let raw = read_body(response, deadline, endpoint.timeouts.total, limit).await?;
             return Err(Failure::bad_output("a stream was asked for, the answer is plain JSON", raw));
         }
+        let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
+        let include_usage = asked == Some(&Value::Bool(true));
+        let passthrough = self.passes_through(req).is_some();
         let decoder = match self {
             Provider::OpenAi(_) => Decoder::OpenAi,
+            Provider::Responses(_) => {
+                Decoder::Responses(responses::StreamState::new(include_usage, passthrough))
+            }
             Provider::Anthropic(_) | Provider::Bedrock(_) => {
-                let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
-                let passthrough = self.passes_through(req).is_some();
-                Decoder::Anthropic(anthropic::StreamState::new(
-                    asked == Some(&Value::Bool(true)),
-                    passthrough,
-                ))
+                Decoder::Anthropic(anthropic::StreamState::new(include_usage, passthrough))
             }
-            Provider::Gemini(_) => {
-                let asked = req.extra.get("stream_options").and_then(|options| options.get("include_usage"));
-                Decoder::Gemini(gemini::StreamState::new(asked == Some(&Value::Bool(true))))
-            }
+            Provider::Gemini(_) => Decoder::Gemini(gemini::StreamState::new(include_usage)),
         };
         let framing = match self {
             Provider::Bedrock(_) => Framing::event_stream(endpoint.answer_limits),
@@ -316,6 +337,7 @@ impl Provider {
         }
         match self {
             Provider::OpenAi(_) => None,
+            Provider::Responses(_) => responses::cannot_express(req),
             Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::cannot_express(req),
             Provider::Gemini(_) => gemini::cannot_express(req),
         }
@@ -349,7 +371,7 @@ impl Provider {
     /// Why this provider cannot answer an embeddings request, or `None`.
     pub fn cannot_embed(&self) -> Option<String> {
         match self {
-            Provider::OpenAi(_) => None,
+            Provider::OpenAi(_) | Provider::Responses(_) => None,
             Provider::Anthropic(_) => Some("the Anthropic API has no embeddings".to_owned()),
             Provider::Gemini(_) => Some("Gemini's embedContent is not translated".to_owned()),
             Provider::Bedrock(_) => Some("Bedrock's embedding models are not translated".to_owned()),
@@ -396,6 +418,11 @@ impl Provider {
             (Provider::Anthropic(_) | Provider::Bedrock(_), None) => {
                 anthropic::request_body(req, model, stream)
             }
+            (Provider::Responses(_), Some(native)) => {
+                Ok(responses::passthrough_body(native, req, model, stream))
+            }
+            (Provider::Responses(_), None) => responses::request_body(req, model, stream)
+                .map_err(<serde_json::Error as serde::de::Error>::custom),
             _ => openai::request_body(req, model, stream),
         };
         let mut body = body.map_err(|err| unsent(err.to_string()))?;

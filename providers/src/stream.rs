@@ -28,6 +28,7 @@ pub(crate) enum Decoder {
     OpenAi,
     Anthropic(anthropic::StreamState),
     Gemini(gemini::StreamState),
+    Responses(crate::responses::StreamState),
 }
 
 impl Decoder {
@@ -36,6 +37,7 @@ impl Decoder {
             Decoder::OpenAi => openai::decode_event(data),
             Decoder::Anthropic(state) => state.decode_event(data),
             Decoder::Gemini(state) => state.decode_event(data),
+            Decoder::Responses(state) => state.decode_event(data),
         }
     }
 
@@ -43,10 +45,19 @@ impl Decoder {
     /// body after the finishing chunk): the body ended cleanly, so the
     /// stream did, with this last chunk (if any); `None` when the body
     /// ended too soon, or the dialect has a terminator that did not come.
+    /// For a dialect whose last event says the stream is over (Responses'
+    /// `response.completed`): over, with this last chunk (if any).
+    fn take_end(&mut self) -> Option<Option<StreamChunk>> {
+        match self {
+            Decoder::Responses(state) => state.take_end(),
+            Decoder::OpenAi | Decoder::Anthropic(_) | Decoder::Gemini(_) => None,
+        }
+    }
+
     fn end_of_body(&mut self) -> Option<Option<StreamChunk>> {
         match self {
             Decoder::Gemini(state) => state.end_of_body(),
-            Decoder::OpenAi | Decoder::Anthropic(_) => None,
+            Decoder::OpenAi | Decoder::Anthropic(_) | Decoder::Responses(_) => None,
         }
     }
 }
@@ -166,6 +177,10 @@ impl Driver {
             return None;
         }
         loop {
+            if let Some(last) = self.decoder.take_end() {
+                self.ended = true;
+                return last.map(Ok);
+            }
             if let Some(event) = self.framing.next_event() {
                 return match event.and_then(|data| self.decoder.decode(data)) {
                     Ok(StreamEvent::Chunk(chunk)) => {

@@ -89,7 +89,7 @@ impl RemoteTokenizer {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = &config.api_key {
             let auth = match config.dialect {
-                Dialect::OpenAi => openai::auth(key.expose()),
+                Dialect::OpenAi | Dialect::OpenAiResponses => openai::auth(key.expose()),
                 Dialect::Anthropic => anthropic::auth(key.expose()),
                 Dialect::Gemini => gemini::auth(key.expose()),
                 Dialect::Bedrock => crate::bedrock::auth(key.expose()),

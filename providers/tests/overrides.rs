@@ -54,7 +54,9 @@ fn assert_overridden(body: &Value, stream: bool) {
 #[tokio::test]
 async fn overrides_reach_the_provider_on_calls_and_streams_in_both_dialects() {
     let sim = sim().await;
-    for dialect in DIALECTS {
+    // Overrides are written in the dialect's own terms: these are chat's
+    // (the Responses API has no `response_format`, no `seed`).
+    for dialect in [intentgate_providers::Dialect::OpenAi, intentgate_providers::Dialect::Anthropic] {
         let provider = overridden(&sim, dialect);
         let call = ctx();
         provider.chat(&caller_request(), &call).await.unwrap();

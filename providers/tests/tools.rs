@@ -63,7 +63,7 @@ async fn a_tool_call_plain_and_streamed_in_both_dialects() {
         let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
         assert_eq!(arguments, json!({"city": "Utrecht", "days": 1}), "{dialect}: valid against the schema");
         let id = call["id"].as_str().unwrap();
-        assert!(id.starts_with(if dialect == Dialect::OpenAi { "call_" } else { "toolu_" }), "{id}");
+        assert!(id.starts_with(if dialect == Dialect::Anthropic { "toolu_" } else { "call_" }), "{id}");
 
         let (chunks, assembled) = streamed(&provider, &weather_request()).await;
         assert!(argument_fragments(&chunks) >= 2, "{dialect}: arguments arrive in pieces");
@@ -195,6 +195,16 @@ async fn a_tool_round_trip_reaches_the_provider_in_both_dialects() {
         let sent = sim.last_request(&ctx.job_id.to_string()).unwrap().body.unwrap();
         if dialect == Dialect::OpenAi {
             assert_eq!(sent["messages"][3]["role"], "tool");
+            continue;
+        }
+        if dialect == Dialect::OpenAiResponses {
+            assert_eq!(sent["input"][0], json!({"role": "developer", "content": "be brief"}));
+            assert_eq!(sent["input"][2]["type"], "function_call");
+            assert_eq!(
+                sent["input"][3],
+                json!({"type": "function_call_output", "call_id": "call_1", "output": "light rain"})
+            );
+            assert_eq!(sent["tools"][0]["name"], "weather", "flat, as the Responses API has tools");
             continue;
         }
         assert_eq!(sent["system"], "be brief");

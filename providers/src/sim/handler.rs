@@ -33,6 +33,8 @@ pub(crate) enum Api {
         model: String,
         stream: bool,
     },
+    /// `POST /v1/responses`, OpenAI's Responses API.
+    Responses,
     /// Vertex AI's model of `publisher` (Anthropic or Gemini), the path's.
     Vertex {
         publisher: Dialect,
@@ -55,6 +57,7 @@ impl Api {
         match self {
             Api::Chat(dialect) => *dialect,
             Api::Embeddings => Dialect::OpenAi,
+            Api::Responses => Dialect::OpenAiResponses,
             Api::Gemini { .. } => Dialect::Gemini,
             Api::Vertex { publisher, .. } => *publisher,
             Api::Bedrock { .. } => Dialect::Bedrock,
@@ -134,6 +137,10 @@ pub(crate) async fn handle(
         return error(dialect, status, &message);
     }
     let json = match &api {
+        Api::Responses => match super::responses::view(&json) {
+            Ok(view) => view,
+            Err((status, message)) => return error(dialect, status, &message),
+        },
         Api::Gemini { model, stream } | Api::Vertex { publisher: Dialect::Gemini, model, stream } => {
             super::gemini::view(&json, model, *stream)
         }
@@ -227,7 +234,7 @@ fn answer(
     }
     let said = prompt.said(dialect, sim.seed, output);
     if !prompt.stream {
-        let full = reply::body(dialect, &prompt, &said).to_string();
+        let full = reply::body(dialect, &prompt, json, &said).to_string();
         let sent =
             if output.malformed_json { super::prompt::truncated(&full).to_owned() } else { full.clone() };
         let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
@@ -245,7 +252,7 @@ fn answer(
             }
         };
     }
-    let (mut events, terminator) = reply::events(dialect, &prompt, &said);
+    let (mut events, terminator) = reply::events(dialect, &prompt, json, &said);
     // The second event (the first after a role); the only one of a Gemini
     // function call's stream.
     let broken = if events.len() == 1 { 0 } else { 1 };
@@ -307,6 +314,8 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
         Api::Vertex { publisher: Dialect::Gemini, .. } => return super::gemini::validate_body(json),
         Api::Vertex { stream, .. } => super::vertex::validate_claude(json, *stream)?,
         Api::Bedrock { .. } => return super::bedrock::validate(json),
+        // Checked as it is read (`super::responses::view`).
+        Api::Responses => return Ok(()),
         _ => {}
     }
     if !json.get("messages").is_some_and(Value::is_array) {

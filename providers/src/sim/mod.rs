@@ -5,9 +5,10 @@
 //! Routes:
 //! - `POST /v1/chat/completions` — OpenAI dialect (provider base_url `http://ADDR/v1`)
 //! - `POST /v1/messages` — Anthropic dialect (provider base_url `http://ADDR`)
-//! - `POST /openai/deployments/{d}/chat/completions?api-version=…` and
-//!   `…/{d}/embeddings?api-version=…` — Azure OpenAI's addressing of the
-//!   same (provider base_url `http://ADDR`); without `api-version`, 404
+//! - `POST /openai/deployments/{d}/chat/completions?api-version=…`,
+//!   `…/{d}/embeddings?api-version=…` and `/openai/responses?api-version=…`
+//!   — Azure OpenAI's addressing of the same (provider base_url
+//!   `http://ADDR`); without `api-version`, 404
 //! - `POST /v1beta/models/{model}:generateContent` and
 //!   `…:streamGenerateContent?alt=sse` — Gemini (provider base_url
 //!   `http://ADDR`): the key must be in `x-goog-api-key` (403 without), and
@@ -32,6 +33,10 @@
 //!   "bedrock-2023-05-31"`); answers are the Anthropic dialect's, streams
 //!   framed in AWS's binary event stream, errors `{"message": …}` with
 //!   `x-amzn-errortype`; the model (and so its script) is the path's
+//! - `POST /v1/responses` — OpenAI's Responses API (provider base_url
+//!   `http://ADDR/v1`), strict about its fields and items, with reasoning
+//!   items whose encrypted content must come back unchanged (see
+//!   `responses.rs`)
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -172,6 +177,7 @@ mod handler;
 mod prompt;
 mod recent;
 mod reply;
+mod responses;
 mod schema;
 mod script;
 mod state;
@@ -355,8 +361,10 @@ fn router(sim: Simulator) -> Router {
         .route("/v1/chat/completions", post(chat::<true>))
         .route("/v1/messages", post(chat::<false>))
         .route("/v1/embeddings", post(embeddings))
+        .route("/v1/responses", post(responses_api))
         .route("/openai/deployments/{deployment}/chat/completions", post(azure::<false>))
         .route("/openai/deployments/{deployment}/embeddings", post(azure::<true>))
+        .route("/openai/responses", post(azure_responses))
         .route("/v1beta/models/{target}", post(gemini_api))
         .route(
             "/v1/projects/{project}/locations/{location}/publishers/{publisher}/models/{target}",
@@ -394,11 +402,38 @@ async fn chat<const OPENAI: bool>(
     handler::handle(handler::Api::Chat(dialect), sim, kill, request).await
 }
 
+async fn responses_api(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    request: axum::extract::Request,
+) -> Response {
+    handler::handle(handler::Api::Responses, sim, kill, request).await
+}
+
 /// Azure OpenAI's addressing of the OpenAI dialect: a request without
 /// `api-version` is answered as Azure answers it, 404 `Resource not found`.
 async fn azure<const EMBEDDINGS: bool>(
     Extract(sim): Extract<Simulator>,
     Extension(kill): Extension<KillSwitch>,
+    request: axum::extract::Request,
+) -> Response {
+    let api = if EMBEDDINGS { handler::Api::Embeddings } else { handler::Api::Chat(Dialect::OpenAi) };
+    azure_api(api, sim, kill, request).await
+}
+
+/// Azure's Responses API: per resource, the deployment in the body's `model`.
+async fn azure_responses(
+    Extract(sim): Extract<Simulator>,
+    Extension(kill): Extension<KillSwitch>,
+    request: axum::extract::Request,
+) -> Response {
+    azure_api(handler::Api::Responses, sim, kill, request).await
+}
+
+async fn azure_api(
+    api: handler::Api,
+    sim: Simulator,
+    kill: KillSwitch,
     request: axum::extract::Request,
 ) -> Response {
     let versioned =
@@ -407,7 +442,6 @@ async fn azure<const EMBEDDINGS: bool>(
         let body = serde_json::json!({"error": {"code": "404", "message": "Resource not found"}});
         return (StatusCode::NOT_FOUND, Json(body)).into_response();
     }
-    let api = if EMBEDDINGS { handler::Api::Embeddings } else { handler::Api::Chat(Dialect::OpenAi) };
     handler::handle(api, sim, kill, request).await
 }
 

@@ -158,8 +158,12 @@ impl Prompt {
                     let id = match (dialect, i) {
                         (Dialect::Anthropic | Dialect::Bedrock, _) => format!("toolu_sim{:016x}", self.nonce),
                         // Gemini's calls carry no id: the dialect makes one.
-                        (Dialect::OpenAi | Dialect::Gemini, 0) => format!("call_sim{:016x}", self.nonce),
-                        (Dialect::OpenAi | Dialect::Gemini, i) => format!("call_sim{:016x}_{i}", self.nonce),
+                        (Dialect::OpenAi | Dialect::Gemini | Dialect::OpenAiResponses, 0) => {
+                            format!("call_sim{:016x}", self.nonce)
+                        }
+                        (Dialect::OpenAi | Dialect::Gemini | Dialect::OpenAiResponses, i) => {
+                            format!("call_sim{:016x}_{i}", self.nonce)
+                        }
                     };
                     Said::Tool(self.tools.call(&name, output.bad_tool_args, &self.last_user, id))
                 })

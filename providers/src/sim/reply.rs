@@ -12,12 +12,14 @@ fn openai_usage(input: u64, output: u64) -> Value {
         "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}})
 }
 
-/// A whole (non-streamed) response body. The Anthropic and Gemini dialects
-/// answer the first choice only (`said` has one there).
-pub(crate) fn body(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> Value {
+/// A whole (non-streamed) response body to `request` (as the prompt
+/// reader sees it). The Anthropic, Gemini and Responses dialects answer the
+/// first choice only (`said` has one there).
+pub(crate) fn body(dialect: Dialect, prompt: &Prompt, request: &Value, said: &[Said]) -> Value {
     let (input, output) = usage(prompt, said);
     match dialect {
         Dialect::Gemini => super::gemini::body(prompt, said),
+        Dialect::OpenAiResponses => super::responses::body(prompt, request, said),
         Dialect::OpenAi => {
             let choices: Vec<Value> = said
                 .iter()
@@ -50,8 +52,14 @@ pub(crate) fn body(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> Value {
 }
 
 /// The events of a streamed answer, and separately its terminator.
-pub(crate) fn events(dialect: Dialect, prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
+pub(crate) fn events(
+    dialect: Dialect,
+    prompt: &Prompt,
+    request: &Value,
+    said: &[Said],
+) -> (Vec<Event>, Event) {
     match dialect {
+        Dialect::OpenAiResponses => super::responses::events(prompt, request, said),
         Dialect::OpenAi => openai_events(prompt, said),
         Dialect::Anthropic | Dialect::Bedrock => anthropic_events(prompt, said),
         Dialect::Gemini => super::gemini::events(prompt, said),
@@ -140,6 +148,9 @@ fn anthropic_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
 pub(crate) fn error(dialect: Dialect, status: u16, message: &str) -> Value {
     match dialect {
         Dialect::OpenAi => json!({"error": {"message": message, "type": "sim_error", "code": status}}),
+        Dialect::OpenAiResponses => {
+            json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": status}})
+        }
         Dialect::Gemini => super::gemini::error(status, message, None),
         Dialect::Bedrock => json!({"message": message}),
         Dialect::Anthropic => {
@@ -159,7 +170,7 @@ pub(crate) fn error(dialect: Dialect, status: u16, message: &str) -> Value {
 /// `content_policy_violation`, Anthropic's content filtering message).
 pub(crate) fn content_policy(dialect: Dialect) -> Value {
     match dialect {
-        Dialect::OpenAi => json!({"error": {
+        Dialect::OpenAi | Dialect::OpenAiResponses => json!({"error": {
             "message": "Your request was rejected as a result of our safety system.",
             "type": "invalid_request_error", "param": null, "code": "content_policy_violation"}}),
         Dialect::Anthropic => json!({"type": "error", "error": {

@@ -11,7 +11,7 @@ use intentgate_providers::{
 use uuid::Uuid;
 
 /// The dialects whose loopback tests share a file; Gemini's are in `gemini.rs`.
-pub const DIALECTS: [Dialect; 2] = [Dialect::OpenAi, Dialect::Anthropic];
+pub const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::OpenAiResponses];
 
 /// The key a Gemini provider is configured with (the simulator, as Google,
 /// refuses a Gemini call without one).
@@ -49,7 +49,7 @@ pub fn http() -> reqwest::Client {
 
 pub fn base_url(sim: &SimHandle, dialect: Dialect) -> String {
     match dialect {
-        Dialect::OpenAi => sim.base_url_openai(),
+        Dialect::OpenAi | Dialect::OpenAiResponses => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
         Dialect::Gemini => sim.base_url_gemini(),
         Dialect::Bedrock => sim.base_url_bedrock(),
