@@ -205,8 +205,8 @@ pub fn current_parent() -> Option<TraceParent> {
 /// GenAI's `gen_ai.provider.name` for a provider of `dialect`.
 pub fn provider_name(dialect: DialectConfig) -> &'static str {
     match dialect {
-        DialectConfig::Openai => "openai",
-        DialectConfig::Azure => "azure.ai.openai",
+        DialectConfig::Openai | DialectConfig::OpenaiResponses => "openai",
+        DialectConfig::Azure | DialectConfig::AzureResponses => "azure.ai.openai",
         DialectConfig::Anthropic => "anthropic",
         DialectConfig::Gemini => "gcp.gemini",
         DialectConfig::Vertex => "gcp.vertex_ai",

@@ -234,7 +234,7 @@ fn config_check_refuses_what_serve_refuses() {
         ),
         (
             shipped.replacen("dialect = \"openai\"", "dialect = \"openai\"\napi_version = \"2024-10-21\"", 1),
-            "providers[0].api_version: is for dialect = \"azure\" only",
+            "providers[0].api_version: is for dialect = \"azure\" or \"azure-responses\" only",
         ),
     ];
     for (text, expected) in cases {
@@ -270,37 +270,37 @@ fn a_gemini_provider_checks_ok_and_its_mistakes_are_named() {
     let cases = [
         (
             gemini.replace("api_key_env = \"INTENTGATE_TEST_GEMINI_KEY\"\n", ""),
-            "providers[9].api_key_env: is required with dialect = \"gemini\"",
+            "providers[10].api_key_env: is required with dialect = \"gemini\"",
         ),
         (
             gemini.replace("\"gemini-2.5-flash\"", "\"models/gemini-2.5-flash\""),
-            "providers[9].model: `models/gemini-2.5-flash` cannot be a Gemini model name in a URL (write it without `models/`)",
+            "providers[10].model: `models/gemini-2.5-flash` cannot be a Gemini model name in a URL (write it without `models/`)",
         ),
         (
             gemini.replace("googleapis.com\"", "googleapis.com/v1beta\""),
-            "providers[9].base_url: ends in `/v1beta`: give the API's origin",
+            "providers[10].base_url: ends in `/v1beta`: give the API's origin",
         ),
         (
             gemini.replace("\"o200k_base\"", "\"remote\""),
-            "providers[9].tokenizer: `remote` asks a server's tokenize/detokenize endpoints",
+            "providers[10].tokenizer: `remote` asks a server's tokenize/detokenize endpoints",
         ),
         (
             format!("{gemini}request = {{ temperature = 0 }}\n"),
-            "providers[9].request.temperature: is OpenAI's name",
+            "providers[10].request.temperature: is OpenAI's name",
         ),
         (
             format!("{gemini}request = {{ contents = [] }}\n"),
-            "providers[9].request.contents: cannot be overridden",
+            "providers[10].request.contents: cannot be overridden",
         ),
         (
             format!(
                 "{gemini}max_temperature = 0.5\nrequest = {{ generationConfig = {{ temperature = 1.0 }} }}\n"
             ),
-            "providers[9].request.generationConfig.temperature: 1 is above this provider's max_temperature 0.5",
+            "providers[10].request.generationConfig.temperature: 1 is above this provider's max_temperature 0.5",
         ),
         (
             format!("{gemini}api_version = \"2024-10-21\"\n"),
-            "providers[9].api_version: is for dialect = \"azure\" only",
+            "providers[10].api_version: is for dialect = \"azure\" or \"azure-responses\" only",
         ),
         (gemini.replace("dialect = \"gemini\"", "dialect = \"gemni\""), "`gemini`"),
     ];
@@ -334,15 +334,15 @@ fn a_vertex_provider_checks_ok_and_its_mistakes_are_named() {
     let (ok, stderr) = check(&vertex);
     assert!(ok, "a Vertex provider checks ok: {stderr}");
     let cases = [
-        (vertex.replace("project = \"proj-1\"\n", ""), "providers[9].project: is required with dialect = \"vertex\""),
-        (vertex.replace("location = \"us-east5\"\n", ""), "providers[9].location: is required with dialect = \"vertex\""),
+        (vertex.replace("project = \"proj-1\"\n", ""), "providers[10].project: is required with dialect = \"vertex\""),
+        (vertex.replace("location = \"us-east5\"\n", ""), "providers[10].location: is required with dialect = \"vertex\""),
         (vertex.replace(&format!("credentials_file = \"{key}\"\n"), ""), "no Vertex AI credentials: set credentials_file"),
         (vertex.replace(key, "/nonexistent/key.json"), "/nonexistent/key.json: cannot read the key file"),
-        (vertex.replace("claude-sonnet-4-5@20250929", "llama-3"), "providers[9].publisher: cannot be told from model `llama-3`"),
-        (format!("{vertex}api_key_env = \"X\"\n"), "providers[9].api_key_env: Vertex AI takes an OAuth access token"),
+        (vertex.replace("claude-sonnet-4-5@20250929", "llama-3"), "providers[10].publisher: cannot be told from model `llama-3`"),
+        (format!("{vertex}api_key_env = \"X\"\n"), "providers[10].api_key_env: Vertex AI takes an OAuth access token"),
         (
             "\n[[providers]]\nname = \"o\"\ndialect = \"openai\"\nbase_url = \"http://x\"\nmodel = \"m\"\nproject = \"p\"\n".into(),
-            "providers[9].project: is for dialect = \"vertex\" only",
+            "providers[10].project: is for dialect = \"vertex\" only",
         ),
     ];
     for (provider, expected) in cases {
@@ -379,15 +379,15 @@ fn a_bedrock_provider_checks_ok_and_its_mistakes_are_named() {
     let cases = [
         (
             bedrock.replace("region = \"eu-west-1\"\n", ""),
-            "providers[9].region: is required with dialect = \"bedrock\"",
+            "providers[10].region: is required with dialect = \"bedrock\"",
         ),
         (
             "\n[[providers]]\nname = \"o\"\ndialect = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n\
              region = \"us-east-1\"\n"
                 .to_owned(),
-            "providers[9].region: is for dialect = \"bedrock\" only",
+            "providers[10].region: is for dialect = \"bedrock\" only",
         ),
-        (bedrock.replace("anthropic.claude", "meta.llama"), "providers[9].model: `meta.llama"),
+        (bedrock.replace("anthropic.claude", "meta.llama"), "providers[10].model: `meta.llama"),
     ];
     for (provider, expected) in cases {
         let (ok, stderr) = check(&provider, true);

@@ -28,11 +28,12 @@ async fn sim() -> SimHandle {
 }
 
 /// Every dialect the suites must be runnable against.
-const DIALECTS: [Dialect; 4] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Bedrock];
+const DIALECTS: [Dialect; 5] =
+    [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Bedrock, Dialect::OpenAiResponses];
 
 fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
     let base_url = match dialect {
-        Dialect::OpenAi => sim.base_url_openai(),
+        Dialect::OpenAi | Dialect::OpenAiResponses => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
         Dialect::Gemini => sim.base_url_gemini(),
         Dialect::Bedrock => sim.base_url_bedrock(),

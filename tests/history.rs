@@ -974,7 +974,7 @@ fn write_config(store_url: &str, upstream: SocketAddr, plan: &Plan, instance: &s
         .iter()
         .map(|chaos| {
             let base_url = match chaos.dialect {
-                "openai" => format!("http://{upstream}/v1"),
+                "openai" | "openai-responses" => format!("http://{upstream}/v1"),
                 _ => format!("http://{upstream}"),
             };
             let mut provider = toml::Table::new();

@@ -38,6 +38,11 @@ pub(crate) fn cannot_express(req: &ChatRequest) -> Option<String> {
             return Some(format!("`{field}`: the messages API has no log probabilities"));
         }
     }
+    if req.extra.get("reasoning_effort").is_some_and(|v| !v.is_null()) {
+        return Some(
+            "`reasoning_effort`: the messages API's thinking is a token budget, not translated".into(),
+        );
+    }
     request::untranslatable(req)
 }
 

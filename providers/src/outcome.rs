@@ -34,7 +34,7 @@ pub enum Failure {
     NotSent { reason: String, local: bool },
     /// The provider answered with an error status (or an explicit error event
     /// in a stream): it told us it will not deliver this answer.
-    #[error("rejected with status {status}")]
+    #[error("rejected with status {status}{}", provider_says(body))]
     Rejected { status: u16, retry_after: Option<Duration>, body: String },
     /// A 2xx whose body is unusable: not JSON, the wrong shape, or not the
     /// JSON the caller asked for. `raw` is the exact body, kept for audit.
@@ -44,6 +44,20 @@ pub enum Failure {
     /// back. Never to be treated as failed.
     #[error("outcome unknown: {reason}")]
     Unknown { reason: String },
+}
+
+/// What a rejection's body says, as `: <message>` (the `error.message` or
+/// `message` every dialect's error carries, at most 300 characters), so
+/// the reason a job failed reaches its client; empty when it says nothing.
+fn provider_says(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|body| {
+        body.pointer("/error/message").or_else(|| body.get("message")).and_then(serde_json::Value::as_str)
+    });
+    match message.map(str::trim).filter(|m| !m.is_empty()) {
+        Some(message) => format!(": {}", message.chars().take(300).collect::<String>()),
+        None => String::new(),
+    }
 }
 
 impl Failure {

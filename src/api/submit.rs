@@ -98,10 +98,15 @@ pub fn new_job(
                 .with("path", "/input"));
         }
     }
-    if request.native.is_some() && request.door != Some(crate::jobs::DoorName::AnthropicMessages) {
+    let native_door = matches!(
+        request.door,
+        Some(crate::jobs::DoorName::AnthropicMessages | crate::jobs::DoorName::OpenAiResponses)
+    );
+    if request.native.is_some() && !native_door {
         return Err(Problem::new(
             ProblemType::InvalidBody,
-            "`native` is a Messages request carried beside its chat view: only with `door` `anthropic-messages`",
+            "`native` is a door's request carried beside its chat view: only with `door` `anthropic-messages` \
+             or `openai-responses`",
         )
         .titled("Invalid job request")
         .with("path", "/native"));

@@ -451,12 +451,27 @@ pub enum DialectConfig {
     /// streamed), signed with SigV4 for `region`, or a Bedrock API key as a
     /// bearer token (docs/bedrock.md).
     Bedrock,
+    /// OpenAI's Responses API: `{base_url}/responses`, bearer auth; the
+    /// Responses door's requests pass through as sent (docs/responses.md).
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    /// Azure OpenAI's Responses API: `{base_url}/openai/responses?api-version=…`,
+    /// the deployment named by `model`, the key in `api-key`.
+    #[serde(rename = "azure-responses")]
+    AzureResponses,
 }
 
 impl DialectConfig {
+    /// Azure OpenAI's addressing (`api_version`, the `api-key` header).
+    pub fn is_azure(self) -> bool {
+        matches!(self, DialectConfig::Azure | DialectConfig::AzureResponses)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             DialectConfig::Openai => "openai",
+            DialectConfig::OpenaiResponses => "openai-responses",
+            DialectConfig::AzureResponses => "azure-responses",
             DialectConfig::Anthropic => "anthropic",
             DialectConfig::Azure => "azure",
             DialectConfig::Gemini => "gemini",
@@ -653,6 +668,9 @@ impl ProviderConfig {
             (DialectConfig::Anthropic, _) => intentgate_providers::Dialect::Anthropic,
             (DialectConfig::Gemini | DialectConfig::Vertex, _) => intentgate_providers::Dialect::Gemini,
             (DialectConfig::Bedrock, _) => intentgate_providers::Dialect::Bedrock,
+            (DialectConfig::OpenaiResponses | DialectConfig::AzureResponses, _) => {
+                intentgate_providers::Dialect::OpenAiResponses
+            }
         };
         let mut config = intentgate_providers::ProviderSettings::new(
             &self.name,
@@ -661,7 +679,7 @@ impl ProviderConfig {
             &self.model,
         );
         config.vertex = vertex;
-        if self.dialect == DialectConfig::Azure {
+        if self.dialect.is_azure() {
             config.azure = Some(intentgate_providers::AzureAddress {
                 deployment: self.deployment.clone().unwrap_or_else(|| self.model.clone()),
                 api_version: self.api_version.clone().unwrap_or_default(),

@@ -192,19 +192,27 @@ fn validate_azure(provider: &ProviderConfig) -> Result<(), Invalid> {
     let url_safe = |text: &str| {
         !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
     };
-    if provider.dialect != super::DialectConfig::Azure {
+    if !provider.dialect.is_azure() {
         for (field, value) in [("deployment", &provider.deployment), ("api_version", &provider.api_version)] {
             if value.is_some() {
-                return Err((field.into(), "is for dialect = \"azure\" only".into()));
+                return Err((field.into(), "is for dialect = \"azure\" or \"azure-responses\" only".into()));
             }
         }
         return Ok(());
+    }
+    if provider.dialect == super::DialectConfig::AzureResponses && provider.deployment.is_some() {
+        return Err(("deployment".into(), "is `model` with dialect = \"azure-responses\"".into()));
     }
     match provider.api_version.as_deref() {
         None => {
             return Err((
                 "api_version".into(),
-                "is required with dialect = \"azure\" (e.g. \"2024-10-21\")".into(),
+                match provider.dialect {
+                    super::DialectConfig::AzureResponses => {
+                        "is required with dialect = \"azure-responses\" (e.g. \"2025-04-01-preview\")".into()
+                    }
+                    _ => "is required with dialect = \"azure\" (e.g. \"2024-10-21\")".into(),
+                },
             ));
         }
         Some(version) if !url_safe(version) => {

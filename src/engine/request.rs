@@ -165,7 +165,8 @@ fn native_of(request: &JobRequest) -> Option<Native> {
     let native = request.native.as_ref()?;
     let protocol = match request.door? {
         DoorName::AnthropicMessages => Protocol::AnthropicMessages,
-        DoorName::OpenAiResponses | DoorName::OpenAiEmbeddings => return None,
+        DoorName::OpenAiResponses => Protocol::OpenAiResponses,
+        DoorName::OpenAiEmbeddings => return None,
     };
     Some(Native {
         protocol,

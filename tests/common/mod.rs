@@ -206,7 +206,7 @@ pub fn test_config_doc(store_url: &str, sim_addr: Option<SocketAddr>) -> toml::T
         for provider in doc.get_mut("providers").unwrap().as_array_mut().unwrap() {
             let provider = provider.as_table_mut().unwrap();
             let url = match provider["dialect"].as_str().unwrap() {
-                "openai" => format!("http://{addr}/v1"),
+                "openai" | "openai-responses" => format!("http://{addr}/v1"),
                 _ => format!("http://{addr}"),
             };
             provider.insert("base_url".into(), url.clone().into());

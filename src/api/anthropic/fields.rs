@@ -8,17 +8,7 @@
 
 use serde_json::Value;
 
-/// How a part of the request reaches a provider of another dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carried {
-    /// Said in the chat view's terms.
-    Translated,
-    /// Advice a provider may ignore without changing the answer's meaning
-    /// (cache breakpoints, context clearing, service tier): left out.
-    Hint,
-    /// Changes the answer, and the chat view has no way to say it.
-    Untranslated,
-}
+pub use crate::api::door::Carried;
 
 /// The top-level fields. One not listed is `Untranslated`: an unknown
 /// field is assumed to matter.

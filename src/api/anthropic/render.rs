@@ -173,6 +173,11 @@ impl StreamRender for EventStream {
         if let Some(native) = JobResult::native_event(chunk) {
             return self.native_event(native);
         }
+        if self.native {
+            // The provider's own events said it all; a translated usage
+            // chunk after them would start a second message.
+            return Vec::new();
+        }
         let mut out = Vec::new();
         self.start(&mut out);
         if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {

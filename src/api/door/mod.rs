@@ -31,6 +31,23 @@ use super::{AppState, Caller, Problem};
 use crate::jobs::{Job, JobResult};
 pub use serve::{AnswerAs, answer, serve};
 
+/// How a part of a door's request reaches a provider whose dialect does
+/// not speak the door's protocol (each such door has its table: the
+/// `fields` module beside its translation). A provider that speaks it is
+/// sent the request as the client sent it, whatever the table says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    /// Said in the chat view's terms.
+    Translated,
+    /// Advice a provider may ignore without changing the answer's meaning
+    /// (cache breakpoints and keys, context clearing, service tier): left
+    /// out of the chat view, documented.
+    Hint,
+    /// Changes the answer, and the chat view has no way to say it: a
+    /// provider of another dialect is passed over with it as the reason.
+    Untranslated,
+}
+
 /// A door's request, translated.
 pub struct Translated {
     /// The job request as JSON (`{"route", "input": {"messages"}, "params"}`).

@@ -1,10 +1,16 @@
 //! `previous_response_id`: a Responses request that continues an earlier
 //! response of the same owner carries that conversation before its own
 //! messages, so the job's request is the whole conversation the provider
-//! is sent (and the intent its key binds).
+//! is sent (and the intent its key binds). The client's own request
+//! (`native`) gets the same conversation as input items — the earlier
+//! request's input, then the earlier response's output as the provider gave
+//! it (encrypted reasoning included) — so a Responses provider, which knows
+//! no response of this gateway, is sent the whole conversation too.
+
+use serde_json::{Value, json};
 
 use crate::api::{AppState, Caller, Problem, ProblemType, StoreStage};
-use crate::jobs::JobResult;
+use crate::jobs::{Job, JobRequest, JobResult};
 
 /// Puts the conversation of `previous` (an earlier job of the same owner,
 /// succeeded) before `job`'s own messages, after its leading system
@@ -21,11 +27,18 @@ pub(super) async fn continue_conversation(
         return Err(Problem::new(ProblemType::NotFound, "`previous_response_id` names no response of yours")
             .with("path", "/previous_response_id"));
     };
-    let answer = earlier.result.as_deref().and_then(JobResult::decode).and_then(|result| result.completion);
-    let request = serde_json::from_str::<crate::jobs::JobRequest>(&earlier.request).ok();
-    let (Some(answer), Some(request)) = (answer, request) else {
+    let result = earlier.result.as_deref().and_then(JobResult::decode);
+    let request = serde_json::from_str::<JobRequest>(&earlier.request).ok();
+    let (Some(result), Some(request)) = (result.filter(|r| r.completion.is_some()), request) else {
         return Err(Problem::no_answer(&earlier, None).with("path", "/previous_response_id"));
     };
+    if let Some(native) = job.pointer_mut("/native/body").and_then(Value::as_object_mut) {
+        native.remove("previous_response_id");
+        let mut input = prior_items(&earlier, &request, &result);
+        input.extend(items_of(native.remove("input").unwrap_or(Value::Null)));
+        native.insert("input".into(), input.into());
+    }
+    let answer = result.completion.unwrap_or_default();
     let mut message = answer["choices"][0]["message"].clone();
     if let Some(fields) = message.as_object_mut() {
         fields.retain(|key, _| matches!(key.as_str(), "role" | "content" | "tool_calls"));
@@ -41,4 +54,41 @@ pub(super) async fn continue_conversation(
         messages.splice(leading..leading, prior);
     }
     Ok(())
+}
+
+/// The earlier turn as input items: its request's input (the client's
+/// own, or rendered from its chat messages) and its response's output
+/// (the provider's own, or rendered from its chat answer).
+fn prior_items(earlier: &Job, request: &JobRequest, result: &JobResult) -> Vec<Value> {
+    let mut items = match request.native.as_ref().and_then(|native| native.body.get("input")) {
+        Some(input) => items_of(input.clone()),
+        None => super::items::input_items(earlier.id, &request.input.messages)
+            .into_iter()
+            .map(|mut item| {
+                if let Some(fields) = item.as_object_mut() {
+                    fields.remove("id");
+                    fields.remove("status");
+                }
+                item
+            })
+            .collect(),
+    };
+    let response = match &result.native {
+        Some(native) => native.clone(),
+        None => {
+            let rendered = super::render::response_body(&super::render::Identity::of(earlier), result);
+            rendered.and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+        }
+    };
+    items.extend(response["output"].as_array().cloned().unwrap_or_default());
+    items
+}
+
+/// `input` as a list of items (a string is one user message).
+fn items_of(input: Value) -> Vec<Value> {
+    match input {
+        Value::Array(items) => items,
+        Value::String(text) => vec![json!({"role": "user", "content": text})],
+        _ => Vec::new(),
+    }
 }

@@ -11,6 +11,7 @@
 //! completions.
 
 mod continuation;
+mod fields;
 mod items;
 mod render;
 mod translate;
@@ -51,9 +52,9 @@ pub struct Responses;
 impl Door for Responses {
     type Stream = render::EventStream;
 
-    fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
+    fn translate(body: &Bytes, headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         let fields = super::door::json_object(body, "Invalid Responses request")?;
-        let translation = translate::to_job(fields)?;
+        let translation = translate::to_job(fields, headers)?;
         Ok(Translated {
             job: translation.job,
             stream: translation.stream,

@@ -35,6 +35,14 @@ impl Identity {
         }
     }
 
+    /// A provider's `response` object as this gateway's: its id is the job's.
+    fn own(&self, mut response: Value) -> Value {
+        if let Some(fields) = response.as_object_mut() {
+            fields.insert("id".into(), self.id.clone().into());
+        }
+        response
+    }
+
     /// The request's settings in the Responses shape, as OpenAI echoes them
     /// on every response object (null or the default where it set none).
     fn echo_of(request: &JobRequest) -> Map<String, Value> {
@@ -167,8 +175,13 @@ pub fn unfinished(identity: &Identity, status: &str) -> Value {
     response(identity, Err(status))
 }
 
-/// A succeeded job's `response` object.
+/// A succeeded job's `response` object: the provider's own, when the
+/// request passed through to it (with the gateway's id, which
+/// `previous_response_id` and `GET /v1/responses/{id}` know it by).
 pub fn response_body(identity: &Identity, result: &JobResult) -> Option<Vec<u8>> {
+    if let Some(native) = &result.native {
+        return serde_json::to_vec(&identity.own(native.clone())).ok();
+    }
     let said = Said::of_completion(result.completion.as_ref()?);
     serde_json::to_vec(&response(identity, Ok(&said))).ok()
 }
@@ -192,6 +205,8 @@ pub struct EventStream {
     open: Open,
     items: u64,
     said: Said,
+    /// The stream is the provider's own events, passed on as they came.
+    native: bool,
 }
 
 impl EventStream {
@@ -203,7 +218,74 @@ impl EventStream {
             open: Open::None,
             items: 0,
             said: Said::default(),
+            native: false,
         }
+    }
+
+    /// A provider's own event, as it sent it (the response it carries
+    /// under the gateway's id); a whole `response` (a plain answer replayed
+    /// as a stream) as the events that stream it.
+    fn native_event(&mut self, event: &Value) -> Vec<u8> {
+        self.native = true;
+        let mut out = Vec::new();
+        match event["type"].as_str() {
+            Some("response") => self.whole_response(&mut out, event),
+            Some(kind) => {
+                let mut event = event.clone();
+                if let Some(response) = event.get_mut("response") {
+                    *response = self.identity.own(response.take());
+                }
+                self.sequence = event["sequence_number"].as_u64().map_or(self.sequence, |n| n + 1);
+                let kind = kind.to_owned();
+                out.extend(format!("event: {kind}\ndata: ").as_bytes());
+                out.extend(serde_json::to_vec(&event).unwrap_or_default());
+                out.extend(b"\n\n");
+            }
+            None => {}
+        }
+        out
+    }
+
+    /// A whole `response` as its stream: created, each output item added
+    /// (a message's text as one delta) and done, then completed.
+    fn whole_response(&mut self, out: &mut Vec<u8>, response: &Value) {
+        let response = self.identity.own(response.clone());
+        let mut started = response.clone();
+        started["status"] = "in_progress".into();
+        started["output"] = json!([]);
+        self.emit(out, "response.created", json!({"response": started}));
+        self.emit(out, "response.in_progress", json!({"response": started}));
+        for (index, item) in response["output"].as_array().into_iter().flatten().enumerate() {
+            let mut added = item.clone();
+            if item["type"] == "message" {
+                added["content"] = json!([]);
+            }
+            self.emit(out, "response.output_item.added", json!({"output_index": index, "item": added}));
+            let parts =
+                item["content"].as_array().filter(|_| item["type"] == "message").into_iter().flatten();
+            for (part_index, part) in parts.enumerate() {
+                let at = json!({"item_id": item["id"], "output_index": index, "content_index": part_index});
+                let with = |key: &str, value: &Value| {
+                    let mut event = at.clone();
+                    event[key] = value.clone();
+                    event
+                };
+                self.emit(
+                    out,
+                    "response.content_part.added",
+                    with("part", &json!({"type": part["type"], "text": ""})),
+                );
+                if let Some(text) = part.get("text") {
+                    self.emit(out, "response.output_text.delta", with("delta", text));
+                    self.emit(out, "response.output_text.done", with("text", text));
+                }
+                self.emit(out, "response.content_part.done", with("part", part));
+            }
+            self.emit(out, "response.output_item.done", json!({"output_index": index, "item": item}));
+        }
+        let last =
+            if response["status"] == "incomplete" { "response.incomplete" } else { "response.completed" };
+        self.emit(out, last, json!({"response": response}));
     }
 
     fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut data: Value) {
@@ -291,6 +373,13 @@ impl EventStream {
 
 impl StreamRender for EventStream {
     fn chunk(&mut self, chunk: &Value) -> Vec<u8> {
+        if let Some(native) = JobResult::native_event(chunk) {
+            return self.native_event(native);
+        }
+        if self.native {
+            // The provider's own events said it all, usage included.
+            return Vec::new();
+        }
         let mut out = Vec::new();
         self.start(&mut out);
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
@@ -339,6 +428,10 @@ impl StreamRender for EventStream {
 
     fn done(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
+        if self.native {
+            // The provider's `response.completed` went by: it was the end.
+            return out;
+        }
         self.start(&mut out);
         self.close(&mut out);
         let response = response(&self.identity, Ok(&self.said));

@@ -1,33 +1,21 @@
-//! An OpenAI Responses request → a job request in chat terms:
-//! `instructions` becomes the first message, `input` (a string or items)
-//! the messages — `function_call` items the assistant's `tool_calls`,
-//! `function_call_output` items `tool` messages — function `tools`,
-//! `text.format` the `response_format`. A field this door does not carry
-//! is refused by name, never dropped.
+//! An OpenAI Responses request → a job request: the request as the client
+//! sent it (`native`, which a Responses provider is sent), and the job's
+//! chat view of it (OpenAI chat terms), from which budgets, contract checks
+//! and providers of other dialects work: `instructions` becomes the first
+//! message, `input` (a string or items) the messages — `function_call`
+//! items the assistant's `tool_calls`, `function_call_output` items `tool`
+//! messages — function `tools`, `text.format` the `response_format`,
+//! `reasoning.effort` `reasoning_effort`. What the chat view cannot hold is
+//! named in `native.untranslated` ([`super::fields`] says what is), so a
+//! provider of another dialect is passed over for it rather than sent the
+//! request without it.
 
+use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::fields::{self, Carried};
 use crate::api::{Problem, ProblemType};
-
-const KNOWN: &[&str] = &[
-    "model",
-    "input",
-    "instructions",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "text",
-    "max_output_tokens",
-    "temperature",
-    "top_p",
-    "metadata",
-    "previous_response_id",
-    "stream",
-    "store",
-    "user",
-    "background",
-];
 
 /// What a Responses request becomes.
 pub struct Translation {
@@ -39,29 +27,34 @@ pub struct Translation {
     pub background: bool,
 }
 
-/// Fields clients send with nothing in them (the Agents SDK sends
-/// `include: []`): accepted when empty or null, refused by name otherwise.
-const EMPTY_OK: &[&str] = &["include", "truncation", "top_logprobs", "reasoning", "prompt_cache_key"];
+/// Fields of the client's request that say how the gateway answers, not
+/// what the provider is asked: never sent upstream (an attempt says
+/// whether it streams; the gateway runs a job in the background itself).
+const DELIVERY: &[&str] = &["stream", "stream_options", "background"];
 
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(items) => items.is_empty(),
-        Value::Object(fields) => fields.values().all(Value::is_null),
-        Value::String(text) => text == "disabled",
-        Value::Number(n) => n.as_u64() == Some(0),
-        Value::Bool(_) => false,
-    }
+pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<Translation, Problem> {
+    let mut native = fields.clone();
+    DELIVERY.iter().for_each(|field| drop(native.remove(*field)));
+    let mut untranslated: Vec<String> = fields
+        .iter()
+        .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    let mut translation = chat_view(fields, &mut untranslated)?;
+    untranslated.sort();
+    untranslated.dedup();
+    let carried: Map<String, Value> = fields::CARRIED_HEADERS
+        .iter()
+        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.into())))
+        .collect();
+    translation.job["native"] = json!({"body": native, "headers": carried, "untranslated": untranslated});
+    Ok(translation)
 }
 
-pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
-    fields.retain(|key, value| !(EMPTY_OK.contains(&key.as_str()) && is_empty(value)));
-    if let Some(unknown) = fields.keys().find(|key| !KNOWN.contains(&key.as_str())) {
-        return Err(invalid(
-            format!("`{unknown}` is not supported by this gateway's Responses API"),
-            unknown,
-        ));
-    }
+/// The job request in chat terms; what it leaves out that matters is added
+/// to `untranslated`.
+fn chat_view(mut fields: Map<String, Value>, untranslated: &mut Vec<String>) -> Result<Translation, Problem> {
+    fields.retain(|name, value| fields::top_level(name, value) == Carried::Translated);
     let model = match fields.remove("model") {
         Some(Value::String(model)) => model,
         other => {
@@ -91,7 +84,7 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
         Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) => {
             for (index, item) in items.into_iter().enumerate() {
-                push_item(&mut messages, item).map_err(|detail| {
+                push_item(&mut messages, item, untranslated).map_err(|detail| {
                     invalid(format!("/input/{index}: {detail}"), &format!("input/{index}"))
                 })?;
             }
@@ -101,7 +94,7 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
             return Err(invalid(crate::api::door::required("input", other.as_ref(), what), "input"));
         }
     }
-    let params = params_of(&mut fields, stream)?;
+    let params = params_of(&mut fields, stream, untranslated)?;
     // `store` is the gateway's to decide (every job is stored): accepted.
     fields.remove("store");
     let background = match fields.remove("background") {
@@ -119,7 +112,11 @@ pub fn to_job(mut fields: Map<String, Value>) -> Result<Translation, Problem> {
 /// The job's parameters from the request's fields (taking them out of
 /// `fields`): the sampling settings under their chat names, function tools,
 /// the tool choice and the output format.
-fn params_of(fields: &mut Map<String, Value>, stream: bool) -> Result<Map<String, Value>, Problem> {
+fn params_of(
+    fields: &mut Map<String, Value>,
+    stream: bool,
+    untranslated: &mut Vec<String>,
+) -> Result<Map<String, Value>, Problem> {
     let mut params = Map::new();
     if stream {
         params.insert("stream".into(), true.into());
@@ -139,10 +136,20 @@ fn params_of(fields: &mut Map<String, Value>, stream: bool) -> Result<Map<String
         }
     }
     if let Some(tools) = fields.remove("tools").filter(|t| !t.is_null()) {
-        params.insert("tools".into(), tools_of(tools)?);
+        let functions = tools_of(tools, untranslated)?;
+        if functions.as_array().is_some_and(|f| !f.is_empty()) {
+            params.insert("tools".into(), functions);
+        }
     }
-    if let Some(choice) = fields.remove("tool_choice").filter(|c| !c.is_null()) {
-        params.insert("tool_choice".into(), tool_choice_of(choice)?);
+    if let Some(effort) =
+        fields.remove("reasoning").and_then(|r| r.get("effort").cloned()).filter(Value::is_string)
+    {
+        params.insert("reasoning_effort".into(), effort);
+    }
+    if let Some(choice) = fields.remove("tool_choice").filter(|c| !c.is_null())
+        && let Some(choice) = tool_choice_of(choice, untranslated)?
+    {
+        params.insert("tool_choice".into(), choice);
     }
     if let Some(format) = fields.remove("text").and_then(|text| text.get("format").cloned())
         && let Some(format) = response_format_of(format)?
@@ -158,9 +165,13 @@ fn invalid(detail: impl Into<String>, field: &str) -> Problem {
         .with("path", format!("/{field}"))
 }
 
-/// One input item onto the chat messages.
-fn push_item(messages: &mut Vec<Value>, item: Value) -> Result<(), String> {
+/// One input item onto the chat messages; one the chat view cannot hold
+/// is named in `untranslated` instead.
+fn push_item(messages: &mut Vec<Value>, item: Value, untranslated: &mut Vec<String>) -> Result<(), String> {
     match item["type"].as_str() {
+        Some(kind) if fields::item(kind) == Carried::Untranslated => {
+            untranslated.push(format!("`{kind}` items"));
+        }
         None | Some("message") => messages.push(message_of(&item)?),
         Some("function_call") => {
             let (Some(call_id), Some(name)) = (item["call_id"].as_str(), item["name"].as_str()) else {
@@ -188,7 +199,7 @@ fn push_item(messages: &mut Vec<Value>, item: Value) -> Result<(), String> {
             };
             messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
         }
-        Some(kind) => return Err(format!("an item of type `{kind}` is not supported")),
+        Some(_) => {}
     }
     Ok(())
 }
@@ -226,15 +237,17 @@ fn message_of(item: &Value) -> Result<Value, String> {
     Ok(json!({"role": role, "content": content}))
 }
 
-fn tools_of(tools: Value) -> Result<Value, Problem> {
+/// Function tools in chat's shape; another kind is named in `untranslated`.
+fn tools_of(tools: Value, untranslated: &mut Vec<String>) -> Result<Value, Problem> {
     let Value::Array(tools) = tools else {
         return Err(invalid("`tools` must be an array", "tools"));
     };
     let mut functions = Vec::with_capacity(tools.len());
     for (index, tool) in tools.iter().enumerate() {
         let at = format!("tools/{index}");
-        if tool["type"] != "function" {
-            return Err(invalid(format!("tool {index}: only `function` tools are supported"), &at));
+        if fields::tool(tool) == Carried::Untranslated {
+            untranslated.push(format!("`{}` tools", tool["type"].as_str().unwrap_or("untyped")));
+            continue;
         }
         let Some(name) = tool["name"].as_str() else {
             return Err(invalid(format!("tool {index} needs a `name`"), &at));
@@ -251,10 +264,20 @@ fn tools_of(tools: Value) -> Result<Value, Problem> {
     Ok(functions.into())
 }
 
-fn tool_choice_of(choice: Value) -> Result<Value, Problem> {
+/// A tool choice in chat's terms; one that forces a tool the chat view
+/// cannot hold (a custom or built-in tool) is named in `untranslated`.
+fn tool_choice_of(choice: Value, untranslated: &mut Vec<String>) -> Result<Option<Value>, Problem> {
     match (&choice, choice["type"].as_str(), choice["name"].as_str()) {
-        (Value::String(mode), _, _) if matches!(mode.as_str(), "auto" | "none" | "required") => Ok(choice),
-        (_, Some("function"), Some(name)) => Ok(json!({"type": "function", "function": {"name": name}})),
+        (Value::String(mode), _, _) if matches!(mode.as_str(), "auto" | "none" | "required") => {
+            Ok(Some(choice))
+        }
+        (_, Some("function"), Some(name)) => {
+            Ok(Some(json!({"type": "function", "function": {"name": name}})))
+        }
+        (Value::Object(_), Some(kind), _) => {
+            untranslated.push(format!("`tool_choice` of type `{kind}`"));
+            Ok(None)
+        }
         _ => Err(invalid(
             "`tool_choice` must be auto, none, required or {\"type\": \"function\", \"name\"}",
             "tool_choice",
@@ -296,7 +319,7 @@ mod tests {
         else {
             unreachable!()
         };
-        let Ok(translation) = to_job(fields) else { panic!("translates") };
+        let Ok(translation) = to_job(fields, &HeaderMap::new()) else { panic!("translates") };
         let messages = translation.job["input"]["messages"].as_array().cloned().unwrap_or_default();
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool"]);
@@ -309,23 +332,27 @@ mod tests {
     }
 
     #[test]
-    fn what_the_door_cannot_carry_is_refused_by_name() {
-        let Value::Object(fields) = json!({"model": "chat", "input": "x", "reasoning": {"effort": "high"}})
+    fn what_the_chat_view_cannot_hold_is_named_and_the_request_kept_whole() {
+        let Value::Object(fields) = json!({"model": "codex", "input": [
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "sealed"},
+            {"role": "user", "content": "go on"}],
+            "tools": [{"type": "custom", "name": "apply_patch"}, {"type": "function", "name": "shell"}],
+            "reasoning": {"effort": "high", "summary": "auto"}, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": "s1", "store": false, "stream": true})
         else {
             unreachable!()
         };
-        let problem = to_job(fields).err().map(|p| format!("{p:?}")).unwrap_or_default();
-        assert!(problem.contains("/reasoning"), "{problem}");
-        let Value::Object(empty) = json!({"model": "chat", "input": "x", "include": [], "reasoning": null})
-        else {
-            unreachable!()
-        };
-        assert!(to_job(empty).is_ok(), "nothing asked for is nothing refused");
-        let Value::Object(asked) =
-            json!({"model": "chat", "input": "x", "include": ["message.output_text.logprobs"]})
-        else {
-            unreachable!()
-        };
-        assert!(to_job(asked).is_err(), "something asked for that is not carried is refused");
+        let mut headers = HeaderMap::new();
+        headers.insert("openai-beta", axum::http::HeaderValue::from_static("responses=v1"));
+        let Ok(translation) = to_job(fields, &headers) else { panic!("carried, not refused") };
+        let native = &translation.job["native"];
+        assert_eq!(native["untranslated"], json!(["`custom` tools", "`reasoning` items"]));
+        assert_eq!(native["body"]["input"][0]["encrypted_content"], "sealed", "the request as sent");
+        assert!(native["body"].get("stream").is_none(), "delivery is the gateway's to say");
+        assert_eq!(native["headers"]["openai-beta"], "responses=v1");
+        let params = &translation.job["params"];
+        assert_eq!(params["reasoning_effort"], "high");
+        assert_eq!(params["tools"].as_array().map(Vec::len), Some(1), "the function tool");
+        assert!(params.get("prompt_cache_key").is_none(), "a hint stays out of the chat view");
     }
 }
