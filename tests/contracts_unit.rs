@@ -73,7 +73,7 @@ fn o200k() -> Tokenizer {
 fn the_shipped_suites_cover_the_default_routes() {
     let suites = shipped();
     let routes: Vec<&str> = suites.iter().map(Suite::route).collect();
-    assert_eq!(routes, ["chat", "claude", "embeddings", "extract", "tools"]);
+    assert_eq!(routes, ["chat", "claude", "codex", "embeddings", "extract", "tools"]);
     let config = std::fs::read_to_string("config/gateway.toml").unwrap();
     for suite in &suites {
         assert!(

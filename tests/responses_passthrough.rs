@@ -22,11 +22,21 @@ store_matrix!(
     a_codex_turn_passes_a_chat_provider_over_with_the_reason,
 );
 
-/// A Codex CLI turn (its instructions shortened): custom and function
-/// tools, reasoning with a summary and its encrypted content asked for,
-/// nothing stored upstream, a prompt cache key.
+/// Codex CLI 0.171's first turn of `codex exec`, as it sent it to this
+/// gateway: function, namespace and web search tools, a reasoning summary
+/// and its encrypted content asked for, nothing stored upstream, a prompt
+/// cache key, its client metadata.
 fn codex_turn() -> Value {
     serde_json::from_str(include_str!("bodies/codex_turn.json")).unwrap()
+}
+
+/// The Codex turn asking the model to reason (Codex sends an effort when
+/// it knows the model).
+fn reasoning_turn() -> Value {
+    let mut turn = codex_turn();
+    turn["reasoning"]["effort"] = "medium".into();
+    turn["stream"] = false.into();
+    turn
 }
 
 async fn post(gw: &TestGateway, key: &str, body: &Value) -> Response {
@@ -93,21 +103,19 @@ async fn a_codex_turn_reaches_a_responses_provider_as_sent(store: TestStore) {
     assert_eq!(gw.job_count().await, 1);
 }
 
-/// The first turn, plain: the response object.
-async fn first_turn(gw: &TestGateway, key: &str) -> Value {
-    let mut turn = codex_turn();
-    turn["stream"] = false.into();
-    let response = post(gw, key, &turn).await;
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
-}
-
 async fn sealed_reasoning_goes_back_unchanged_and_an_altered_one_is_refused(store: TestStore) {
     let gw = TestGateway::start(&store).await;
-    let response = first_turn(&gw, "seal-1").await;
-    let mut next = codex_turn();
-    next["stream"] = false.into();
+    let first = post(&gw, "seal-1", &reasoning_turn()).await;
+    assert_eq!(first.status(), 200);
+    let response: Value = first.json().await.unwrap();
+    let reasoning = &response["output"][0];
+    assert_eq!(reasoning["type"], "reasoning", "{response}");
+    assert!(reasoning["encrypted_content"].is_string(), "the provider's encrypted reasoning: {response}");
+    assert!(response["usage"]["output_tokens_details"]["reasoning_tokens"].as_u64().unwrap() > 0);
+
+    let mut next = reasoning_turn();
     let mut input = next["input"].as_array().unwrap().clone();
+    let at = input.len();
     input.extend(response["output"].as_array().unwrap().iter().cloned());
     input.push(json!({"role": "user", "content": "and the timeouts?"}));
     next["input"] = input.into();
@@ -115,8 +123,8 @@ async fn sealed_reasoning_goes_back_unchanged_and_an_altered_one_is_refused(stor
     assert_eq!(second.status(), 200, "the simulator verified the reasoning it sealed");
 
     let mut altered = next.clone();
-    let sealed = altered["input"][3]["encrypted_content"].as_str().unwrap().to_owned();
-    altered["input"][3]["encrypted_content"] = format!("{sealed}x").into();
+    let sealed = altered["input"][at]["encrypted_content"].as_str().unwrap().to_owned();
+    altered["input"][at]["encrypted_content"] = format!("{sealed}x").into();
     let refused = post(&gw, "seal-3", &altered).await;
     assert_ne!(refused.status(), 200);
     let problem = refused.text().await.unwrap();
@@ -126,9 +134,9 @@ async fn sealed_reasoning_goes_back_unchanged_and_an_altered_one_is_refused(stor
 
 async fn previous_response_id_carries_the_reasoning_to_a_responses_provider(store: TestStore) {
     let gw = TestGateway::start(&store).await;
-    let mut turn = codex_turn();
-    turn["stream"] = false.into();
+    let mut turn = reasoning_turn();
     turn["store"] = true.into();
+    let asked = turn["input"].as_array().unwrap().len();
     let first: Value = post(&gw, "prev-1", &turn).await.json().await.unwrap();
     let next = json!({"model": "codex", "previous_response_id": first["id"],
         "input": "and the timeouts?", "reasoning": {"effort": "medium"}, "store": true,
@@ -139,10 +147,9 @@ async fn previous_response_id_carries_the_reasoning_to_a_responses_provider(stor
     let seen = gw.sim().last_request(&job).unwrap().body.unwrap();
     assert!(seen.get("previous_response_id").is_none(), "the provider knows no response of the gateway");
     let input = seen["input"].as_array().unwrap();
-    assert_eq!(input.len(), 3 + 2 + 1, "the first turn's input, its output, the new message: {seen}");
-    assert_eq!(input[3], first["output"][0], "the reasoning item as the provider sealed it");
-    assert_eq!(input[5], json!({"role": "user", "content": "and the timeouts?"}));
-    assert!(seen.get("instructions").is_none(), "instructions do not carry over");
+    assert_eq!(input.len(), asked + 2 + 1, "the first turn's input, its output, the new message: {seen}");
+    assert_eq!(input[asked], first["output"][0], "the reasoning item as the provider sealed it");
+    assert_eq!(input[asked + 2], json!({"role": "user", "content": "and the timeouts?"}));
 }
 
 async fn a_codex_turn_passes_a_chat_provider_over_with_the_reason(store: TestStore) {
@@ -154,13 +161,16 @@ async fn a_codex_turn_passes_a_chat_provider_over_with_the_reason(store: TestSto
     turn["stream"] = false.into();
     let problem: Value = post(&gw, "chat-1", &turn).await.json().await.unwrap();
     let message = problem["error"]["message"].as_str().unwrap();
-    for named in ["sim-primary", "`custom` tools"] {
+    for named in ["sim-primary", "`namespace` tools", "`web_search` tools"] {
         assert!(message.contains(named), "the message the client prints names {named}: {message}");
     }
     assert_eq!(gw.sim().calls().total, 0, "nothing was sent with a part dropped");
 
     // Without what only the Responses API holds, the chat view serves it.
-    turn["tools"] = json!([turn["tools"][0]]);
+    let functions: Vec<Value> =
+        turn["tools"].as_array().unwrap().iter().filter(|t| t["type"] == "function").cloned().collect();
+    turn["tools"] = functions.into();
+    turn["reasoning"]["effort"] = "medium".into();
     let response = post(&gw, "chat-2", &turn).await;
     assert_eq!(response.status(), 200);
     let job = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();

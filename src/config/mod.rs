@@ -852,8 +852,10 @@ pub struct RouteConfig {
     pub keyless: Option<Keyless>,
     /// Other names a client may use for this route as `model` (some only
     /// accept names they know, such as `gpt-4o-mini`); `GET /v1/models`
-    /// lists them. A job asked under an alias is stored under the route's
-    /// name, so the alias and the name are the same intent.
+    /// lists them. An alias ending in `*` is a prefix (`claude-*`): agents
+    /// ask for each new model by its new name. A job asked under an alias
+    /// is stored under the route's name, so the alias and the name are the
+    /// same intent.
     #[serde(default)]
     pub aliases: Vec<String>,
     /// With `keyless = "derive"`: how long the same caller's same request
@@ -1108,7 +1110,18 @@ impl Config {
 
     /// The route `name` names: its own name or one of its aliases.
     pub fn route_named(&self, name: &str) -> Option<&RouteConfig> {
-        self.route(name).or_else(|| self.routes.iter().find(|route| route.aliases.iter().any(|a| a == name)))
+        self.route(name)
+            .or_else(|| self.routes.iter().find(|route| route.aliases.iter().any(|a| a == name)))
+            .or_else(|| {
+                // The longest prefix alias that matches wins.
+                let prefixes = self.routes.iter().flat_map(|route| {
+                    route.aliases.iter().filter_map(move |a| Some((a.strip_suffix('*')?, route)))
+                });
+                prefixes
+                    .filter(|(prefix, _)| name.starts_with(prefix))
+                    .max_by_key(|(p, _)| p.len())
+                    .map(|(_, r)| r)
+            })
     }
 
     /// What a compatible door does with a keyless request on `route`: the
@@ -1128,4 +1141,26 @@ impl Config {
 
 fn non_empty_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exact_name_wins_over_a_prefix_alias_and_the_longest_prefix_wins() -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml"))
+            .map_err(|source| ConfigError::Read { path: "gateway.toml".into(), source })?;
+        let mut config = Config::from_toml(Path::new("gateway.toml"), &text)?;
+        let named = |config: &Config, model: &str| config.route_named(model).map(|route| route.name.clone());
+        assert_eq!(named(&config, "claude-opus-5-5").as_deref(), Some("claude"), "a new model name");
+        assert_eq!(named(&config, "gpt-5.1-codex-max").as_deref(), Some("codex"));
+        assert_eq!(named(&config, "gpt-5").as_deref(), Some("chat"), "exact");
+        assert_eq!(named(&config, "gpt-6"), None);
+        if let Some(chat) = config.routes.iter_mut().find(|route| route.name == "chat") {
+            chat.aliases.push("claude-opus-*".into());
+        }
+        assert_eq!(named(&config, "claude-opus-5-5").as_deref(), Some("chat"), "the longer prefix");
+        Ok(())
+    }
 }

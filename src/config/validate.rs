@@ -537,6 +537,10 @@ fn validate_routes(config: &Config) -> Result<(), Invalid> {
                 let why = format!("`{alias}` is empty, a route's name, or another alias already");
                 return Err((format!("routes[{i}].aliases[{j}]"), why));
             }
+            if alias.trim_end_matches('*').is_empty() || alias.trim_end_matches('*').contains('*') {
+                let why = format!("`{alias}`: `*` may only end an alias, after a prefix (`claude-*`)");
+                return Err((format!("routes[{i}].aliases[{j}]"), why));
+            }
         }
         if route.chain.is_empty() {
             return Err((key("chain"), "needs at least one provider".into()));

@@ -186,8 +186,11 @@ fn system_messages(system: Option<Value>) -> Result<Vec<Value>, Problem> {
 /// right after the call, then the rest of its content as a user message.
 fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Value>, Fault> {
     let role = turn["role"].as_str().unwrap_or_default().to_owned();
+    if role == "system" {
+        return system_turn(&turn["content"]);
+    }
     if role != "user" && role != "assistant" {
-        return Err(Fault::new("`role` must be `user` or `assistant`", "/role"));
+        return Err(Fault::new("`role` must be `user`, `assistant` or `system`", "/role"));
     }
     let blocks = match &turn["content"] {
         Value::String(text) => return Ok(vec![json!({"role": role, "content": text})]),
@@ -248,6 +251,32 @@ fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Valu
         results.push(json!({"role": "user", "content": parts}));
     }
     Ok(results)
+}
+
+/// A system turn in the conversation (Claude Code's environment notes, sent
+/// where they apply rather than in the top-level `system`): a system
+/// message in the same place, its text blocks joined.
+fn system_turn(content: &Value) -> Result<Vec<Value>, Fault> {
+    let text = match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => {
+            let mut text = String::new();
+            for (index, block) in blocks.iter().enumerate() {
+                match (block["type"].as_str(), block["text"].as_str()) {
+                    (Some("text"), Some(more)) => text.push_str(more),
+                    _ => {
+                        return Err(Fault::new(
+                            "a system turn holds text blocks only",
+                            &format!("/content/{index}"),
+                        ));
+                    }
+                }
+            }
+            text
+        }
+        _ => return Err(Fault::new("`content` must be a string or an array of blocks", "/content")),
+    };
+    Ok(vec![json!({"role": "system", "content": text})])
 }
 
 fn image_part(source: &Value) -> Option<Value> {

@@ -1,8 +1,10 @@
 //! The OpenAI Responses door: `POST /v1/responses`, what the OpenAI Agents
 //! SDK speaks by default, on the same job machinery as every door.
 //!
-//! `model` names a route. The request becomes a job request in chat terms
-//! (see [`translate`]), marked as this door's (`"door": "openai-responses"`).
+//! `model` names a route. The request becomes a job request: the request as
+//! the client sent it, which a Responses provider is sent, beside its chat
+//! view for every other dialect (see [`translate`] and [`fields`]), marked
+//! as this door's (`"door": "openai-responses"`).
 //! `previous_response_id` names an earlier response of the same owner: its
 //! conversation (without its instructions, as OpenAI has it) and its answer
 //! come before this request's input, so the job's request — and the intent
@@ -102,12 +104,15 @@ impl Door for Responses {
     operation_id = "create_response",
     summary = "Create a response (OpenAI Responses API), as one idempotent job",
     description = "Creates or attaches to a job exactly as `POST /v1/chat/completions` does, from a \
-        Responses request: `input` (a string, or message, `function_call` and `function_call_output` \
-        items), `instructions`, function `tools`, `tool_choice`, `parallel_tool_calls`, `text.format`, \
-        `max_output_tokens`, `temperature`, `top_p`, `metadata`, `user`, `previous_response_id` (an \
-        earlier response of the same owner, whose conversation this one continues), `stream`. Another \
-        field is refused by name. With `stream: true` the answer is the Responses event stream \
-        (`response.created` … `response.completed`, each event with `sequence_number`).",
+        Responses request. A provider of the Responses dialect is sent the request as the client sent \
+        it (reasoning items, custom and built-in tools, `include`, `prompt_cache_key`, every field), \
+        with only its model changed; another dialect is sent its translation — `input` (a string, or \
+        message, `function_call` and `function_call_output` items), `instructions`, function `tools`, \
+        `tool_choice`, `text.format`, `reasoning.effort`, `max_output_tokens`, `temperature`, `top_p`, \
+        `metadata`, `user` — or is passed over naming what it cannot be sent. `previous_response_id` \
+        names an earlier response of the same owner, whose conversation this one continues. With \
+        `stream: true` the answer is the Responses event stream (`response.created` … \
+        `response.completed`, each event with `sequence_number`).",
     security(("bearer" = [])),
     params(
         ("Idempotency-Key" = String, Header, min_length = 1,
