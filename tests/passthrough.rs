@@ -18,12 +18,15 @@ store_matrix!(
     a_claude_code_turn_reaches_an_anthropic_provider_as_sent,
     a_thinking_request_passes_an_openai_provider_over_with_the_reason,
     a_passed_through_stream_is_the_providers_and_a_plain_retry_its_message,
+    three_thinking_turns_with_a_tool_send_every_signed_block_back_unchanged,
 );
 
 const BETA: &str = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27";
 
 fn claude_code_turn() -> Value {
-    serde_json::from_str(include_str!("bodies/claude_code_turn.json")).unwrap()
+    let model =
+        serde_json::from_str::<Value>(include_str!("bodies/claude_code_turn.json")).unwrap()["model"].clone();
+    common::claude_code_turn(model.as_str().unwrap())
 }
 
 async fn post(gw: &TestGateway, key: &str, body: &Value) -> Response {
@@ -129,6 +132,50 @@ async fn a_passed_through_stream_is_the_providers_and_a_plain_retry_its_message(
     let message: Value = plain.json().await.unwrap();
     assert_eq!(message["type"], "message");
     assert_eq!(message["model"], "sim:ok");
-    assert!(message["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{message}");
+    assert_eq!(message["content"][0]["type"], "thinking", "{message}");
+    assert!(
+        message["content"][0]["signature"].as_str().is_some_and(|s| !s.is_empty()),
+        "assembled whole: {message}"
+    );
+    assert!(message["content"][1]["text"].as_str().is_some_and(|t| !t.is_empty()), "{message}");
     assert_eq!(gw.sim().calls().total, 1, "one upstream call");
+}
+
+/// One turn of a thinking conversation with a tool, through the `claude`
+/// route: the answer's content.
+async fn thinking_turn(gw: &TestGateway, key: &str, messages: &Value) -> Response {
+    let body = json!({"model": "claude", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"name": "read_file", "description": "Reads a file",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}],
+        "messages": messages});
+    post(gw, key, &body).await
+}
+
+async fn three_thinking_turns_with_a_tool_send_every_signed_block_back_unchanged(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let mut messages = vec![json!({"role": "user", "content": "What is in notes.txt?"})];
+    let first: Value = thinking_turn(&gw, "think-turn-1", &json!(messages)).await.json().await.unwrap();
+    let content = first["content"].as_array().unwrap().clone();
+    assert_eq!(content[0]["type"], "thinking", "{first}");
+    assert_eq!(content[1]["type"], "tool_use", "{first}");
+    let call = content[1]["id"].clone();
+    messages.push(json!({"role": "assistant", "content": content}));
+    messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "milk, eggs"}]}));
+
+    let second = thinking_turn(&gw, "think-turn-2", &json!(messages)).await;
+    assert_eq!(second.status(), 200, "the provider verified the first turn's signature");
+    let second: Value = second.json().await.unwrap();
+    messages.push(json!({"role": "assistant", "content": second["content"]}));
+    messages.push(json!({"role": "user", "content": "Thanks. Anything else?"}));
+
+    let third = thinking_turn(&gw, "think-turn-3", &json!(messages)).await;
+    assert_eq!(third.status(), 200, "both turns' signatures verified");
+    assert_eq!(gw.sim().calls().by_path.get("/v1/messages"), Some(&3), "the Anthropic provider, three times");
+
+    // One character of thinking changed: the provider refuses, and says why.
+    messages[1]["content"][0]["thinking"] = "Thinking about: something else".into();
+    let altered = thinking_turn(&gw, "think-turn-4", &json!(messages)).await;
+    assert_ne!(altered.status(), 200);
+    let problem = altered.text().await.unwrap();
+    assert!(problem.contains("Invalid `signature`"), "{problem}");
 }

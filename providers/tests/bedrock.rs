@@ -143,13 +143,14 @@ async fn throttling_a_stream_exception_and_a_bad_crc_are_classified() {
 async fn a_messages_request_passes_through_with_its_betas_in_the_body() {
     let sim = sim().await;
     let thinking = json!({"type": "thinking", "thinking": "Let me see.", "signature": "c2lnbmVk"});
-    let body = json!({"model": "claude-x", "max_tokens": 512,
+    let mut body = json!({"model": "claude-x", "max_tokens": 512,
     "thinking": {"type": "enabled", "budget_tokens": 256},
     "messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [thinking, {"type": "text", "text": "hello"}]},
         {"role": "user", "content": [{"type": "text", "text": "again", "cache_control": {"type": "ephemeral"}}]}
     ]});
+    intentgate_providers::sim::sign_thinking_blocks(&mut body);
     let native = Native {
         protocol: Protocol::AnthropicMessages,
         body: body.as_object().unwrap().clone(),

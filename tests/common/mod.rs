@@ -603,9 +603,12 @@ pub fn system_binary(name: &str, require_var: &str, what: &str) -> Option<PathBu
 /// The betas Claude Code sends with its turns.
 pub const CLAUDE_CODE_BETAS: &str = "claude-code-20250219,interleaved-thinking-2025-05-14";
 
-/// Claude Code's captured turn (thinking, cache breakpoints), asking for `model`.
+/// Claude Code's captured turn (thinking, cache breakpoints), its thinking
+/// signed by the simulator (which refuses any other signature), asking for
+/// `model`.
 pub fn claude_code_turn(model: &str) -> Value {
     let mut turn: Value = serde_json::from_str(include_str!("../bodies/claude_code_turn.json")).unwrap();
+    intentgate_providers::sim::sign_thinking_blocks(&mut turn);
     turn["model"] = model.into();
     turn
 }

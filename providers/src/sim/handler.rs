@@ -313,13 +313,16 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
         Api::Gemini { .. } => return super::gemini::validate(headers, json),
         Api::Vertex { publisher: Dialect::Gemini, .. } => return super::gemini::validate_body(json),
         Api::Vertex { stream, .. } => super::vertex::validate_claude(json, *stream)?,
-        Api::Bedrock { .. } => return super::bedrock::validate(json),
+        Api::Bedrock { .. } => super::bedrock::validate(json)?,
         // Checked as it is read (`super::responses::view`).
         Api::Responses => return Ok(()),
         _ => {}
     }
     if !json.get("messages").is_some_and(Value::is_array) {
         return Err((400, "`messages` must be an array".into()));
+    }
+    if matches!(api.dialect(), Dialect::Anthropic | Dialect::Bedrock) {
+        super::thinking::check(json)?;
     }
     if api.dialect() == Dialect::Anthropic {
         if json.get("max_tokens").and_then(Value::as_u64).is_none() {

@@ -37,6 +37,10 @@
 //!   `http://ADDR/v1`), strict about its fields and items, with reasoning
 //!   items whose encrypted content must come back unchanged (see
 //!   `responses.rs`)
+//! - thinking, in the Anthropic dialect wherever it is spoken: a request
+//!   with `thinking` `enabled` or `adaptive` is answered with a signed
+//!   thinking block first; a thinking block sent back must carry the
+//!   signature given for its text, else Anthropic's 400 (`thinking.rs`)
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -180,7 +184,9 @@ mod reply;
 mod responses;
 mod schema;
 mod script;
+mod seal;
 mod state;
+mod thinking;
 mod tool;
 mod vertex;
 
@@ -205,6 +211,7 @@ pub use conn::serve;
 pub use handler::SCRIPT_HEADER;
 pub use script::ScriptError;
 pub use state::{COUNTED_KEYS, CallCounts, RECORDED_REQUESTS, RecordedRequest};
+pub use thinking::sign_thinking_blocks;
 pub use vertex::tokens::{TEST_SERVICE_ACCOUNT, WRONG_KEY_SERVICE_ACCOUNT};
 
 use crate::dialect::Dialect;

@@ -38,16 +38,22 @@ pub(crate) fn body(dialect: Dialect, prompt: &Prompt, request: &Value, said: &[S
                 "usage": openai_usage(input, output),
             })
         }
-        Dialect::Anthropic | Dialect::Bedrock => json!({
-            "id": format!("msg_sim{:016x}", prompt.nonce),
-            "type": "message",
-            "role": "assistant",
-            "model": prompt.model,
-            "content": said.first().map(Said::anthropic_block).into_iter().collect::<Vec<_>>(),
-            "stop_reason": said.first().map_or("end_turn", Said::stop_reason),
-            "stop_sequence": null,
-            "usage": {"input_tokens": input, "output_tokens": output},
-        }),
+        Dialect::Anthropic | Dialect::Bedrock => {
+            let thinking = super::thinking::block(prompt, request);
+            let output = output + super::thinking::tokens(thinking.as_ref());
+            let content: Vec<Value> =
+                thinking.into_iter().chain(said.first().map(Said::anthropic_block)).collect();
+            json!({
+                "id": format!("msg_sim{:016x}", prompt.nonce),
+                "type": "message",
+                "role": "assistant",
+                "model": prompt.model,
+                "content": content,
+                "stop_reason": said.first().map_or("end_turn", Said::stop_reason),
+                "stop_sequence": null,
+                "usage": {"input_tokens": input, "output_tokens": output},
+            })
+        }
     }
 }
 
@@ -61,7 +67,7 @@ pub(crate) fn events(
     match dialect {
         Dialect::OpenAiResponses => super::responses::events(prompt, request, said),
         Dialect::OpenAi => openai_events(prompt, said),
-        Dialect::Anthropic | Dialect::Bedrock => anthropic_events(prompt, said),
+        Dialect::Anthropic | Dialect::Bedrock => anthropic_events(prompt, request, said),
         Dialect::Gemini => super::gemini::events(prompt, said),
     }
 }
@@ -102,9 +108,13 @@ fn openai_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
 }
 
 /// The first choice as Anthropic events: a text block streamed as
-/// `text_delta`s, or a `tool_use` block as `input_json_delta`s.
-fn anthropic_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
+/// `text_delta`s, or a `tool_use` block as `input_json_delta`s, after the
+/// thinking block when the request asks for thinking.
+fn anthropic_events(prompt: &Prompt, request: &Value, said: &[Said]) -> (Vec<Event>, Event) {
     let (input, output) = usage(prompt, said);
+    let thinking = super::thinking::block(prompt, request);
+    let output = output + super::thinking::tokens(thinking.as_ref());
+    let index = u64::from(thinking.is_some());
     let event = |name: &'static str, data: Value| Event { name: Some(name), data: data.to_string() };
     let message = json!({"id": format!("msg_sim{:016x}", prompt.nonce), "type": "message", "role": "assistant",
         "model": prompt.model, "content": [], "stop_reason": null, "stop_sequence": null,
@@ -124,18 +134,17 @@ fn anthropic_events(prompt: &Prompt, said: &[Said]) -> (Vec<Event>, Event) {
         None => (json!({"type": "text", "text": ""}), Vec::new()),
     };
     let stop_reason = said.first().map_or("end_turn", Said::stop_reason);
-    let mut events = vec![
-        event("message_start", json!({"type": "message_start", "message": message})),
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": start}),
-        ),
-        event("ping", json!({"type": "ping"})),
-    ];
+    let mut events = vec![event("message_start", json!({"type": "message_start", "message": message}))];
+    events.extend(thinking.iter().flat_map(super::thinking::events));
+    events.push(event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": start}),
+    ));
+    events.push(event("ping", json!({"type": "ping"})));
     events.extend(deltas.into_iter().map(|delta| {
-        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta}))
+        event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}))
     }));
-    events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": index})));
     events.push(event(
         "message_delta",
         json!({"type": "message_delta",

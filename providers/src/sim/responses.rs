@@ -14,11 +14,10 @@
 //! dropped or made up. Nothing is stored: `previous_response_id` is
 //! refused as OpenAI refuses an id it does not know.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
 
 use super::prompt::{Event, Prompt, Said, pieces, usage};
+use super::seal::{seal, verify};
 
 /// Top-level fields the Responses API takes.
 const FIELDS: &[&str] = &[
@@ -58,9 +57,6 @@ const MOVED: &[(&str, &str)] = &[
     ("response_format", "in the Responses API, this parameter has moved to `text.format`"),
     ("n", "the Responses API answers one output"),
 ];
-
-/// The secret the simulator seals reasoning with (a simulator's, not a secret).
-const SEAL_KEY: &[u8] = b"intentgate-simulator-reasoning";
 
 /// The request checked and read into the chat-shaped view the simulator's
 /// prompt reader takes (`reasoning`, `include` and `prompt_cache_key` kept
@@ -184,7 +180,7 @@ fn read_item(messages: &mut Vec<Value>, item: &Value, stored: bool) -> Result<()
 fn check_reasoning(item: &Value, stored: bool) -> Result<(), String> {
     let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
     match item.get("encrypted_content").and_then(Value::as_str) {
-        Some(sealed) if sealed == seal(id) => Ok(()),
+        Some(sealed) if verify("reasoning", id, sealed) => Ok(()),
         Some(_) => Err(format!("The encrypted content for item {id} could not be verified.")),
         None if !stored => Err(format!(
             "Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again \
@@ -192,12 +188,6 @@ fn check_reasoning(item: &Value, stored: bool) -> Result<(), String> {
         )),
         None => Err(format!("Item with id '{id}' not found.")),
     }
-}
-
-/// The encrypted content of reasoning item `id`.
-fn seal(id: &str) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SEAL_KEY);
-    format!("gAAAAB{}", STANDARD.encode(ring::hmac::sign(&key, id.as_bytes()).as_ref()))
 }
 
 /// A function tool in chat's shape; other tools (custom, web search) are
@@ -239,7 +229,7 @@ fn reasoning(prompt: &Prompt, request: &Value) -> Option<Reasoning> {
     let mut item = json!({"type": "reasoning", "id": id, "summary": summary});
     let include = request.get("include").and_then(Value::as_array).into_iter().flatten();
     if include.into_iter().any(|asked| asked == "reasoning.encrypted_content") {
-        item["encrypted_content"] = seal(&id).into();
+        item["encrypted_content"] = seal("reasoning", &id).into();
     }
     Some(Reasoning { item, tokens })
 }
@@ -384,8 +374,8 @@ mod tests {
             json!({"model": "m", "store": false, "input": [{"type": "reasoning", "id": id, "summary": [],
                 "encrypted_content": content}, {"role": "user", "content": "go on"}]})
         };
-        assert!(view(&back(seal(id).into())).is_ok());
-        let altered = format!("{}x", seal(id));
+        assert!(view(&back(seal("reasoning", id).into())).is_ok());
+        let altered = format!("{}x", seal("reasoning", id));
         assert!(view(&back(altered.into())).is_err_and(|(_, m)| m.contains("could not be verified")));
         let missing =
             json!({"model": "m", "store": false, "input": [{"type": "reasoning", "id": id, "summary": []}]});
