@@ -63,6 +63,7 @@ pub const OVERHEAD: &str = "intentgate_gateway_overhead_seconds";
 pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
 pub const SPEND: &str = "intentgate_spend_nanos_total";
 pub const LIMIT_REFUSALS: &str = "intentgate_limit_refusals_total";
+pub const USAGE_OVER_RESERVATION: &str = "intentgate_usage_over_reservation_total";
 pub const STORE_BATCHES: &str = "intentgate_store_batches_total";
 pub const STORE_BATCHED_WRITES: &str = "intentgate_store_batched_writes_total";
 
@@ -134,6 +135,7 @@ pub fn install(config: &crate::config::Config) {
             metrics::counter!(ATTEMPTS, "provider" => provider.name.clone(), "outcome" => outcome.as_str())
                 .increment(0);
         }
+        metrics::counter!(USAGE_OVER_RESERVATION, "provider" => provider.name.clone()).increment(0);
         for direction in ["input", "output"] {
             metrics::counter!(PROVIDER_TOKENS, "provider" => provider.name.clone(), "direction" => direction)
                 .increment(0);
@@ -207,6 +209,10 @@ fn describe() {
     metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by matched route and status.");
     metrics::describe_counter!(SPEND, "What settled attempts were charged, in nano-units of the currency.");
     metrics::describe_counter!(LIMIT_REFUSALS, "Jobs and attempts refused by a budget or rate limit.");
+    metrics::describe_counter!(
+        USAGE_OVER_RESERVATION,
+        "Answers whose reported usage cost more than their attempt reserved, by provider: charged the reservation."
+    );
     metrics::describe_counter!(STORE_BATCHES, "PostgreSQL statements that wrote a batch of jobs, by write.");
     metrics::describe_counter!(
         STORE_BATCHED_WRITES,

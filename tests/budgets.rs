@@ -34,6 +34,9 @@ store_matrix!(
     requests_per_minute_bound_upstream_calls,
     the_reservation_counts_every_field_that_is_sent,
     a_reserving_attempt_is_sent_the_limit_it_reserved,
+    over_reported_usage_is_charged_the_reservation_and_counted,
+    a_responses_output_limit_is_reserved_whole,
+    cached_prompt_tokens_are_priced_at_the_cache_rate,
 );
 
 /// Waits, if the current wall-clock minute is nearly over, for the next:
@@ -622,4 +625,88 @@ async fn a_reserving_attempt_is_sent_the_limit_it_reserved(store: TestStore) {
     assert_eq!(sent["max_tokens"], 300, "{sent}");
     let attempts = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
     assert!(attempts[0].reserved.tokens > 300, "the reservation holds the limit: {:?}", attempts[0].reserved);
+}
+
+/// A provider that reports 10 M output tokens on `max_tokens: 8`: the
+/// answer keeps the usage as reported, the attempt is charged its
+/// reservation, the budget's spend stays within its limit, and the excess
+/// is counted.
+async fn over_reported_usage_is_charged_the_reservation_and_counted(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        with_limits(doc, &[json!({"owner": "alice", "limit": 1.0, "window": "1d"})], &[]);
+    })
+    .await;
+    gw.sim().queue(None, "usage=10000000", 1).unwrap();
+    // The counter is the process's: both stores' runs count into it.
+    let series = "intentgate_usage_over_reservation_total{provider=\"sim-primary\"}";
+    let before = metric(&gw, series).await;
+    let id = create(&gw, "over-reported").await;
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let reported = &job["attempts"][0]["usage"]["reported"];
+    assert_eq!(reported["completion_tokens"], 10_000_000, "kept as reported: {job}");
+    let attempts = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+    assert_eq!(attempts[0].charged, Some(attempts[0].reserved), "charged its reservation");
+    let usage: Value = gw.get(ALICE, "/v1/usage").await.json().await.unwrap();
+    let spent = usage["budgets"][0]["spent_nanos"].as_i64().unwrap();
+    assert_eq!(spent, attempts[0].reserved.nanos);
+    assert!(spent <= 1_000_000_000, "the budget never passes its limit: {spent}");
+    assert_eq!(metric(&gw, series).await - before, 1.0, "counted once");
+}
+
+/// A Responses request's `max_output_tokens` is reserved whole: the
+/// provider is sent it as `max_output_tokens`, and a budget that holds the
+/// default completion limit but not 100,000 tokens refuses it unsent.
+async fn a_responses_output_limit_is_reserved_whole(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-responses", "price", price());
+        doc.insert(
+            "budgets".into(),
+            toml::Value::try_from(vec![json!({"owner": "alice", "limit": 5.0, "window": "1d"})]).unwrap(),
+        );
+    })
+    .await;
+    let ask = |limit: u64| json!({"model": "codex", "input": "hi", "max_output_tokens": limit});
+    let post = |key: &'static str, body: Value| {
+        gw.client
+            .post(gw.url("/v1/responses"))
+            .bearer_auth(ALICE)
+            .header("idempotency-key", key)
+            .json(&body)
+            .send()
+    };
+    // 100,000 × 200,000 nano-units is 20 units: more than the 5 left.
+    let refused = post("large", ask(100_000)).await.unwrap();
+    assert_eq!(refused.status(), 429, "{:?}", refused.text().await);
+    assert_eq!(gw.sim().calls().total, 0, "refused unsent");
+    let served = post("small", ask(100)).await.unwrap();
+    assert_eq!(served.status(), 200);
+    let job = served.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    assert_eq!(gw.sim().last_request(&job).unwrap().body.unwrap()["max_output_tokens"], 100);
+}
+
+/// Claude Code's turn carries cache breakpoints; the provider reports half
+/// its prompt read from the cache, and the attempt is charged those tokens
+/// at the cache rate.
+async fn cached_prompt_tokens_are_priced_at_the_cache_rate(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let mut price = toml::Table::new();
+        price.insert("input_per_mtok".into(), INPUT_PER_MTOK.into());
+        price.insert("output_per_mtok".into(), OUTPUT_PER_MTOK.into());
+        price.insert("cached_input_per_mtok".into(), 10.0.into());
+        set_provider(doc, "sim-claude", "price", toml::Value::Table(price));
+    })
+    .await;
+    let response = common::send_as_claude_code(&gw, "cached-1", &common::claude_code_turn("claude")).await;
+    assert_eq!(response.status(), 200);
+    let id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    let message: Value = response.json().await.unwrap();
+    let usage = &message["usage"];
+    let cached = usage["cache_read_input_tokens"].as_i64().unwrap();
+    assert!(cached > 0, "the provider's own usage, cache reads included: {message}");
+    let job = common::settled_job(&gw, ALICE, &id).await;
+    let uncached = usage["input_tokens"].as_i64().unwrap();
+    let output = usage["output_tokens"].as_i64().unwrap();
+    let expected = uncached * 100_000 + cached * 10_000 + output * 200_000;
+    assert_eq!(job["attempts"][0]["usage"]["cost_nanos"], expected, "{job}");
 }

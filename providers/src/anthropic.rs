@@ -113,26 +113,54 @@ struct Block {
     input: Option<Value>,
 }
 
-#[derive(Deserialize, Default, Clone, Copy)]
+/// Anthropic's `usage`: `input_tokens` are the prompt tokens neither read
+/// from nor written to the cache; those are counted apart.
+#[derive(Deserialize, Default, Clone, Copy, Debug)]
 struct AnthropicUsage {
     #[serde(default)]
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+}
+
+impl AnthropicUsage {
+    /// `self` with what a later report (`message_delta`'s) says.
+    fn updated(self, later: AnthropicUsage) -> AnthropicUsage {
+        let newer = |now: u64, then: u64| if now > 0 { now } else { then };
+        AnthropicUsage {
+            input_tokens: newer(later.input_tokens, self.input_tokens),
+            output_tokens: later.output_tokens,
+            cache_creation_input_tokens: newer(
+                later.cache_creation_input_tokens,
+                self.cache_creation_input_tokens,
+            ),
+            cache_read_input_tokens: newer(later.cache_read_input_tokens, self.cache_read_input_tokens),
+        }
+    }
 }
 
 impl From<AnthropicUsage> for Usage {
     fn from(u: AnthropicUsage) -> Self {
-        Usage { prompt_tokens: u.input_tokens, completion_tokens: u.output_tokens }
+        let prompt_tokens = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
+        Usage { prompt_tokens, completion_tokens: u.output_tokens }
     }
 }
 
-/// OpenAI's `usage` member for token counts.
-fn openai_usage(usage: Usage) -> Value {
+/// OpenAI's `usage` member for token counts: every prompt token in
+/// `prompt_tokens`, those read from and written to the cache in its
+/// details, so each is priced at its own rate.
+fn openai_usage(usage: AnthropicUsage) -> Value {
+    let total = Usage::from(usage);
     json!({
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens": total.prompt_tokens,
+        "completion_tokens": total.completion_tokens,
+        "total_tokens": total.prompt_tokens + total.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_input_tokens,
+            "cache_write_tokens": usage.cache_creation_input_tokens},
     })
 }
 
@@ -166,6 +194,7 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
     }
     let finish_reason = message.stop_reason.map(finish_reason);
     let usage = message.usage.map(Usage::from);
+    let reported = message.usage;
     let mut reply = Map::new();
     reply.insert("role".into(), "assistant".into());
     reply.insert("content".into(), if any_text { Value::String(text.clone()) } else { Value::Null });
@@ -177,8 +206,8 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
         "model": message.model,
         "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason}],
     });
-    if let (Some(usage), Some(object)) = (usage, completion.as_object_mut()) {
-        object.insert("usage".into(), openai_usage(usage));
+    if let (Some(reported), Some(object)) = (reported, completion.as_object_mut()) {
+        object.insert("usage".into(), openai_usage(reported));
     }
     Ok(Decoded { completion, text, usage, finish_reason, model: message.model })
 }
@@ -205,11 +234,12 @@ fn finish_reason(stop_reason: String) -> String {
 /// accounting, whatever the client asked to see.
 #[derive(Debug, Default)]
 pub(crate) struct StreamState {
-    input_tokens: u64,
+    /// What `message_start` reported (the prompt's tokens, cached or not).
+    started: AnthropicUsage,
     /// `(content block index, tool call index)` of every tool_use block.
     tool_blocks: Vec<(u64, usize)>,
     include_usage: bool,
-    usage: Option<Usage>,
+    usage: Option<AnthropicUsage>,
     /// Every event is kept as sent ([`StreamChunk::native`]): the request
     /// was the client's own, passed through.
     passthrough: bool,
@@ -285,7 +315,7 @@ impl StreamState {
                 let usage = self.usage.take().filter(|_| self.include_usage);
                 return Ok(StreamEvent::End(usage.map(|usage| StreamChunk {
                     chunk: json!({"object": "chat.completion.chunk", "choices": [], "usage": openai_usage(usage)}),
-                    usage: Some(usage),
+                    usage: Some(Usage::from(usage)),
                     raw: data,
                     ..chunk
                 })));
@@ -297,7 +327,7 @@ impl StreamState {
             }
             "message_start" => {
                 let message = event.message.unwrap_or(StartMessage { usage: None, model: None });
-                self.input_tokens = message.usage.unwrap_or_default().input_tokens;
+                self.started = message.usage.unwrap_or_default();
                 chunk.chunk = openai_chunk(json!({"role": "assistant", "content": ""}), None);
                 // The model that answers, as an OpenAI stream names it.
                 if let (Some(model), Some(fields)) = (message.model, chunk.chunk.as_object_mut()) {
@@ -332,10 +362,8 @@ impl StreamState {
             },
             "message_delta" => {
                 chunk.finish_reason = event.delta.and_then(|d| d.stop_reason).map(finish_reason);
-                chunk.usage = event
-                    .usage
-                    .map(|u| Usage { prompt_tokens: self.input_tokens, completion_tokens: u.output_tokens });
-                self.usage = chunk.usage;
+                self.usage = event.usage.map(|later| self.started.updated(later));
+                chunk.usage = self.usage.map(Usage::from);
                 chunk.chunk = openai_chunk(json!({}), chunk.finish_reason.as_deref());
             }
             _ => {} // ping, content_block_stop, future event types

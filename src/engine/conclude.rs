@@ -274,6 +274,7 @@ impl Engine {
             measured,
         )
         .unwrap_or(attempt.reserved);
+        self.record_over_reservation(attempt, measured, charged);
         let result = JobResult {
             provider: attempt.provider.clone(),
             model: response.model,

@@ -103,15 +103,13 @@ impl Engine {
             return Reservation::default();
         };
         let prompt_tokens = Self::prompt_tokens(&entry, &body);
-        let field = |name: &str| body.get(name).and_then(Value::as_u64);
-        // Gemini carries the limit in `generationConfig.maxOutputTokens`.
-        let gemini = body.pointer("/generationConfig/maxOutputTokens").and_then(Value::as_u64);
-        let limit = match (field("max_completion_tokens"), field("max_tokens").or(gemini)) {
-            _ if matches!(request.work, Work::Embed(_)) => 0,
-            (None, None) => self.configured().billing.default_max_tokens,
-            (a, b) => a.unwrap_or(0).max(b.unwrap_or(0)),
+        let completion_tokens = match request.work {
+            Work::Embed(_) => 0,
+            Work::Chat(_) => {
+                let limit = completion_limit(&body).unwrap_or(self.configured().billing.default_max_tokens);
+                limit.saturating_mul(choices(&body))
+            }
         };
-        let completion_tokens = limit.saturating_mul(field("n").unwrap_or(1).max(1));
         let price = entry.config.price;
         let amounts = Amounts {
             nanos: price.map_or(0, |price| price.worst_case_nanos(prompt_tokens, completion_tokens)),
@@ -184,12 +182,57 @@ impl Engine {
         }
     }
 
+    /// Counts and logs a provider's report beyond what its attempt
+    /// reserved: charged the reservation (see `crate::jobs::charge`), kept
+    /// as reported in the answer.
+    pub(super) fn record_over_reservation(
+        &self,
+        attempt: &Attempt,
+        measured: Option<Amounts>,
+        charged: Amounts,
+    ) {
+        let Some(measured) = measured.filter(|measured| *measured != charged) else { return };
+        metrics::counter!(telemetry::USAGE_OVER_RESERVATION, "provider" => attempt.provider.clone())
+            .increment(1);
+        tracing::warn!(
+            job_id = %attempt.job_id,
+            attempt = attempt.number,
+            provider = %attempt.provider,
+            reported_tokens = measured.tokens,
+            reserved_tokens = attempt.reserved.tokens,
+            "the provider reported more usage than the request allowed: charged its reservation"
+        );
+    }
+
     /// Counts and logs a refusal by a budget or rate limit.
     pub(super) fn record_refusal(&self, owner: &str, route: &str, refusal: &LimitRefusal) {
         let kind = if refusal.is_budget() { "budget" } else { "rate" };
         metrics::counter!(telemetry::LIMIT_REFUSALS, "kind" => kind).increment(1);
         tracing::info!(owner, route, %refusal, "refused by a {kind} limit");
     }
+}
+
+/// The completion limit of a rendered body, whichever field its dialect
+/// carries it in (chat's `max_completion_tokens` or `max_tokens`, the
+/// Responses API's `max_output_tokens`, Gemini's
+/// `generationConfig.maxOutputTokens`): the largest, as a provider may read
+/// any. Thinking and reasoning are spent within it.
+fn completion_limit(body: &Value) -> Option<u64> {
+    ["/max_completion_tokens", "/max_tokens", "/max_output_tokens", "/generationConfig/maxOutputTokens"]
+        .iter()
+        .filter_map(|pointer| body.pointer(pointer).and_then(Value::as_u64))
+        .max()
+}
+
+/// How many answers a rendered body asks for, each up to the completion
+/// limit: chat's `n`, Gemini's `generationConfig.candidateCount`.
+fn choices(body: &Value) -> u64 {
+    ["/n", "/generationConfig/candidateCount"]
+        .iter()
+        .filter_map(|pointer| body.pointer(pointer).and_then(Value::as_u64))
+        .max()
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// One meter of an owner, as it stands in its current window.
@@ -251,5 +294,22 @@ impl Engine {
     /// `[billing] currency`.
     pub fn currency(&self) -> String {
         self.configured().billing.currency.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_dialects_limit_and_every_choice_is_reserved() {
+        assert_eq!(completion_limit(&json!({"max_output_tokens": 900})), Some(900), "the Responses API");
+        let gemini = json!({"generationConfig": {"maxOutputTokens": 100, "candidateCount": 8}});
+        assert_eq!((completion_limit(&gemini), choices(&gemini)), (Some(100), 8), "Gemini's candidates");
+        let chat = json!({"max_tokens": 10, "max_completion_tokens": 50, "n": 3});
+        assert_eq!((completion_limit(&chat), choices(&chat)), (Some(50), 3));
+        assert_eq!((completion_limit(&json!({})), choices(&json!({}))), (None, 1));
     }
 }

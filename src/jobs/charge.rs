@@ -10,6 +10,16 @@
 //!
 //! While `starting` or `unknown` an attempt holds its reservation. An
 //! `abandoned` attempt whose answer arrives later is charged the answer.
+//!
+//! What a provider reported is charged up to the attempt's reservation
+//! ([`Amounts::within`]): the reservation is the worst the request as sent
+//! can cost (its whole body as prompt, its completion limit for each
+//! choice, at the dearest rates), so a report beyond it (10 M tokens on
+//! `max_tokens: 1000`) is the provider's error, not spend the budget
+//! admitted. The answer keeps the usage as reported; the engine counts the
+//! excess (`intentgate_usage_over_reservation_total`). A budget therefore
+//! never passes its limit. An attempt that reserved nothing (no price, no
+//! meter) is charged what it reported.
 
 use super::{AttemptOutcome, AttemptState};
 
@@ -22,6 +32,15 @@ pub struct Amounts {
 
 impl Amounts {
     pub const ZERO: Amounts = Amounts { nanos: 0, tokens: 0 };
+
+    /// `self` (what a provider reported) no greater than `reserved`, when
+    /// anything was reserved.
+    pub fn within(self, reserved: Amounts) -> Amounts {
+        if reserved == Amounts::ZERO {
+            return self;
+        }
+        Amounts { nanos: self.nanos.min(reserved.nanos), tokens: self.tokens.min(reserved.tokens) }
+    }
 }
 
 /// The charge of an attempt settling as `to` with `outcome`; `None` while
@@ -36,11 +55,15 @@ pub fn charge(
     use AttemptOutcome as O;
     match to {
         AttemptState::Starting | AttemptState::Unknown => None,
-        AttemptState::Succeeded | AttemptState::Superseded => Some(measured.unwrap_or(reserved)),
+        AttemptState::Succeeded | AttemptState::Superseded => {
+            Some(measured.map_or(reserved, |measured| measured.within(reserved)))
+        }
         AttemptState::Abandoned => Some(reserved),
         AttemptState::Failed => Some(match outcome {
             Some(O::NotSent | O::Rejected | O::Unknown) | None => Amounts::ZERO,
-            Some(O::BadOutput | O::ContractViolation | O::Ok) => measured.unwrap_or(reserved),
+            Some(O::BadOutput | O::ContractViolation | O::Ok) => {
+                measured.map_or(reserved, |measured| measured.within(reserved))
+            }
         }),
     }
 }
@@ -58,6 +81,19 @@ mod tests {
             assert_eq!(charge(to, Some(AttemptOutcome::Ok), RESERVED, Some(MEASURED)), Some(MEASURED));
             assert_eq!(charge(to, Some(AttemptOutcome::Ok), RESERVED, None), Some(RESERVED));
         }
+    }
+
+    #[test]
+    fn a_report_beyond_the_reservation_is_charged_the_reservation() {
+        let over = Amounts { nanos: 10_000_000, tokens: 10_000_000 };
+        assert_eq!(
+            charge(AttemptState::Succeeded, Some(AttemptOutcome::Ok), RESERVED, Some(over)),
+            Some(RESERVED)
+        );
+        assert_eq!(
+            charge(AttemptState::Succeeded, Some(AttemptOutcome::Ok), Amounts::ZERO, Some(over)),
+            Some(over)
+        );
     }
 
     #[test]

@@ -227,6 +227,7 @@ fn answer(
     kill: KillSwitch,
 ) -> Response {
     let mut prompt = Prompt::read(json, sim.seed);
+    prompt.reported_output = output.reported_output;
     if let Some(auth) = echo_auth {
         // Whole in every event's `model`, split across a stream's deltas.
         prompt.model.clone_from(&auth);

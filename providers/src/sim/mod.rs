@@ -41,6 +41,9 @@
 //!   with `thinking` `enabled` or `adaptive` is answered with a signed
 //!   thinking block first; a thinking block sent back must carry the
 //!   signature given for its text, else Anthropic's 400 (`thinking.rs`)
+//! - cache usage: an Anthropic-dialect request with `cache_control`
+//!   anywhere reports half its prompt as `cache_read_input_tokens`; a
+//!   Responses request with `prompt_cache_key` half as `cached_tokens`
 //! - `POST /v1/embeddings` — OpenAI embeddings: one deterministic unit vector
 //!   per input (16 dimensions unless `dimensions` says), floats or base64;
 //!   scripts' waits, `status=`, resets and `malformed-json` apply
@@ -103,6 +106,8 @@
 //!        | "tool_call"                 ; answer a call of a tool whatever tool_choice says (see Tools)
 //!        | "tool=" TAG                 ; answer a call of tool TAG, whatever is offered
 //!        | "tool_args=bad"             ; a tool call whose arguments violate the tool's schema
+//!        | "usage=" N                  ; report N output tokens whatever was said (a provider
+//!                                      ;   that bills beyond the request's limit)
 //! ```
 //!
 //! TAG is letters, digits and `-_.:`. Waits (`delay`, `hold`, `hang`) run in

@@ -30,6 +30,8 @@ pub(crate) struct Prompt {
     pub(crate) n: u64,
     /// The tools offered and the request's `tool_choice`.
     pub(crate) tools: Offered,
+    /// Output tokens to report whatever was said (the script's `usage=N`).
+    pub(crate) reported_output: Option<u64>,
 }
 
 /// What one choice says: text, a call of a tool, or the text said before
@@ -141,6 +143,7 @@ impl Prompt {
             nonce: fnv1a(seed, body.to_string().as_bytes()),
             n: body.get("n").and_then(Value::as_u64).unwrap_or(1).clamp(1, MAX_CHOICES),
             tools: Offered::read(body),
+            reported_output: None,
         }
     }
 
@@ -211,7 +214,8 @@ impl Prompt {
 
 /// Input and output words: the usage the simulator reports.
 pub(crate) fn usage(prompt: &Prompt, said: &[Said]) -> (u64, u64) {
-    (prompt.prompt_words, said.iter().map(Said::words).sum())
+    let output = prompt.reported_output.unwrap_or_else(|| said.iter().map(Said::words).sum());
+    (prompt.prompt_words, output)
 }
 
 /// One SSE event: optional `event:` name and its `data:` payload.

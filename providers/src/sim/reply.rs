@@ -51,7 +51,7 @@ pub(crate) fn body(dialect: Dialect, prompt: &Prompt, request: &Value, said: &[S
                 "content": content,
                 "stop_reason": said.first().map_or("end_turn", Said::stop_reason),
                 "stop_sequence": null,
-                "usage": {"input_tokens": input, "output_tokens": output},
+                "usage": anthropic_usage(input, output, request),
             })
         }
     }
@@ -118,7 +118,7 @@ fn anthropic_events(prompt: &Prompt, request: &Value, said: &[Said]) -> (Vec<Eve
     let event = |name: &'static str, data: Value| Event { name: Some(name), data: data.to_string() };
     let message = json!({"id": format!("msg_sim{:016x}", prompt.nonce), "type": "message", "role": "assistant",
         "model": prompt.model, "content": [], "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": input, "output_tokens": 1}});
+        "usage": anthropic_usage(input, 1, request)});
     let (start, deltas): (Value, Vec<Value>) = match said.first() {
         Some(Said::Tool(call)) => (
             json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
@@ -151,6 +151,14 @@ fn anthropic_events(prompt: &Prompt, request: &Value, said: &[Said]) -> (Vec<Eve
         "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output}}),
     ));
     (events, event("message_stop", json!({"type": "message_stop"})))
+}
+
+/// Anthropic's `usage`: a request with cache breakpoints (`cache_control`
+/// anywhere) reads half its prompt from the cache, the rest uncached.
+fn anthropic_usage(input: u64, output: u64, request: &Value) -> Value {
+    let cached = if request.to_string().contains("\"cache_control\"") { input / 2 } else { 0 };
+    json!({"input_tokens": input - cached, "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0,
+        "output_tokens": output})
 }
 
 /// An error body in the dialect's shape.

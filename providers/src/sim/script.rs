@@ -53,6 +53,9 @@ pub(crate) struct Output {
     /// (Gemini: nothing, unless streamed), then `content_filter`
     /// (Gemini's `SAFETY`, Anthropic's `refusal`).
     pub(crate) safety_stop: bool,
+    /// Report this many output tokens whatever was said (`usage=N`): a
+    /// provider that bills more than the request allowed, for budget tests.
+    pub(crate) reported_output: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -141,6 +144,10 @@ impl FromStr for Script {
                 ("stream-no-done", None) => fault(&mut script.output.fault, Fault::NoDone)?,
                 ("stream-exception", None) => fault(&mut script.output.fault, Fault::Exception)?,
                 ("bad-crc", None) => fault(&mut script.output.fault, Fault::BadCrc)?,
+                ("usage", Some(tokens)) => match tokens.parse::<u64>() {
+                    Ok(tokens) => script.output.reported_output = Some(tokens),
+                    Err(_) => return Err(fail(format!("`{tokens}` is not a number of tokens"))),
+                },
                 _ => return Err(fail(format!("unknown or malformed step `{step}`"))),
             }
         }
