@@ -4,7 +4,8 @@
 //! answer lost because the store was briefly unreachable when it arrived.
 //! Every scenario counts the upstream calls at the simulator. Beside them,
 //! the edges of the surface around jobs: text no tokenizer input should
-//! break, and the bound on concurrent token counts.
+//! break, the bound on concurrent token counts, and a client that hangs up
+//! while its job is being created.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,6 +29,7 @@ store_matrix!(
     a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile,
     a_megabyte_of_pathological_text_is_counted,
     a_count_finding_every_slot_taken_is_refused_at_once,
+    a_request_dropped_as_its_job_is_created_still_drives_it,
 );
 
 async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) -> reqwest::Response {
@@ -142,7 +144,8 @@ async fn an_answer_is_held_while_the_store_is_unreachable() {
     let created = gw.create(ALICE, "held", &chat_body("held")).await;
     assert_eq!(created.status(), 201);
     let id: uuid::Uuid = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().parse().unwrap();
-    gw.sim().wait_for_calls(1).await;
+    let called = tokio::time::timeout(Duration::from_secs(10), gw.sim().wait_for_calls(1)).await;
+    assert!(called.is_ok(), "the committed job was never sent: its drive died with the request");
 
     proxy.set_up(false);
     gw.sim().release("answer");
@@ -212,4 +215,25 @@ async fn a_count_finding_every_slot_taken_is_refused_at_once(store: TestStore) {
     drop(held);
     let response = count_request(&gw, "Say hello.").send().await.unwrap();
     assert_eq!(response.status(), 200);
+}
+
+/// A request whose client hangs up (its future dropped) as soon as the job's
+/// creation has begun: the job is committed and driven at once on its first
+/// provider — one upstream call — not left `starting` for the sweep (whose
+/// interval here is an hour).
+async fn a_request_dropped_as_its_job_is_created_still_drives_it(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| set_engine(doc, "sweep_interval", "1h")).await;
+    let new =
+        NewJob::of_body("alice".into(), IdempotencyKey::parse("hung-up").unwrap(), &chat_body("x")).unwrap();
+    let new = std::sync::Arc::new(new);
+    let submit = gw.gateway.engine.submit(&new, Duration::from_secs(10));
+    // One poll starts the creation; then the request is gone.
+    let polled = tokio::time::timeout(Duration::ZERO, submit).await;
+    assert!(polled.is_err(), "still creating when dropped");
+    let called = tokio::time::timeout(Duration::from_secs(10), gw.sim().wait_for_calls(1)).await;
+    assert!(called.is_ok(), "the committed job was never sent: its drive died with the request");
+    let job = settled_job(&gw, ALICE, &new.id.to_string()).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"][0]["provider"], "sim-primary");
+    assert_eq!(gw.sim().calls().total, 1);
 }

@@ -21,7 +21,7 @@ use crate::jobs::{
 /// its live stream opened first.
 pub async fn submit(
     state: &AppState,
-    new: &NewJob,
+    new: &std::sync::Arc<NewJob>,
     wait: Duration,
     stream: bool,
 ) -> Result<Submitted, Problem> {

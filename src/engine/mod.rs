@@ -80,6 +80,9 @@ pub enum EngineError {
     /// let through nothing such; a row from elsewhere might be one).
     #[error("the request cannot be sent to a provider: {0}")]
     Unsendable(String),
+    /// The engine is shutting down: it starts nothing new.
+    #[error("the gateway is shutting down")]
+    Stopped,
 }
 
 /// A cheap handle on the engine; clones share one state.

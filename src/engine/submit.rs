@@ -9,11 +9,12 @@
 //! nothing was stored and no provider called; after it, the job exists and
 //! may have been sent, and only a retry under the same key is safe.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{Engine, EngineError, Subscription};
+use super::{DriveOutcome, Engine, EngineError, Subscription};
 use crate::budgets::LimitRefusal;
 use crate::jobs::{Attempt, Job, JobStatus, NewJob};
 use crate::store::{Created, StoreError};
@@ -59,17 +60,47 @@ pub enum SubmitError {
     AfterCommit { job_id: Uuid, source: StoreError },
 }
 
+/// What [`Engine::create_and_start`] found or began.
+enum Started {
+    New(Job, Option<Box<Attempt>>, DriveOutcome),
+    Existing(Job),
+    Refused(LimitRefusal),
+}
+
 impl Engine {
+    /// Creates the job (or finds the one its key names) and starts a new
+    /// one's drive, as one piece of work of its own: a job once committed
+    /// is driven at once even if the request that asked is gone (its
+    /// client hung up while the commit was in flight), never left with a
+    /// `starting` attempt for the sweep to find.
+    async fn create_and_start(&self, new: &Arc<NewJob>) -> Result<Started, EngineError> {
+        let (engine, new) = (self.clone(), new.clone());
+        let work = async move {
+            Ok(match engine.create(&new).await? {
+                (Created::New(job, attempt), kickoff) => {
+                    let first = attempt.clone();
+                    let drive = engine.spawn_drive_new(job.clone(), attempt, kickoff);
+                    Started::New(job, first, drive)
+                }
+                (Created::Existing(job), _) => Started::Existing(job),
+                (Created::Refused(refusal), _) => Started::Refused(refusal),
+            })
+        };
+        match self.inner.tasks.spawn_drive(work).await {
+            Ok(Some(started)) => started,
+            _ => Err(EngineError::Stopped),
+        }
+    }
+
     /// Creates the job (or finds the one its key names), drives a new one,
     /// and waits up to `wait` for it to settle.
-    pub async fn submit(&self, new: &NewJob, wait: Duration) -> Result<Submission, SubmitError> {
-        let (job, first_attempt, kickoff) = match self.create(new).await? {
-            (Created::New(job, attempt), kickoff) => (job, attempt, kickoff),
-            (Created::Existing(job), _) => return self.replay(new, job, wait, false).await,
-            (Created::Refused(refusal), _) => return Ok(Submission::Refused(refusal)),
+    pub async fn submit(&self, new: &Arc<NewJob>, wait: Duration) -> Result<Submission, SubmitError> {
+        let (job, first_attempt, drive) = match self.create_and_start(new).await? {
+            Started::New(job, attempt, drive) => (job, attempt, drive),
+            Started::Existing(job) => return self.replay(new, job, wait, false).await,
+            Started::Refused(refusal) => return Ok(Submission::Refused(refusal)),
         };
-        let mut submitted = Submitted::created(job.clone(), first_attempt.as_deref().cloned());
-        let drive = self.spawn_drive_new(job, first_attempt, kickoff);
+        let mut submitted = Submitted::created(job, first_attempt.map(|attempt| *attempt));
         if !wait.is_zero() {
             let job_id = submitted.job.id;
             let (job, report) = self
@@ -88,15 +119,20 @@ impl Engine {
     /// As [`Engine::submit`], for a streamed answer: the job's live stream
     /// is opened before its drive can publish to it, and a duplicate
     /// attaches to the live stream of a job still running.
-    pub async fn submit_streamed(&self, new: &NewJob, wait: Duration) -> Result<Submission, SubmitError> {
+    pub async fn submit_streamed(
+        &self,
+        new: &Arc<NewJob>,
+        wait: Duration,
+    ) -> Result<Submission, SubmitError> {
         let opened = self.streams().open(new.id);
-        let (job, first_attempt, kickoff) = match self.create(new).await {
-            Ok((Created::New(job, attempt), kickoff)) => (job, attempt, kickoff),
-            Ok((Created::Existing(job), _)) => {
+        // A stream's readers follow the hub, not the drive's outcome.
+        let (job, first_attempt) = match self.create_and_start(new).await {
+            Ok(Started::New(job, attempt, _)) => (job, attempt),
+            Ok(Started::Existing(job)) => {
                 self.streams().discard(new.id);
                 return self.replay(new, job, wait, true).await;
             }
-            Ok((Created::Refused(refusal), _)) => {
+            Ok(Started::Refused(refusal)) => {
                 self.streams().discard(new.id);
                 return Ok(Submission::Refused(refusal));
             }
@@ -105,9 +141,7 @@ impl Engine {
                 return Err(err.into());
             }
         };
-        let mut submitted = Submitted::created(job.clone(), first_attempt.as_deref().cloned());
-        // A stream's readers follow the hub, not the drive's outcome.
-        let _ = self.spawn_drive_new(job, first_attempt, kickoff);
+        let mut submitted = Submitted::created(job, first_attempt.map(|attempt| *attempt));
         match opened {
             Some(live) => submitted.live = Some(live),
             None => submitted.job = self.after_wait(submitted.job, wait).await?,

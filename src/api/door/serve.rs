@@ -61,6 +61,7 @@ pub async fn serve<D: Door>(
     }
     let wait: Duration =
         if translated.background { Duration::ZERO } else { state.config().openai.wait.into() };
+    let new = std::sync::Arc::new(new);
     let submitted = submit(state, &new, wait, translated.stream).await.map_err(|problem| {
         // A door's `model` is the route: a missing one is its 404.
         match problem.slug() == ProblemType::UnknownRoute.slug() {
