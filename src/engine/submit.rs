@@ -86,6 +86,8 @@ impl Engine {
                 (Created::Refused(refusal), _) => Started::Refused(refusal),
             })
         };
+        // In the request's span, so the drive it starts joins the request's trace.
+        let work = tracing::Instrument::instrument(work, tracing::Span::current());
         match self.inner.tasks.spawn_drive(work).await {
             Ok(Some(started)) => started,
             _ => Err(EngineError::Stopped),
