@@ -71,7 +71,7 @@ async fn unknown_fields_pass_through_and_the_configured_model_wins() {
     }))
     .unwrap();
     // The Responses API refuses a field it does not know, and has no
-    // participant names (tests/responses.rs).
+    // participant names (the unit tests of src/responses/request.rs and src/sim/responses.rs).
     for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
         let ctx = ctx();
         provider(&sim, dialect, "configured").chat(&request, &ctx).await.unwrap();
