@@ -164,16 +164,11 @@ fn system_messages(system: Option<Value>) -> Result<Vec<Value>, Problem> {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(text)) => Ok(vec![json!({"role": "system", "content": text})]),
         Some(Value::Array(blocks)) => {
-            let mut parts = Vec::new();
-            for (index, block) in blocks.iter().enumerate() {
-                match (block["type"].as_str(), block["text"].as_str()) {
-                    (Some("text"), Some(text)) => parts.push(json!({"type": "text", "text": text})),
-                    _ => {
-                        return Err(Fault::new("a system block must be a text block", &format!("/{index}"))
-                            .at("/system"));
-                    }
-                }
-            }
+            let texts = block_texts(&blocks).map_err(|index| {
+                Fault::new("a system block must be a text block", &format!("/{index}")).at("/system")
+            })?;
+            let parts: Vec<Value> =
+                texts.into_iter().map(|text| json!({"type": "text", "text": text})).collect();
             Ok(vec![json!({"role": "system", "content": parts})])
         }
         Some(_) => Err(invalid("`system` must be a string or an array of text blocks", "system")),
@@ -259,24 +254,27 @@ fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Valu
 fn system_turn(content: &Value) -> Result<Vec<Value>, Fault> {
     let text = match content {
         Value::String(text) => text.clone(),
-        Value::Array(blocks) => {
-            let mut text = String::new();
-            for (index, block) in blocks.iter().enumerate() {
-                match (block["type"].as_str(), block["text"].as_str()) {
-                    (Some("text"), Some(more)) => text.push_str(more),
-                    _ => {
-                        return Err(Fault::new(
-                            "a system turn holds text blocks only",
-                            &format!("/content/{index}"),
-                        ));
-                    }
-                }
-            }
-            text
-        }
+        Value::Array(blocks) => block_texts(blocks)
+            .map_err(|index| {
+                Fault::new("a system turn holds text blocks only", &format!("/content/{index}"))
+            })?
+            .concat(),
         _ => return Err(Fault::new("`content` must be a string or an array of blocks", "/content")),
     };
     Ok(vec![json!({"role": "system", "content": text})])
+}
+
+/// The texts of blocks that must all be text blocks, or the index of the
+/// first that is not.
+fn block_texts(blocks: &[Value]) -> Result<Vec<&str>, usize> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(index, block)| match (block["type"].as_str(), block["text"].as_str()) {
+            (Some("text"), Some(text)) => Ok(text),
+            _ => Err(index),
+        })
+        .collect()
 }
 
 fn image_part(source: &Value) -> Option<Value> {
