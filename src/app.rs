@@ -193,6 +193,8 @@ async fn start_with_simulator(
         store: store.clone(),
         engine: engine.clone(),
     });
+    engine.load_spend_limits().await?;
+    engine.spawn_spend_limit_feed();
     engine.spawn_sweeper();
     engine.spawn_settled_listener();
     engine.tasks().spawn_watch(crate::telemetry::upkeep());

@@ -23,8 +23,8 @@ use super::problem::{
 use super::view::{AttemptUsage, AttemptView, JobView};
 use super::{Problem, ProblemType};
 use super::{
-    anthropic, attempts, browse, console, contracts, health, jobs, keys, metrics, openai, queue, reload,
-    responses, routes, usage,
+    anthropic, attempts, browse, console, contracts, health, jobs, keys, limits, metrics, openai, queue,
+    reload, responses, routes, usage,
 };
 
 #[derive(OpenApi)]
@@ -65,7 +65,13 @@ use super::{
         keys::revoke,
         keys::delete,
         keys::audit,
+        limits::create,
+        limits::list,
+        limits::update,
+        limits::remove,
+        limits::audit,
         usage::usage,
+        usage::spend,
         health::healthz,
         health::readyz,
         document,
@@ -111,6 +117,14 @@ use super::{
             keys::KeyList,
             keys::AuditView,
             keys::AuditList,
+            limits::CreateLimit,
+            limits::UpdateLimit,
+            limits::LimitView,
+            limits::LimitList,
+            limits::LimitAuditList,
+            crate::budgets::LimitScope,
+            usage::SpendReport,
+            usage::SpendRow,
         ),
         responses(Unauthorized, Forbidden, BodyTooLarge, LimitReached, UpstreamFailed, StoreUnavailable, Internal),
     ),
@@ -121,6 +135,7 @@ use super::{
         (name = "openai", description = "The OpenAI-compatible surface"),
         (name = "anthropic", description = "The Anthropic-compatible surface (Messages)"),
         (name = "keys", description = "API keys managed at runtime (admin): create, rotate, revoke, audit"),
+        (name = "limits", description = "Budgets and rate limits on keys, teams, tags and owners, at runtime (admin)"),
         (name = "operations", description = "Routes, contracts, overview, health, metrics and this document"),
         (name = "console", description = "The operator console in the browser (`/console`)"),
     ),

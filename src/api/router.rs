@@ -9,12 +9,12 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use tracing::Instrument;
 
 use super::{
     AppState, Problem, ProblemType, anthropic, attempts, browse, console, contracts, deadline, embeddings,
-    health, jobs, keys, metrics, openai, openapi, queue, reload, responses, routes, usage,
+    health, jobs, keys, limits, metrics, openai, openapi, queue, reload, responses, routes, usage,
 };
 
 pub fn router(state: AppState) -> Router {
@@ -34,6 +34,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/attempts/unknown", get(queue::unknown))
         .route("/v1/routes", get(routes::list))
         .route("/v1/usage", get(usage::usage))
+        .route("/v1/usage/spend", get(usage::spend))
         .route("/v1/contracts", get(contracts::list))
         .route("/v1/overview", get(browse::overview))
         .route("/v1/whoami", get(browse::whoami))
@@ -43,6 +44,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/admin/keys/{id}", get(keys::get).patch(keys::update).delete(keys::delete))
         .route("/v1/admin/keys/{id}/rotate", post(keys::rotate))
         .route("/v1/admin/keys/{id}/revoke", post(keys::revoke))
+        .route("/v1/admin/limits", get(limits::list).post(limits::create))
+        .route("/v1/admin/limits/audit", get(limits::audit))
+        .route("/v1/admin/limits/{id}", patch(limits::update).delete(limits::remove))
         .route("/console", get(console::page_handler))
         .route("/console/console.js", get(console::script_handler))
         .route("/console/console.css", get(console::style_handler))

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use axum::http::HeaderMap;
 use serde::Deserialize as _;
 use serde_json::Value;
 
@@ -71,7 +72,9 @@ pub fn new_job(
     caller: &Caller,
     key: IdempotencyKey,
     body: Value,
+    headers: &HeaderMap,
 ) -> Result<NewJob, Problem> {
+    let tags = super::tags::request_tags(headers)?;
     super::text::refuse_nul_in_json(&body)?;
     if let Some(messages) = body.pointer("/input/messages") {
         validate_messages(messages)
@@ -122,9 +125,10 @@ pub fn new_job(
     if !caller.0.rights().may_use(&request.route) {
         return Err(Problem::route_not_allowed(&request.route));
     }
-    NewJob::new(caller.0.owner.clone(), key, request, body).map_err(|err| {
+    let new = NewJob::new(caller.0.owner.clone(), key, request, body).map_err(|err| {
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
-    })
+    })?;
+    Ok(new.attributed(caller.0.attribution(tags)))
 }
 
 /// A deserializer's message with the gateway's type names replaced by what

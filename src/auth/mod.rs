@@ -18,7 +18,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::config::{Config, Role};
-use crate::jobs::sha256_hex;
+use crate::jobs::{Attribution, Tags, sha256_hex};
 use crate::keys::{ApiKey, Rights};
 
 pub use manage::{Acting, KeyManager, ManageError, Minted};
@@ -36,10 +36,12 @@ pub struct Principal {
     pub expires_at_ms: Option<i64>,
     /// The stored key's id; `None` for a config principal.
     pub key_id: Option<Uuid>,
+    /// The team its spend also counts against.
+    pub team: Option<String>,
 }
 
 impl Principal {
-    /// A principal of the config file: every route, no expiry.
+    /// A principal of the config file: every route, no expiry, no team.
     pub fn configured(name: &str, owner: &str, role: Role) -> Principal {
         Principal {
             name: name.to_owned(),
@@ -48,6 +50,7 @@ impl Principal {
             routes: None,
             expires_at_ms: None,
             key_id: None,
+            team: None,
         }
     }
 
@@ -60,7 +63,13 @@ impl Principal {
             routes: key.routes.as_deref().map(Arc::from),
             expires_at_ms: key.expires_at_ms,
             key_id: Some(key.id),
+            team: key.team.clone(),
         }
+    }
+
+    /// Whom a job of this principal's, carrying `tags`, is attributed to.
+    pub fn attribution(&self, tags: Tags) -> Attribution {
+        Attribution { key_id: self.key_id, team: self.team.clone(), tags }
     }
 
     pub fn is_admin(&self) -> bool {
@@ -108,7 +117,9 @@ impl Principals {
                 (None, None) => continue,
             };
             let owner = principal.owner.as_deref().unwrap_or(&principal.name);
-            by_key_hash.insert(hash, Principal::configured(&principal.name, owner, principal.role));
+            let mut configured = Principal::configured(&principal.name, owner, principal.role);
+            configured.team = principal.team.clone();
+            by_key_hash.insert(hash, configured);
         }
         Ok(Principals { by_key_hash })
     }

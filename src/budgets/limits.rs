@@ -63,6 +63,15 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
+    /// How the kind is named in the store and the admin API.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::Budget => "budget",
+            LimitKind::Requests => "requests",
+            LimitKind::Tokens => "tokens",
+        }
+    }
+
     /// The unit of the meter, as stored in `holds.unit`.
     pub fn unit(self) -> &'static str {
         match self {
@@ -233,7 +242,14 @@ impl Limits {
     }
 }
 
-fn hold(kind: LimitKind, meter: String, limit: i64, window: Window, amount: i64, now_ms: i64) -> Hold {
+pub(super) fn hold(
+    kind: LimitKind,
+    meter: String,
+    limit: i64,
+    window: Window,
+    amount: i64,
+    now_ms: i64,
+) -> Hold {
     let (window_start_ms, window_end_ms) = window.bounds(now_ms);
     Hold { kind, meter, window_start_ms, window_end_ms, limit, amount }
 }

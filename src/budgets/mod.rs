@@ -15,8 +15,11 @@
 
 mod limits;
 mod price;
+pub mod report;
+mod stored;
 mod window;
 
 pub use limits::{BudgetRule, Hold, LimitKind, LimitRefusal, Limits, RateLimitRule};
 pub use price::{Price, PriceError, TokenUsage, decimal_to_nanos, nanos_to_decimal};
+pub use stored::{LimitAudit, LimitScope, SpendLimit, merge_holds, stored_holds};
 pub use window::{Window, WindowError};

@@ -22,6 +22,7 @@ pub struct Create {
     pub name: String,
     pub owner: String,
     pub role: Role,
+    pub team: Option<String>,
     pub routes: Vec<String>,
     pub ttl: Option<Duration>,
 }
@@ -60,6 +61,7 @@ pub async fn create(store: Store, ask: Create) -> Result<(), String> {
         name: ask.name,
         owner: ask.owner,
         role: ask.role,
+        team: ask.team,
         routes: (!ask.routes.is_empty()).then_some(ask.routes),
         expires_at_ms: ask.ttl.map(|ttl| now.saturating_add(crate::engine::millis(ttl))),
         metadata: serde_json::Map::new(),

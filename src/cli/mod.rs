@@ -186,6 +186,9 @@ pub enum KeysCommand {
         /// user or admin.
         #[arg(long, default_value = "user", value_parser = parse_role)]
         role: crate::config::Role,
+        /// The team its spend also counts against.
+        #[arg(long)]
+        team: Option<String>,
         /// A route the key may use (repeat it); none: every route.
         #[arg(long = "route")]
         routes: Vec<String>,
@@ -283,8 +286,8 @@ async fn keys_command(command: KeysCommand) -> ExitCode {
     jobs::exit(match command {
         // Answered above, without a store.
         KeysCommand::Hash { .. } => Ok(()),
-        KeysCommand::Create { name, owner, role, routes, ttl, .. } => {
-            keys::create(store, keys::Create { name, owner, role, routes, ttl }).await
+        KeysCommand::Create { name, owner, role, team, routes, ttl, .. } => {
+            keys::create(store, keys::Create { name, owner, role, team, routes, ttl }).await
         }
         KeysCommand::List(_) => keys::list(store).await,
         KeysCommand::Rotate { id, overlap, .. } => keys::rotate(store, &id, overlap).await,

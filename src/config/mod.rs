@@ -416,6 +416,8 @@ pub struct PrincipalConfig {
     pub name: String,
     /// The owner its jobs belong to; defaults to `name`.
     pub owner: Option<String>,
+    /// The team its jobs' spend also counts against.
+    pub team: Option<String>,
     #[serde(default = "default_role")]
     pub role: Role,
     /// SHA-256 (hex) of the API key, as `intentgate keys hash` prints it.

@@ -21,7 +21,7 @@ pub(super) enum First {
     Plan,
     /// A job this instance has just inserted: the driver starts from it
     /// (and from its attempt 1, if inserted with it) without reading back.
-    New(Job, Option<Box<Attempt>>, Kickoff),
+    New(Box<Job>, Option<Box<Attempt>>, Kickoff),
     /// This provider (a manual attempt).
     Provider(String),
     /// An attempt already started (and committed) by the caller.
@@ -102,7 +102,7 @@ impl Engine {
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
-        let reservation = first_provider.map(|provider| self.reservation(&new.owner, &request, provider));
+        let reservation = first_provider.map(|provider| self.reservation(new.payer(), &request, provider));
         let first = first_provider.zip(reservation.as_ref());
         let open_attempts = pick.as_ref().map_or(1, |(route, _)| route.open_attempts());
         let created =
@@ -173,7 +173,7 @@ impl Engine {
         let (mut next, mut just_created, mut request) = match first {
             First::New(job, attempt, Kickoff { request, refused }) => {
                 refused_so_far = refused;
-                (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(job), Some(request))
+                (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(*job), Some(request))
             }
             other => (other, None, None),
         };
@@ -314,7 +314,7 @@ impl Engine {
                 }
             }
         };
-        let reservation = self.reservation(&job.owner, request, &chosen.name);
+        let reservation = self.reservation(job.payer(), request, &chosen.name);
         let started = self.store().start_attempt(job_id, &chosen.name, &reservation, 1, self.now_ms()).await;
         if !matches!(started, Ok(StartOutcome::Started(_))) {
             self.sent_nothing(&chosen);
@@ -498,7 +498,7 @@ impl Engine {
             };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
-        let work = match self.outgoing(&job.owner, request, &attempt.provider) {
+        let work = match self.outgoing(job.payer(), request, &attempt.provider) {
             Work::Chat(chat) if request.stream => {
                 let (provider, context) = (entry.provider.clone(), call_context(&attempt));
                 return self.run_stream_attempt(route, attempt, provider, chat, context, live).await;

@@ -156,7 +156,7 @@ impl Engine {
         };
         let provider = chosen.name.clone();
         let Some(entry) = self.provider(&provider) else { return not_started("no_provider", &provider) };
-        let reservation = self.reservation(&job.owner, request, &provider);
+        let reservation = self.reservation(job.payer(), request, &provider);
         let started = self
             .store()
             .start_attempt(job.id, &provider, &reservation, route.open_attempts(), self.now_ms())
@@ -182,7 +182,7 @@ impl Engine {
             number: attempt.number,
             provider: provider.clone(),
         });
-        let work = self.outgoing(&job.owner, request, &provider);
+        let work = self.outgoing(job.payer(), request, &provider);
         // Its own span, in the job's trace beside the one it was started
         // from (an OpenTelemetry child of it, not a `tracing` one: that
         // would hold the first span open until this one ends).

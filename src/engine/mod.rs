@@ -33,6 +33,7 @@ mod remote;
 mod request;
 mod series;
 mod spend;
+mod spend_limits;
 mod stream_attempt;
 mod streams;
 mod submit;
@@ -113,6 +114,8 @@ struct Inner {
     tasks: Tasks,
     /// Bounds the token counts clients ask for (see `token_counts.rs`).
     token_counts: TokenCountSlots,
+    /// The stored budgets and rate limits (see `spend_limits.rs`).
+    spend_limits: spend_limits::LimitBook,
 }
 
 /// How the drive of a new job ended, for the request that created it:
@@ -186,6 +189,7 @@ impl Engine {
                 clock: Clock::default(),
                 tasks: Tasks::default(),
                 token_counts: TokenCountSlots::default(),
+                spend_limits: spend_limits::LimitBook::default(),
             }),
         })
     }
@@ -289,7 +293,7 @@ impl Engine {
         let (report, outcome) = tokio::sync::oneshot::channel();
         let drive = async move {
             let completed = match engine
-                .drive_claimed(job_id, driver::First::New(job, attempt, kickoff))
+                .drive_claimed(job_id, driver::First::New(Box::new(job), attempt, kickoff))
                 .await
             {
                 Ok(completed) => completed,

@@ -117,7 +117,7 @@ impl Engine {
         if !self.claim(job.id).await? {
             return Err(ManualStartError::Driven);
         }
-        let reservation = self.reservation(&job.owner, &request, &provider);
+        let reservation = self.reservation(job.payer(), &request, &provider);
         let attempt =
             match self.store().start_attempt(job.id, &provider, &reservation, 1, self.now_ms()).await {
                 Ok(StartOutcome::Started(attempt)) => attempt,

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use super::{Engine, PreparedRequest, Work};
 
-use crate::budgets::{LimitRefusal, TokenUsage};
+use crate::budgets::{LimitRefusal, TokenUsage, merge_holds, stored_holds};
 use crate::contracts::Tokenizer;
-use crate::jobs::{Amounts, Attempt};
+use crate::jobs::{Amounts, Attempt, Payer};
 use crate::store::Reservation;
 use crate::telemetry;
 
@@ -45,11 +45,26 @@ impl PromptCounter {
 }
 
 impl Engine {
-    /// Whether an attempt of `owner` on `route` sent to `provider` reserves
+    /// Whether an attempt of `payer` on `route` sent to `provider` reserves
     /// anything: a limit meters it or the provider has a price.
-    fn reserves(&self, owner: &str, route: &str, provider: &str) -> bool {
-        self.configured().limits.meters_attempts(owner, route)
-            || self.provider(provider).is_some_and(|entry| entry.config.price.is_some())
+    fn reserves(&self, payer: Payer<'_>, route: &str, provider: &str) -> bool {
+        self.meters(payer, route) || self.provider(provider).is_some_and(|entry| entry.config.price.is_some())
+    }
+
+    /// Whether a configured or a stored limit meters an attempt of `payer`
+    /// on `route`.
+    fn meters(&self, payer: Payer<'_>, route: &str) -> bool {
+        self.configured().limits.meters_attempts(payer.owner, route)
+            || self.spend_limits().iter().any(|limit| limit.applies(payer, route))
+    }
+
+    /// The holds of an attempt of `payer` on `route` that reserves
+    /// `amounts`: the config's rules and the stored limits, one per meter.
+    fn holds(&self, payer: Payer<'_>, route: &str, amounts: Amounts) -> Vec<crate::budgets::Hold> {
+        let now = self.now_ms();
+        let mut holds = self.configured().limits.attempt_holds(payer.owner, route, amounts, now);
+        holds.extend(stored_holds(&self.spend_limits(), payer, route, amounts, now));
+        merge_holds(holds)
     }
 
     /// The chat request an attempt of a job (its owner and request) on
@@ -57,13 +72,13 @@ impl Engine {
     /// limit is sent the one it reserves (`[billing] default_max_tokens`,
     /// within the provider's `context_window`): a reservation that the
     /// request does not carry would bound nothing.
-    pub(super) fn outgoing(&self, owner: &str, request: &PreparedRequest, provider: &str) -> Work {
+    pub(super) fn outgoing(&self, payer: Payer<'_>, request: &PreparedRequest, provider: &str) -> Work {
         let Work::Chat(chat) = &request.work else {
             return request.work.clone(); // embeddings complete nothing to limit
         };
         let mut chat = chat.clone();
         let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
-        if unlimited && self.reserves(owner, &request.route, provider) {
+        if unlimited && self.reserves(payer, &request.route, provider) {
             let mut limit = self.configured().billing.default_max_tokens;
             // What is left of the window after the prompt, so the filled-in
             // limit never makes the provider refuse the request.
@@ -79,9 +94,9 @@ impl Engine {
         Work::Chat(chat)
     }
 
-    /// What an attempt of a job (its owner and stored request) on
+    /// What an attempt of a job (its payer and stored request) on
     /// `provider` reserves: its worst case, on every budget and rate limit
-    /// of the owner and route. Zero, and no holds, when nothing meters it
+    /// of its owner, key, team, tags and route. Zero, and no holds, when nothing meters it
     /// and the provider has no price.
     ///
     /// The worst case is read off the body the provider is sent
@@ -90,14 +105,19 @@ impl Engine {
     /// prompt (messages, tools, legacy `functions`, a translated `system`,
     /// request overrides), and its completion limit is the one in that body,
     /// whichever field the dialect carries it in, once per choice.
-    pub(super) fn reservation(&self, owner: &str, request: &PreparedRequest, provider: &str) -> Reservation {
-        if !self.reserves(owner, &request.route, provider) {
+    pub(super) fn reservation(
+        &self,
+        payer: Payer<'_>,
+        request: &PreparedRequest,
+        provider: &str,
+    ) -> Reservation {
+        if !self.reserves(payer, &request.route, provider) {
             return Reservation::default();
         }
         let Some(entry) = self.provider(provider) else {
             return Reservation::default();
         };
-        let body = self.outgoing(owner, request, provider).render(&entry.provider, request.stream).ok();
+        let body = self.outgoing(payer, request, provider).render(&entry.provider, request.stream).ok();
         let Some(body) = body else {
             // Nothing can be sent (the attempt fails unsent): nothing to reserve.
             return Reservation::default();
@@ -115,11 +135,7 @@ impl Engine {
             nanos: price.map_or(0, |price| price.worst_case_nanos(prompt_tokens, completion_tokens)),
             tokens: i64::try_from(prompt_tokens.saturating_add(completion_tokens)).unwrap_or(i64::MAX),
         };
-        let holds = if self.configured().limits.meters_attempts(owner, &request.route) {
-            self.configured().limits.attempt_holds(owner, &request.route, amounts, self.now_ms())
-        } else {
-            Vec::new()
-        };
+        let holds = self.holds(payer, &request.route, amounts);
         Reservation { amounts, holds }
     }
 

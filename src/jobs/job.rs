@@ -2,7 +2,7 @@ use serde::Serialize;
 use serde_json::Map;
 use uuid::Uuid;
 
-use super::{Fingerprint, IdempotencyKey, JobRequest, UnknownState};
+use super::{Attribution, Fingerprint, IdempotencyKey, JobRequest, Payer, UnknownState};
 
 /// Lifecycle of a job (`docs/design.md`, "State machines": "Job").
 ///
@@ -77,6 +77,8 @@ pub struct NewJob {
     /// The request body in its canonical (RFC 8785) form: what is stored,
     /// and what a driver that picks the job up reads back.
     pub canonical: String,
+    /// Its key, team and tags: not part of the intent.
+    pub attribution: Attribution,
 }
 
 impl NewJob {
@@ -102,7 +104,21 @@ impl NewJob {
                 super::canonical_json(&body)?
             }
         };
-        Ok(NewJob { id: Uuid::now_v7(), owner, idempotency_key, fingerprint, request, canonical })
+        let attribution = Attribution::default();
+        Ok(NewJob {
+            id: Uuid::now_v7(),
+            owner,
+            idempotency_key,
+            fingerprint,
+            request,
+            canonical,
+            attribution,
+        })
+    }
+
+    /// The job, its spend attributed to `attribution` as well as its owner.
+    pub fn attributed(self, attribution: Attribution) -> Self {
+        NewJob { attribution, ..self }
     }
 
     /// A job of `body` (a job request as JSON), for callers that build
@@ -119,6 +135,11 @@ impl NewJob {
     /// The route that serves it.
     pub fn route(&self) -> &str {
         &self.request.route
+    }
+
+    /// Whom its attempts are charged to.
+    pub fn payer(&self) -> Payer<'_> {
+        Payer { owner: &self.owner, attribution: &self.attribution }
     }
 }
 
@@ -139,6 +160,14 @@ pub struct Job {
     pub error: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    pub attribution: Attribution,
+}
+
+impl Job {
+    /// Whom its attempts are charged to.
+    pub fn payer(&self) -> Payer<'_> {
+        Payer { owner: &self.owner, attribution: &self.attribution }
+    }
 }
 
 /// The delivery fields of `body`'s `params`, taken out (and `params` with

@@ -6,6 +6,7 @@
 //! before the database answers them again.
 
 mod attempt;
+mod attribution;
 mod charge;
 mod embedding;
 mod fingerprint;
@@ -19,6 +20,7 @@ mod result;
 mod transitions;
 
 pub use attempt::{Attempt, AttemptState};
+pub use attribution::{Attribution, InvalidTags, Payer, Tags};
 pub use charge::{Amounts, charge};
 pub use embedding::validate_embedding;
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};

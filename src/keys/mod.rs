@@ -68,7 +68,7 @@ impl ApiKey {
             name: spec.name,
             owner: spec.owner,
             role: spec.role,
-            team: None,
+            team: spec.team,
             routes: spec.routes,
             expires_at_ms: spec.expires_at_ms,
             created_at_ms: now_ms,

@@ -30,6 +30,8 @@ pub struct KeySpec {
     pub name: String,
     pub owner: String,
     pub role: Role,
+    /// The team its spend also counts against; fixed for the key's life.
+    pub team: Option<String>,
     pub routes: Option<Vec<String>>,
     pub expires_at_ms: Option<i64>,
     pub metadata: Map<String, Value>,
@@ -39,6 +41,9 @@ impl KeySpec {
     pub fn validate(&self, now_ms: i64) -> Result<(), InvalidKey> {
         check_text("name", &self.name, MAX_NAME_CHARS)?;
         check_text("owner", &self.owner, MAX_OWNER_CHARS)?;
+        if let Some(team) = &self.team {
+            check_text("team", team, MAX_OWNER_CHARS)?;
+        }
         check_routes(self.routes.as_deref())?;
         check_expiry(self.expires_at_ms, now_ms)?;
         check_metadata(&self.metadata)
@@ -159,6 +164,7 @@ mod tests {
             name: "support bot".into(),
             owner: "support".into(),
             role: Role::User,
+            team: Some("support".into()),
             routes: Some(vec!["chat".into()]),
             expires_at_ms: Some(2_000),
             metadata: Map::new(),

@@ -254,7 +254,8 @@ async fn create_job_sqlite(
                     None => Ok(Some(Created::Refused(refusal))),
                 };
             }
-            let args: [&dyn rusqlite::ToSql; 15] = [
+            let tags = job.attribution.tags.to_stored();
+            let args: [&dyn rusqlite::ToSql; 18] = [
                 &job.id,
                 &job.owner,
                 &job.idempotency_key,
@@ -270,6 +271,9 @@ async fn create_job_sqlite(
                 &reserved.nanos,
                 &reserved.tokens,
                 &open_attempts,
+                &job.attribution.key_id,
+                &job.attribution.team,
+                &tags,
             ];
             if execute(conn, sql::INSERT_JOB, &args)? == 1 {
                 if provider.is_some() {
@@ -308,6 +312,7 @@ fn inserted(new: &NewJob, status: JobStatus, now_ms: i64) -> Job {
         error: None,
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
+        attribution: new.attribution.clone(),
     }
 }
 
@@ -338,6 +343,7 @@ impl Store {
             status: status.as_str(),
             first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
             open_attempts: first.open_attempts,
+            attribution: new.attribution.clone(),
         };
         let inserted = if attempt_holds.is_empty() {
             store.batches.inserts.write(insert).await?

@@ -139,3 +139,74 @@ impl Store {
         Ok(reading.unwrap_or((0, 0)))
     }
 }
+
+/// The charges of settled attempts that settled in `[$1, $2)`, summed by
+/// day and attribution (`$3`: one owner's only; NULL: everyone's).
+const SELECT_SPEND: &str = "SELECT a.finished_at / 86400000 AS day, j.owner_id, j.key_id, j.team, j.tags, \
+     j.route, a.provider, CAST(SUM(a.cost_nanos) AS BIGINT) AS nanos, CAST(SUM(a.tokens) AS BIGINT) AS tokens, \
+     COUNT(*) AS attempts FROM attempts a JOIN jobs j ON j.id = a.job_id \
+     WHERE a.cost_nanos IS NOT NULL AND a.finished_at >= $1 AND a.finished_at < $2 \
+     AND (CAST($3 AS TEXT) IS NULL OR j.owner_id = CAST($3 AS TEXT)) \
+     GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2";
+
+#[derive(Debug, sqlx::FromRow)]
+struct SpendRow {
+    day: i64,
+    owner_id: String,
+    key_id: Option<Uuid>,
+    team: Option<String>,
+    tags: Option<String>,
+    route: String,
+    provider: String,
+    nanos: i64,
+    tokens: i64,
+    attempts: i64,
+}
+
+impl SpendRow {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<SpendRow> {
+        Ok(SpendRow {
+            day: row.get(0)?,
+            owner_id: row.get(1)?,
+            key_id: row.get(2)?,
+            team: row.get(3)?,
+            tags: row.get(4)?,
+            route: row.get(5)?,
+            provider: row.get(6)?,
+            nanos: row.get(7)?,
+            tokens: row.get(8)?,
+            attempts: row.get(9)?,
+        })
+    }
+}
+
+impl Store {
+    /// What attempts settled in `[from_ms, to_ms)` were charged, by day and
+    /// attribution; only `owner`'s when given.
+    pub async fn spend(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+        owner: Option<&str>,
+    ) -> Result<Vec<crate::budgets::report::SpendRecord>, StoreError> {
+        let args = vec![from_ms.into(), to_ms.into(), owner.into()];
+        let rows = self.read_all(SELECT_SPEND, args, SpendRow::from_sqlite).await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(crate::budgets::report::SpendRecord {
+                    day: row.day,
+                    owner: row.owner_id,
+                    key_id: row.key_id,
+                    team: row.team,
+                    tags: crate::jobs::Tags::from_stored(row.tags.as_deref())
+                        .map_err(|err| StoreError::Corrupt(format!("a job's tags: {err}")))?,
+                    route: row.route,
+                    provider: row.provider,
+                    nanos: row.nanos,
+                    tokens: row.tokens,
+                    attempts: row.attempts,
+                })
+            })
+            .collect()
+    }
+}

@@ -47,6 +47,7 @@ mod pg_batches;
 mod pg_statements;
 mod postgres;
 mod rows;
+mod spend_limits;
 mod sql;
 mod sqlite;
 mod sqlite_files;

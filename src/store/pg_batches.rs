@@ -56,7 +56,7 @@ use super::cas::CasOutcome;
 use super::pg_statements::OneStatement;
 use super::rows::JobRow;
 use super::{DbError, StoreError, sql};
-use crate::jobs::{Amounts, AttemptState};
+use crate::jobs::{Amounts, AttemptState, Attribution};
 
 /// What one statement writes at most. Past a few dozen jobs a batch saves
 /// little more per job and holds its row locks longer. The byte limit
@@ -88,13 +88,20 @@ pub(super) struct JobInsert {
     pub first_attempt: Option<(Uuid, String, Amounts)>,
     /// The job's bound on open attempts (its route's hedge, or 1).
     pub open_attempts: i32,
+    pub attribution: Attribution,
 }
 
 impl JobInsert {
     fn size(&self) -> usize {
         let strings = [&self.owner, &self.idempotency_key, &self.fingerprint, &self.route, &self.request];
         let provider = self.first_attempt.as_ref().map_or(0, |(_, provider, _)| provider.len());
-        FIXED_BYTES + strings.iter().map(|s| s.len()).sum::<usize>() + self.lease_owner.len() + provider
+        let attribution = self.attribution.team.as_ref().map_or(0, String::len)
+            + self.attribution.tags.iter().map(|tag| tag.len() + 3).sum::<usize>();
+        FIXED_BYTES
+            + strings.iter().map(|s| s.len()).sum::<usize>()
+            + self.lease_owner.len()
+            + provider
+            + attribution
     }
 }
 
@@ -187,6 +194,9 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.nanos)))
         .bind(column(jobs, |job| job.first_attempt.as_ref().map_or(0, |(_, _, reserved)| reserved.tokens)))
         .bind(column(jobs, |job| job.open_attempts))
+        .bind(column(jobs, |job| job.attribution.key_id))
+        .bind(column(jobs, |job| job.attribution.team.as_deref()))
+        .bind(column(jobs, |job| job.attribution.tags.to_stored()))
         .persistent(named)
         .fetch_all(executor)
         .await?;
@@ -390,6 +400,7 @@ mod tests {
             status: if with_attempt { "running" } else { "pending" },
             first_attempt: with_attempt.then(|| (Uuid::now_v7(), "sim".to_owned(), Amounts::default())),
             open_attempts: 1,
+            attribution: Attribution::default(),
         }
     }
 

@@ -5,7 +5,7 @@
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::jobs::{Amounts, Attempt, Fingerprint, Job};
+use crate::jobs::{Amounts, Attempt, Attribution, Fingerprint, Job, Tags};
 
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct JobRow {
@@ -22,6 +22,9 @@ pub(super) struct JobRow {
     error: Option<String>,
     created_at: i64,
     updated_at: i64,
+    key_id: Option<Uuid>,
+    team: Option<String>,
+    tags: Option<String>,
 }
 
 impl TryFrom<JobRow> for Job {
@@ -42,6 +45,12 @@ impl TryFrom<JobRow> for Job {
             error: row.error,
             created_at_ms: row.created_at,
             updated_at_ms: row.updated_at,
+            attribution: Attribution {
+                key_id: row.key_id,
+                team: row.team,
+                tags: Tags::from_stored(row.tags.as_deref())
+                    .map_err(|e| StoreError::Corrupt(format!("a job's tags: {e}")))?,
+            },
         })
     }
 }
@@ -123,6 +132,9 @@ impl JobRow {
             error: row.get(10)?,
             created_at: row.get(11)?,
             updated_at: row.get(12)?,
+            key_id: row.get(13)?,
+            team: row.get(14)?,
+            tags: row.get(15)?,
         })
     }
 }

@@ -31,6 +31,10 @@ pub struct CreateKey {
     /// `user` (the default) or `admin`.
     #[serde(default = "user")]
     pub role: Role,
+    /// The team its spend also counts against (team budgets and the spend
+    /// report); fixed for the key's life and kept by its rotations.
+    #[serde(default)]
+    pub team: Option<String>,
     /// The routes the key may use; absent or null: every route.
     #[serde(default)]
     pub routes: Option<Vec<String>>,
@@ -64,6 +68,7 @@ impl CreateKey {
             name: self.name,
             owner: self.owner,
             role: self.role,
+            team: self.team,
             routes: self.routes,
             expires_at_ms,
             metadata: self.metadata,

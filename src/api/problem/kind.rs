@@ -75,6 +75,9 @@ problem_types! {
     /// the API key cannot change: it was revoked, it was rotated already,
     /// or another change came first (read it again)
     KeyConflict = "key-conflict", CONFLICT, "API key cannot change";
+    /// the stored limit was removed, or another change came first (read it
+    /// again)
+    LimitConflict = "limit-conflict", CONFLICT, "Limit cannot change";
     /// no such job (or not yours), no such attempt, no such endpoint
     NotFound = "not-found", NOT_FOUND, "Not found";
     /// the endpoint does not accept this method
@@ -84,6 +87,9 @@ problem_types! {
     /// empty, over 255 characters, not visible ASCII, or sent twice (the RFC
     /// 8941 quoted form `"abc"` is accepted)
     IdempotencyKeyInvalid = "idempotency-key-invalid", BAD_REQUEST, "Idempotency-Key invalid";
+    /// `Intentgate-Tags` names more than 16 tags, or a tag that is not 1
+    /// to 64 letters, digits and `-_.:/=@`. Nothing was stored
+    InvalidTags = "invalid-tags", BAD_REQUEST, "Invalid tags";
     /// the body is not JSON
     MalformedJson = "malformed-json", BAD_REQUEST, "Malformed JSON";
     /// the request cannot be read: a body that breaks HTTP framing (a
@@ -182,10 +188,12 @@ impl ProblemType {
             | ProblemType::RouteNotAllowed
             | ProblemType::KeyRightsExceeded
             | ProblemType::KeyConflict
+            | ProblemType::LimitConflict
             | ProblemType::NotFound
             | ProblemType::MethodNotAllowed
             | ProblemType::IdempotencyKeyMissing
             | ProblemType::IdempotencyKeyInvalid
+            | ProblemType::InvalidTags
             | ProblemType::MalformedJson
             | ProblemType::MalformedRequest
             | ProblemType::MissingParameter
