@@ -37,6 +37,7 @@ store_matrix!(
     over_reported_usage_is_charged_the_reservation_and_counted,
     a_responses_output_limit_is_reserved_whole,
     cached_prompt_tokens_are_priced_at_the_cache_rate,
+    a_team_budget_is_shared_by_its_keys_across_two_processes,
 );
 
 /// Waits, if the current wall-clock minute is nearly over, for the next:
@@ -145,22 +146,35 @@ impl Replicas {
     /// `n` chat completions of `owner`, released together by a barrier and
     /// spread over both processes; their status codes and bodies.
     async fn burst(&self, api_key: &'static str, n: usize) -> Vec<(u16, reqwest::header::HeaderMap, Value)> {
+        self.burst_as(n, |_| (api_key.to_owned(), None)).await
+    }
+
+    /// `n` chat completions, the `i`th with the key and tags (the
+    /// `Intentgate-Tags` header) `who(i)` names, released together and
+    /// spread over both processes.
+    async fn burst_as(
+        &self,
+        n: usize,
+        who: impl Fn(usize) -> (String, Option<String>),
+    ) -> Vec<(u16, reqwest::header::HeaderMap, Value)> {
         let client = common::client();
         let barrier = Arc::new(tokio::sync::Barrier::new(n));
         let mut tasks = Vec::new();
         for i in 0..n {
             let url = format!("{}/v1/chat/completions", self.processes[i % 2].url);
             let (client, barrier) = (client.clone(), barrier.clone());
+            let (api_key, tags) = who(i);
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
-                let response = client
+                let mut request = client
                     .post(url)
                     .bearer_auth(api_key)
                     .header("idempotency-key", format!("burst-{i}"))
-                    .json(&chat(&format!("burst {i}")))
-                    .send()
-                    .await
-                    .unwrap();
+                    .json(&chat(&format!("burst {i}")));
+                if let Some(tags) = tags {
+                    request = request.header("intentgate-tags", tags);
+                }
+                let response = request.send().await.unwrap();
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
                 (status, headers, response.json::<Value>().await.unwrap())
@@ -709,4 +723,108 @@ async fn cached_prompt_tokens_are_priced_at_the_cache_rate(store: TestStore) {
     let output = usage["output_tokens"].as_i64().unwrap();
     let expected = uncached * 100_000 + cached * 10_000 + output * 200_000;
     assert_eq!(job["attempts"][0]["usage"]["cost_nanos"], expected, "{job}");
+}
+
+/// `POST` `body` to `path` on `url` as the admin; the answer's JSON, after
+/// asserting `status`.
+async fn admin_post(url: &str, path: &str, body: Value, status: u16) -> Value {
+    let response =
+        common::client().post(format!("{url}{path}")).bearer_auth(ADMIN).json(&body).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), status);
+    response.json().await.unwrap()
+}
+
+async fn admin_get(url: &str, path: &str) -> reqwest::Response {
+    common::client().get(format!("{url}{path}")).bearer_auth(ADMIN).send().await.unwrap()
+}
+
+/// Polls `GET /v1/usage` as `key` on `url` until it lists `meter` (the
+/// replica applies the limit); how long that took.
+async fn until_applied(url: &str, key: &str, meter: &str) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    loop {
+        let response = common::client().get(format!("{url}/v1/usage")).bearer_auth(key).send().await.unwrap();
+        let usage: Value = response.json().await.unwrap();
+        if usage["budgets"].as_array().unwrap().iter().any(|budget| budget["meter"] == meter) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{meter} not applied on {url}: {usage}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The spend report's rows grouped by `by`, as `(value, cost_nanos)`, and
+/// its total.
+async fn spend_by(url: &str, by: &str) -> (Vec<(Value, i64)>, i64) {
+    let report: Value = admin_get(url, &format!("/v1/usage/spend?group_by={by}")).await.json().await.unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let rows =
+        rows.iter().map(|row| (row["group"][by].clone(), row["cost_nanos"].as_i64().unwrap())).collect();
+    (rows, report["total"]["cost_nanos"].as_i64().unwrap())
+}
+
+/// Three stored keys of one team, a team budget set at runtime, 60
+/// concurrent requests over two processes: the team's spend never passes
+/// its budget, refusals name the team's meter, and the spend report's
+/// totals by key, team and tag are the attempts' charges to the nano-unit.
+async fn a_team_budget_is_shared_by_its_keys_across_two_processes(store: TestStore) {
+    let replicas = Replicas::start(&store, |doc| with_limits(doc, &[], &[])).await;
+    let (a, b) = (replicas.processes[0].url.clone(), replicas.processes[1].url.clone());
+    let mut keys = Vec::new();
+    for owner in ["svc-a", "svc-b", "svc-c"] {
+        let made =
+            admin_post(&a, "/v1/admin/keys", json!({"name": owner, "owner": owner, "team": "support"}), 201)
+                .await;
+        keys.push((made["id"].as_str().unwrap().to_owned(), made["secret"].as_str().unwrap().to_owned()));
+    }
+    let budget = json!({"scope": "team", "subject": "support", "budget": 0.02, "window": "1d"});
+    let limit = admin_post(&b, "/v1/admin/limits", budget, 201).await;
+    assert_eq!(limit["meter"], "budget/team=support/route=all/1d", "{limit}");
+    for url in [&a, &b] {
+        let took = until_applied(url, &keys[0].1, "budget/team=support/route=all/1d").await;
+        common::loud(&format!("a limit set on B applied on {url} after {took:?}\n"));
+        assert!(took <= std::time::Duration::from_secs(1), "applied after {took:?}");
+    }
+
+    let answers =
+        replicas.burst_as(60, |i| (keys[i % 3].1.clone(), Some(format!("support-bot, key-{}", i % 3)))).await;
+    let served = answers.iter().filter(|(status, _, _)| *status == 200).count();
+    for (status, _, body) in answers.iter().filter(|(status, _, _)| *status != 200) {
+        assert_eq!(*status, 429, "{body}");
+        assert_eq!(body["meter"], "budget/team=support/route=all/1d", "the team's budget refused it: {body}");
+    }
+    assert!(served > 0 && served < 60, "some requests fit the team's budget, not all: {served}");
+
+    let ledger = ledger(&replicas.store).await;
+    assert_eq!(ledger.len(), served, "a refused request stores nothing");
+    let mut by_key = std::collections::BTreeMap::<String, i64>::new();
+    for (job, attempts) in &ledger {
+        assert_eq!(job.attribution.team.as_deref(), Some("support"));
+        let cost = attempts[0].charged.expect("charged").nanos;
+        assert!(cost <= attempts[0].reserved.nanos, "the bound's precondition");
+        *by_key.entry(job.attribution.key_id.unwrap().to_string()).or_default() += cost;
+    }
+    let charged: i64 = by_key.values().sum();
+    let day = Window::Day.bounds(chrono::Utc::now().timestamp_millis()).0;
+    let (used, held) = replicas.store.meter("budget/team=support/route=all/1d", day).await.unwrap();
+    assert_eq!((used, held), (charged, 0), "the team's meter is the sum of its keys' charges");
+    assert!(used <= 20_000_000, "the team spent {used} of a 0.02 budget");
+
+    let (rows, total) = spend_by(&a, "key").await;
+    assert_eq!(total, charged, "the report's total is every charge, exactly");
+    let reported: std::collections::BTreeMap<String, i64> =
+        rows.iter().map(|(key, nanos)| (key.as_str().unwrap().to_owned(), *nanos)).collect();
+    assert_eq!(reported, by_key, "per key, exactly");
+    assert_eq!(spend_by(&b, "team").await.0, [(json!("support"), charged)], "per team");
+    let (tags, _) = spend_by(&a, "tag").await;
+    let tag = |name: &str| tags.iter().find(|(value, _)| value == name).map_or(0, |(_, nanos)| *nanos);
+    assert_eq!(tag("support-bot"), charged, "every job carried this tag");
+    assert_eq!(tag("key-0") + tag("key-1") + tag("key-2"), charged, "and one of these");
+    let csv = admin_get(&a, "/v1/usage/spend?group_by=team&format=csv").await.text().await.unwrap();
+    let cost = format!("{:.9}", charged as f64 / 1e9);
+    let expected = format!("team,cost,cost_nanos,tokens,attempts\r\nsupport,{cost},{charged},");
+    assert!(csv.starts_with(&expected) && csv.lines().count() == 2, "{csv}");
 }

@@ -77,7 +77,8 @@ async fn limits_remaining(state: &AppState) -> Result<(), Problem> {
     owners.sort_unstable();
     owners.dedup();
     for owner in owners {
-        for meter in state.engine.usage(owner).await? {
+        let attribution = crate::jobs::Attribution::default();
+        for meter in state.engine.usage(crate::jobs::Payer { owner, attribution: &attribution }).await? {
             let left = (meter.limit - meter.used - meter.held).max(0);
             metrics::gauge!(telemetry::LIMIT_REMAINING, "meter" => meter.meter, "unit" => meter.kind.unit())
                 .set(left as f64);

@@ -16,7 +16,7 @@ use crate::budgets::report::{self, Dimension};
 use crate::budgets::{LimitKind, nanos_to_decimal};
 use crate::config::Role;
 use crate::engine::MeterUsage;
-use crate::jobs::rfc3339;
+use crate::jobs::{Attribution, Payer, Tags, rfc3339};
 
 #[derive(Debug, Deserialize)]
 pub struct UsageQuery {
@@ -29,7 +29,8 @@ pub struct UsageQuery {
     tag = "operations",
     operation_id = "usage",
     summary = "Spend and rate-limit use in the current windows",
-    description = "Every budget and rate limit that applies to the caller (an admin: to `owner`), \
+    description = "Every budget and rate limit that applies to the caller — its owner's, and the stored \
+        limits of its key and team — (an admin: to `owner`'s), \
         with what settled attempts used and open attempts reserve in its current window. Money is \
         given in the configured currency and, exactly, in nano-units.",
     security(("bearer" = [])),
@@ -47,14 +48,18 @@ pub async fn usage(
     Caller(caller): Caller,
     QueryParams(query): QueryParams<UsageQuery>,
 ) -> Result<Json<Value>, Problem> {
-    let owner = match query.owner {
+    // The caller's own: its owner's, key's and team's limits; another
+    // owner's (admins): that owner's.
+    let own = caller.attribution(Tags::default());
+    let (owner, attribution) = match query.owner {
         Some(owner) if owner != caller.owner && caller.role != Role::Admin => {
             return Err(Problem::new(ProblemType::Forbidden, "only admins read another owner's usage"));
         }
-        Some(owner) => owner,
-        None => caller.owner.clone(),
+        Some(owner) if owner != caller.owner => (owner, Attribution::default()),
+        _ => (caller.owner.clone(), own),
     };
-    let meters = state.engine.usage(&owner).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+    let payer = Payer { owner: &owner, attribution: &attribution };
+    let meters = state.engine.usage(payer).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
     Ok(Json(usage_body(&owner, &state.engine.currency(), &meters)))
 }
 

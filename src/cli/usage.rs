@@ -15,7 +15,11 @@ pub async fn show(config: &Config, store: Store, owner: &str, json: bool) -> Exi
         Ok(engine) => engine,
         Err(err) => return fail(&err.to_string()),
     };
-    let meters = match engine.usage(owner).await {
+    if let Err(err) = engine.load_spend_limits().await {
+        return fail(&err.to_string());
+    }
+    let attribution = crate::jobs::Attribution::default();
+    let meters = match engine.usage(crate::jobs::Payer { owner, attribution: &attribution }).await {
         Ok(meters) => meters,
         Err(err) => return fail(&err.to_string()),
     };

@@ -268,26 +268,31 @@ pub struct MeterUsage {
 }
 
 impl Engine {
-    /// Every budget and rate limit that applies to `owner`, with what it
-    /// has used and holds in its current window, for `GET /v1/usage` and
-    /// `intentgate usage`.
-    pub async fn usage(&self, owner: &str) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
+    /// Every budget and rate limit that applies to `payer` — the config's
+    /// rules of its owner and the stored limits of its owner, key, team and
+    /// tags — with what it has used and holds in its current window, for
+    /// `GET /v1/usage` and `intentgate usage`.
+    pub async fn usage(&self, payer: Payer<'_>) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
         use crate::budgets::{LimitKind, Window};
         let now = self.now_ms();
         let configured = self.configured();
         let limits = &configured.limits;
+        let stored = self.spend_limits();
         let mut meters: Vec<(LimitKind, String, i64, Window)> = Vec::new();
         for route in configured.routes.keys() {
-            for (meter, limit, window) in limits.budget_meters(owner, route) {
+            for (meter, limit, window) in limits.budget_meters(payer.owner, route) {
                 meters.push((LimitKind::Budget, meter, limit, window));
             }
             for kind in [LimitKind::Requests, LimitKind::Tokens] {
-                for (meter, limit) in limits.rate_meters(owner, route, kind) {
+                for (meter, limit) in limits.rate_meters(payer.owner, route, kind) {
                     meters.push((kind, meter, limit, Window::Minute));
                 }
             }
+            for limit in stored.iter().filter(|limit| limit.applies(payer, route)) {
+                meters.push((limit.kind, limit.meter(), limit.amount, limit.window));
+            }
         }
-        meters.sort_by(|a, b| a.1.cmp(&b.1));
+        meters.sort_by(|a, b| (&a.1, a.2).cmp(&(&b.1, b.2)));
         meters.dedup_by(|a, b| a.1 == b.1);
         let mut usage = Vec::with_capacity(meters.len());
         for (kind, meter, limit, window) in meters {
