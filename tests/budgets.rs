@@ -40,16 +40,6 @@ store_matrix!(
     a_team_budget_is_shared_by_its_keys_across_two_processes,
 );
 
-/// Waits, if the current wall-clock minute is nearly over, for the next:
-/// rate limits count per minute, and a test that needs two requests in one
-/// window must not straddle its end (a wait for the clock, not an event).
-async fn clear_of_the_minute_end() {
-    let into_minute = chrono::Utc::now().timestamp_millis().rem_euclid(60_000);
-    if into_minute > 50_000 {
-        tokio::time::sleep(std::time::Duration::from_millis((60_000 - into_minute + 100) as u64)).await;
-    }
-}
-
 /// Prices (per million tokens) put on both simulator providers: one
 /// prompt token costs 100,000 nano-units, one completion token 200,000.
 const INPUT_PER_MTOK: f64 = 100.0;
@@ -256,7 +246,7 @@ async fn concurrent_requests_never_overspend_across_two_processes(store: TestSto
 /// answered (it is not a new request). A tokens-per-minute limit holds the
 /// same way.
 async fn requests_per_minute_hold_across_two_processes(store: TestStore) {
-    clear_of_the_minute_end().await;
+    common::clear_of_the_minute_end().await;
     let replicas = Replicas::start(&store, |doc| {
         let requests = json!({"owner": "bob", "route": "chat", "requests_per_minute": 10});
         let tokens = json!({"owner": "alice", "tokens_per_minute": 150});
@@ -547,7 +537,7 @@ async fn usage_reports_what_the_meters_hold(store: TestStore) {
 /// with `x-should-retry: false` and a reset at midnight, because it judged
 /// each meter as if its amount had been booked.
 async fn a_rate_refusal_names_the_rate_limit_beside_a_budget(store: TestStore) {
-    clear_of_the_minute_end().await;
+    common::clear_of_the_minute_end().await;
     let gw = TestGateway::start_tweaked(&store, |doc| {
         let budget = json!({"owner": "alice", "limit": 1.0, "window": "1d"});
         with_limits(doc, &[budget], &[json!({"owner": "alice", "requests_per_minute": 1})]);
@@ -569,7 +559,7 @@ async fn a_rate_refusal_names_the_rate_limit_beside_a_budget(store: TestStore) {
 /// counts, and so does an attempt started by hand; once the minute is full
 /// neither is sent.
 async fn requests_per_minute_bound_upstream_calls(store: TestStore) {
-    clear_of_the_minute_end().await;
+    common::clear_of_the_minute_end().await;
     let gw = TestGateway::start_tweaked(&store, |doc| {
         with_limits(doc, &[], &[json!({"owner": "alice", "requests_per_minute": 2})]);
         set_provider(doc, "sim-primary", "model", "sim:status=500");

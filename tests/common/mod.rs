@@ -155,6 +155,16 @@ pub fn pg_base_url() -> String {
 
 /// Writes straight to the process's stderr: libtest captures `eprintln!` of
 /// passing tests, and a skip must be seen, not swallowed.
+/// Waits, if the current wall-clock minute is nearly over, for the next:
+/// rate limits count per minute, and a test that needs two requests in one
+/// window must not straddle its end (a wait for the clock, not an event).
+pub async fn clear_of_the_minute_end() {
+    let into_minute = chrono::Utc::now().timestamp_millis().rem_euclid(60_000);
+    if into_minute > 50_000 {
+        tokio::time::sleep(std::time::Duration::from_millis((60_000 - into_minute + 100) as u64)).await;
+    }
+}
+
 pub fn loud(message: &str) {
     use std::io::Write;
     let _ = std::io::stderr().write_all(message.as_bytes());
