@@ -188,4 +188,20 @@ async fn tags_are_checked_before_anything_is_stored(store: TestStore) {
         "sorted, once each"
     );
     assert_eq!(job.attribution.key_id, None, "a config principal has no stored key");
+
+    let dir = std::env::temp_dir().join(format!("intentgate-spend-cli-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, toml::to_string(&common::test_config_doc(&store.url, None)).unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_intentgate"))
+        .args(["spend", "--group-by", "tag", "--csv", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{csv} {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "tag,cost,cost_nanos,tokens,attempts", "{csv}");
+    assert!(lines[1].starts_with("env=prod,0.000000000,0,") && lines[1].ends_with(",1"), "{csv}");
+    assert!(lines[2].starts_with("team:search,") && lines.len() == 3, "the job counts under each tag: {csv}");
 }

@@ -41,7 +41,7 @@ mod submit;
 mod tags;
 mod text;
 mod usage;
-pub use usage::usage_body;
+pub use usage::{DAY_MS, SpendAsk, SpendRow, dimensions, instant, spend_csv, spend_report, usage_body};
 mod view;
 
 pub use auth::Caller;

@@ -147,7 +147,8 @@ pub struct SpendRow {
     pub attempts: i64,
 }
 
-const DAY_MS: i64 = 86_400_000;
+/// A day in milliseconds: a report reaches 30 of them back unless `from` says otherwise.
+pub const DAY_MS: i64 = 86_400_000;
 
 #[utoipa::path(
     get,
@@ -183,18 +184,52 @@ pub async fn spend(
         None if caller.role == Role::Admin => None,
         None => Some(caller.owner.clone()),
     };
-    let now = crate::jobs::now_ms();
-    let to = query.to.as_deref().map(|to| instant("to", to)).transpose()?.unwrap_or(now);
+    let bad = |name: &str, detail: String| {
+        Problem::new(ProblemType::MalformedRequest, detail).with("parameter", name)
+    };
+    let to = query.to.as_deref().map(|to| instant("to", to)).transpose().map_err(|e| bad("to", e))?;
     let from =
-        query.from.as_deref().map(|from| instant("from", from)).transpose()?.unwrap_or(to - 30 * DAY_MS);
-    let dimensions = dimensions(query.group_by.as_deref().unwrap_or("day"))?;
-    let records = state.store.spend(from, to, owner.as_deref()).await;
-    let records = records.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
-    let config = state.config();
+        query.from.as_deref().map(|from| instant("from", from)).transpose().map_err(|e| bad("from", e))?;
+    let dimensions =
+        dimensions(query.group_by.as_deref().unwrap_or("day")).map_err(|e| bad("group_by", e))?;
+    let to = to.unwrap_or_else(crate::jobs::now_ms);
+    let ask = SpendAsk { from_ms: from.unwrap_or(to - 30 * DAY_MS), to_ms: to, dimensions, owner };
+    let report = spend_report(&state.store, &state.config(), state.engine.currency(), &ask).await;
+    let report = report.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+    let csv = query.format.as_deref() == Some("csv")
+        || headers
+            .get(header::ACCEPT)
+            .and_then(|accept| accept.to_str().ok())
+            .is_some_and(|a| a.contains("text/csv"));
+    Ok(match csv {
+        true => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], spend_csv(&report)).into_response(),
+        false => Json(report).into_response(),
+    })
+}
+
+/// What a spend report covers.
+#[derive(Debug, Clone)]
+pub struct SpendAsk {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub dimensions: Vec<Dimension>,
+    /// One owner's spend only; `None`: everyone's.
+    pub owner: Option<String>,
+}
+
+/// The spend report of `ask` (what `GET /v1/usage/spend` and `intentgate
+/// spend` answer), models named by `config`'s providers.
+pub async fn spend_report(
+    store: &crate::store::Store,
+    config: &crate::config::Config,
+    currency: String,
+    ask: &SpendAsk,
+) -> Result<SpendReport, crate::store::StoreError> {
+    let records = store.spend(ask.from_ms, ask.to_ms, ask.owner.as_deref()).await?;
     let model_of =
         |provider: &str| config.providers.iter().find(|p| p.name == provider).map(|p| p.model.clone());
-    let (rows, totals) = report::group(&records, &dimensions, model_of);
-    let names: Vec<&'static str> = dimensions.iter().map(|d| d.name()).collect();
+    let (rows, totals) = report::group(&records, &ask.dimensions, model_of);
+    let names: Vec<&'static str> = ask.dimensions.iter().map(|d| d.name()).collect();
     let view = |group: Vec<Option<String>>, nanos: i64, tokens: i64, attempts: i64| SpendRow {
         group: names.iter().zip(group).map(|(name, value)| ((*name).to_owned(), value.into())).collect(),
         cost: nanos_to_decimal(nanos),
@@ -202,24 +237,18 @@ pub async fn spend(
         tokens,
         attempts,
     };
-    let report = SpendReport {
-        currency: state.engine.currency(),
-        from: rfc3339(from),
-        to: rfc3339(to),
+    Ok(SpendReport {
+        currency,
+        from: rfc3339(ask.from_ms),
+        to: rfc3339(ask.to_ms),
         group_by: names.clone(),
         rows: rows.into_iter().map(|row| view(row.group, row.nanos, row.tokens, row.attempts)).collect(),
         total: view(vec![], totals.nanos, totals.tokens, totals.attempts),
-    };
-    let csv = query.format.as_deref() == Some("csv")
-        || headers
-            .get(header::ACCEPT)
-            .and_then(|accept| accept.to_str().ok())
-            .is_some_and(|a| a.contains("text/csv"));
-    Ok(if csv { csv_response(&report) } else { Json(report).into_response() })
+    })
 }
 
 /// An RFC 3339 instant, or a UTC day's start.
-fn instant(name: &str, text: &str) -> Result<i64, Problem> {
+pub fn instant(name: &str, text: &str) -> Result<i64, String> {
     if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
         return Ok(at.timestamp_millis());
     }
@@ -227,24 +256,15 @@ fn instant(name: &str, text: &str) -> Result<i64, Problem> {
         .ok()
         .and_then(|day| day.and_hms_opt(0, 0, 0))
         .map(|start| start.and_utc().timestamp_millis())
-        .ok_or_else(|| {
-            Problem::new(
-                ProblemType::MalformedRequest,
-                format!("`{name}` is neither RFC 3339 nor a day (2026-12-01)"),
-            )
-            .with("parameter", name)
-        })
+        .ok_or_else(|| format!("`{name}` is neither RFC 3339 nor a day (2026-12-01)"))
 }
 
-fn dimensions(list: &str) -> Result<Vec<Dimension>, Problem> {
+/// The dimensions of a comma-separated list, each once, in its order.
+pub fn dimensions(list: &str) -> Result<Vec<Dimension>, String> {
     let mut dimensions = Vec::new();
     for name in list.split(',').map(str::trim).filter(|name| !name.is_empty()) {
         let dimension = Dimension::parse(name).ok_or_else(|| {
-            Problem::new(
-                ProblemType::MalformedRequest,
-                format!("cannot group by `{name}`: day, owner, key, team, tag, route, provider or model"),
-            )
-            .with("parameter", "group_by")
+            format!("cannot group by `{name}`: day, owner, key, team, tag, route, provider or model")
         })?;
         if !dimensions.contains(&dimension) {
             dimensions.push(dimension);
@@ -255,7 +275,7 @@ fn dimensions(list: &str) -> Result<Vec<Dimension>, Problem> {
 
 /// The report as CSV: a header row of the dimensions and the sums, one
 /// line per group (the total is the JSON form's; sum the rows for it).
-fn csv_response(report: &SpendReport) -> Response {
+pub fn spend_csv(report: &SpendReport) -> String {
     let mut text = String::new();
     let header: Vec<&str> =
         report.group_by.iter().copied().chain(["cost", "cost_nanos", "tokens", "attempts"]).collect();
@@ -276,7 +296,7 @@ fn csv_response(report: &SpendReport) -> Response {
         text.push_str(&cells.join(","));
         text.push_str("\r\n");
     }
-    ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], text).into_response()
+    text
 }
 
 /// RFC 4180: a cell with a comma, quote or line break is quoted, its

@@ -34,6 +34,13 @@ pub struct JobView<'a> {
     pub completed_by: Option<Uuid>,
     pub created_at: String,
     pub updated_at: String,
+    /// The stored key that created it (none for a config principal).
+    pub key_id: Option<Uuid>,
+    /// The team its spend also counts against.
+    pub team: Option<&'a str>,
+    /// The tags its request carried (`Intentgate-Tags`).
+    #[schema(value_type = Vec<String>)]
+    pub tags: &'a crate::jobs::Tags,
     pub attempts: Vec<AttemptView<'a>>,
 }
 
@@ -99,6 +106,9 @@ impl<'a> JobView<'a> {
             completed_by: job.completed_by,
             created_at: rfc3339(job.created_at_ms),
             updated_at: rfc3339(job.updated_at_ms),
+            key_id: job.attribution.key_id,
+            team: job.attribution.team.as_deref(),
+            tags: &job.attribution.tags,
             attempts: attempts
                 .iter()
                 .map(|attempt| AttemptView {

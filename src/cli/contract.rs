@@ -103,13 +103,18 @@ pub async fn status(config: &Config, store: &Store) -> Result<(), String> {
 
 /// A plain, aligned table on stdout.
 pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
-    let rows: Vec<[String; N]> = rows
+    let rows: Vec<Vec<String>> = rows.iter().map(|row| row.to_vec()).collect();
+    print_rows(header, &rows);
+}
+
+/// A table of any width: `header`, then each row, columns padded.
+pub fn print_rows(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
         .iter()
-        .map(|row| row.clone().map(|cell| super::terminal::printable(&cell).into_owned()))
+        .map(|row| row.iter().map(|cell| super::terminal::printable(cell).into_owned()).collect())
         .collect();
-    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -121,7 +126,7 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
         println!("{}", padded.join("  ").trim_end());
     };
     line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         line(row.iter().map(String::as_str).collect());
     }
 }

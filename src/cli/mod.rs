@@ -78,6 +78,30 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArg,
     },
+    /// What was charged, grouped by key, owner, team, tag, route, provider,
+    /// model or day (what `GET /v1/usage/spend` answers).
+    Spend {
+        /// From this instant (RFC 3339) or day (`2026-12-01`); 30 days ago by default.
+        #[arg(long)]
+        from: Option<String>,
+        /// Up to this instant or day (exclusive); now by default.
+        #[arg(long)]
+        to: Option<String>,
+        /// Comma-separated dimensions.
+        #[arg(long, default_value = "day")]
+        group_by: String,
+        /// One owner's spend only.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Print CSV instead of a table.
+        #[arg(long, conflicts_with = "json")]
+        csv: bool,
+        /// Print the JSON report instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -249,6 +273,13 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Jobs(command) => jobs_command(command).await,
         Command::Usage { owner, json, config } => match open_store(&config).await {
             Ok((config, store)) => usage::show(&config, store, &owner, json).await,
+            Err(code) => code,
+        },
+        Command::Spend { from, to, group_by, owner, csv, json, config } => match open_store(&config).await {
+            Ok((config, store)) => {
+                let print = usage::Print { csv, json };
+                usage::spend(&config, store, usage::SpendArgs { from, to, group_by, owner }, print).await
+            }
             Err(code) => code,
         },
         Command::Keys(command) => keys_command(command).await,
