@@ -19,7 +19,8 @@ store_matrix!(
     no_key_is_made_wider_than_its_maker,
     the_audit_cannot_be_edited,
     revocation_reaches_another_replica_within_a_second,
-    the_cli_manages_keys_a_serving_gateway_obeys
+    the_cli_manages_keys_a_serving_gateway_obeys,
+    a_team_admin_manages_its_own_teams_keys_only,
 );
 
 /// `POST /v1/admin/keys` as `admin_key`; the answer's body.
@@ -225,4 +226,62 @@ async fn the_cli_manages_keys_a_serving_gateway_obeys(store: TestStore) {
     let audit: Value = gw.get(ADMIN, "/v1/admin/keys/audit").await.json().await.unwrap();
     assert_eq!(audit["entries"][1]["actor"], "cli:ops", "{audit}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A team admin makes user keys of its own team, and sees, changes and
+/// revokes only those; it cannot set limits, and its spend report is its
+/// team's.
+async fn a_team_admin_manages_its_own_teams_keys_only(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let lead = created(
+        &gw,
+        ADMIN,
+        json!({"name": "lead", "owner": "support", "role": "team_admin", "team": "support"}),
+    )
+    .await;
+    let lead_key = lead["secret"].as_str().unwrap().to_owned();
+    let sales = created(&gw, ADMIN, json!({"name": "sales bot", "owner": "sales", "team": "sales"})).await;
+    let sales_id = sales["id"].as_str().unwrap();
+    let refused = assert_problem(
+        create_key(&gw, ADMIN, json!({"name": "x", "owner": "x", "role": "team_admin"})).await,
+        422,
+        "invalid-body",
+    )
+    .await;
+    assert_eq!(refused["path"], "/team", "a team admin needs its team: {refused}");
+
+    let member = created(&gw, &lead_key, json!({"name": "support bot", "owner": "support-bot"})).await;
+    assert_eq!(member["team"], "support", "its team's by default: {member}");
+    for (body, why) in [
+        (json!({"name": "x", "owner": "x", "team": "sales"}), "another team"),
+        (json!({"name": "x", "owner": "x", "role": "team_admin"}), "a team admin"),
+        (json!({"name": "x", "owner": "x", "role": "admin"}), "an admin"),
+    ] {
+        let response = create_key(&gw, &lead_key, body).await;
+        assert_eq!(response.status(), 403, "a team admin cannot make {why}");
+    }
+    let listed: Value = gw.get(&lead_key, "/v1/admin/keys").await.json().await.unwrap();
+    let teams: Vec<&str> =
+        listed["keys"].as_array().unwrap().iter().map(|k| k["team"].as_str().unwrap()).collect();
+    assert_eq!(teams, ["support", "support"], "its own team's keys only: {listed}");
+    assert_problem(gw.get(&lead_key, &format!("/v1/admin/keys/{sales_id}")).await, 404, "not-found").await;
+    let revoke = gw.request(Method::POST, &format!("/v1/admin/keys/{sales_id}/revoke"), &lead_key);
+    assert_problem(revoke.send().await.unwrap(), 403, "key-rights-exceeded").await;
+    let audit: Value = gw.get(&lead_key, "/v1/admin/keys/audit").await.json().await.unwrap();
+    assert!(audit["entries"].as_array().unwrap().iter().all(|e| e["key_id"] != sales_id), "{audit}");
+    let limit = json!({"scope": "team", "subject": "support", "requests_per_minute": 1000});
+    let set = gw.request(Method::POST, "/v1/admin/limits", &lead_key).json(&limit).send().await.unwrap();
+    assert_problem(set, 403, "forbidden").await;
+
+    let member_key = member["secret"].as_str().unwrap();
+    assert!(matches!(use_key(&gw, member_key, "support-job").await, 200 | 201));
+    assert!(matches!(use_key(&gw, ALICE, "alice-job").await, 200 | 201));
+    let report: Value = gw.get(&lead_key, "/v1/usage/spend?group_by=team").await.json().await.unwrap();
+    assert_eq!(report["rows"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(
+        (report["rows"][0]["group"]["team"].as_str(), report["total"]["attempts"].as_i64()),
+        (Some("support"), Some(1))
+    );
+    let all: Value = gw.get(ADMIN, "/v1/usage/spend?group_by=team").await.json().await.unwrap();
+    assert_eq!(all["total"]["attempts"], 2, "an admin reads every team's: {all}");
 }

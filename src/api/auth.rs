@@ -92,15 +92,39 @@ fn presented_key(parts: &Parts) -> Result<&str, Problem> {
 #[derive(Debug, Clone)]
 pub struct Admin(pub Caller);
 
+/// A caller that manages keys: an admin, or a team admin (its own team's
+/// user keys only: what it may touch is `Rights::covers`, what it may see
+/// `Principal::team_scope`). Refused like [`Admin`] otherwise.
+#[derive(Debug, Clone)]
+pub struct KeyAdmin(pub Caller);
+
+/// The caller, if `may` lets it in; else 403 with `refusal`.
+async fn caller_who(
+    parts: &mut Parts,
+    state: &AppState,
+    may: fn(&Principal) -> bool,
+    refusal: &'static str,
+) -> Result<Caller, Problem> {
+    let caller = <Caller as FromRequestParts<AppState>>::from_request_parts(parts, state).await?;
+    match may(&caller.0) {
+        true => Ok(caller),
+        false => Err(Problem::new(ProblemType::Forbidden, refusal)),
+    }
+}
+
+impl FromRequestParts<AppState> for KeyAdmin {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let refusal = "this call needs an admin or team-admin key";
+        caller_who(parts, state, Principal::manages_keys, refusal).await.map(KeyAdmin)
+    }
+}
+
 impl FromRequestParts<AppState> for Admin {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let caller = <Caller as FromRequestParts<AppState>>::from_request_parts(parts, state).await?;
-        if caller.0.is_admin() {
-            Ok(Admin(caller))
-        } else {
-            Err(Problem::new(ProblemType::Forbidden, "this call needs an admin key"))
-        }
+        caller_who(parts, state, Principal::is_admin, "this call needs an admin key").await.map(Admin)
     }
 }

@@ -322,7 +322,8 @@ pub struct WhoAmI {
     pub name: String,
     /// The owner their jobs belong to.
     pub owner: String,
-    /// `admin` (sees every owner's jobs, settles attempts) or `user`.
+    /// `admin` (sees every owner's jobs, settles attempts), `team_admin`
+    /// (manages its team's keys) or `user`.
     pub role: &'static str,
 }
 
@@ -343,6 +344,5 @@ pub struct WhoAmI {
 )]
 pub async fn whoami(caller: Caller) -> Json<WhoAmI> {
     let principal = caller.0;
-    let role = if principal.is_admin() { "admin" } else { "user" };
-    Json(WhoAmI { name: principal.name, owner: principal.owner, role })
+    Json(WhoAmI { name: principal.name, owner: principal.owner, role: principal.role.as_str() })
 }

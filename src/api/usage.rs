@@ -176,13 +176,16 @@ pub async fn spend(
     headers: axum::http::HeaderMap,
     QueryParams(query): QueryParams<SpendQuery>,
 ) -> Result<Response, Problem> {
+    // An admin reads everyone's (or `owner`'s), a team admin its team's,
+    // anyone else its owner's.
+    let team = caller.team_scope().map(str::to_owned);
     let owner = match query.owner.as_deref() {
-        Some(owner) if owner != caller.owner && caller.role != Role::Admin => {
+        Some(owner) if owner != caller.owner && caller.role == Role::User => {
             return Err(Problem::new(ProblemType::Forbidden, "only admins read another owner's spend"));
         }
         Some(owner) => Some(owner.to_owned()),
-        None if caller.role == Role::Admin => None,
-        None => Some(caller.owner.clone()),
+        None if caller.role == Role::User => Some(caller.owner.clone()),
+        None => None,
     };
     let bad = |name: &str, detail: String| {
         Problem::new(ProblemType::MalformedRequest, detail).with("parameter", name)
@@ -193,7 +196,7 @@ pub async fn spend(
     let dimensions =
         dimensions(query.group_by.as_deref().unwrap_or("day")).map_err(|e| bad("group_by", e))?;
     let to = to.unwrap_or_else(crate::jobs::now_ms);
-    let ask = SpendAsk { from_ms: from.unwrap_or(to - 30 * DAY_MS), to_ms: to, dimensions, owner };
+    let ask = SpendAsk { from_ms: from.unwrap_or(to - 30 * DAY_MS), to_ms: to, dimensions, owner, team };
     let report = spend_report(&state.store, &state.config(), state.engine.currency(), &ask).await;
     let report = report.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
     let csv = query.format.as_deref() == Some("csv")
@@ -215,6 +218,8 @@ pub struct SpendAsk {
     pub dimensions: Vec<Dimension>,
     /// One owner's spend only; `None`: everyone's.
     pub owner: Option<String>,
+    /// One team's spend only; `None`: every team's (and none).
+    pub team: Option<String>,
 }
 
 /// The spend report of `ask` (what `GET /v1/usage/spend` and `intentgate
@@ -225,7 +230,7 @@ pub async fn spend_report(
     currency: String,
     ask: &SpendAsk,
 ) -> Result<SpendReport, crate::store::StoreError> {
-    let records = store.spend(ask.from_ms, ask.to_ms, ask.owner.as_deref()).await?;
+    let records = store.spend(ask.from_ms, ask.to_ms, ask.owner.as_deref(), ask.team.as_deref()).await?;
     let model_of =
         |provider: &str| config.providers.iter().find(|p| p.name == provider).map(|p| p.model.clone());
     let (rows, totals) = report::group(&records, &ask.dimensions, model_of);

@@ -76,8 +76,23 @@ impl Principal {
         self.role == Role::Admin
     }
 
+    /// Whether it manages keys: an admin's any, a team admin's its team's.
+    pub fn manages_keys(&self) -> bool {
+        matches!(self.role, Role::Admin | Role::TeamAdmin)
+    }
+
+    /// The team whose keys and spend alone it may see, for a team admin.
+    pub fn team_scope(&self) -> Option<&str> {
+        (self.role == Role::TeamAdmin).then_some(self.team.as_deref()).flatten()
+    }
+
     pub fn rights(&self) -> Rights<'_> {
-        Rights { role: self.role, routes: self.routes.as_deref(), expires_at_ms: self.expires_at_ms }
+        Rights {
+            role: self.role,
+            routes: self.routes.as_deref(),
+            expires_at_ms: self.expires_at_ms,
+            team: self.team.as_deref(),
+        }
     }
 
     /// Who made a change, as the key audit records it.

@@ -32,7 +32,7 @@ fn operator() -> Acting<'static> {
     let user = std::env::var("USER").unwrap_or_else(|_| "operator".into());
     Acting {
         actor: format!("cli:{user}").chars().take(255).collect(),
-        rights: Rights { role: Role::Admin, routes: None, expires_at_ms: None },
+        rights: Rights { role: Role::Admin, routes: None, expires_at_ms: None, team: None },
     }
 }
 

@@ -93,6 +93,9 @@ pub enum Command {
         /// One owner's spend only.
         #[arg(long)]
         owner: Option<String>,
+        /// One team's spend only.
+        #[arg(long)]
+        team: Option<String>,
         /// Print CSV instead of a table.
         #[arg(long, conflicts_with = "json")]
         csv: bool,
@@ -275,13 +278,16 @@ pub async fn run(cli: Cli) -> ExitCode {
             Ok((config, store)) => usage::show(&config, store, &owner, json).await,
             Err(code) => code,
         },
-        Command::Spend { from, to, group_by, owner, csv, json, config } => match open_store(&config).await {
-            Ok((config, store)) => {
-                let print = usage::Print { csv, json };
-                usage::spend(&config, store, usage::SpendArgs { from, to, group_by, owner }, print).await
+        Command::Spend { from, to, group_by, owner, team, csv, json, config } => {
+            match open_store(&config).await {
+                Ok((config, store)) => {
+                    let print = usage::Print { csv, json };
+                    usage::spend(&config, store, usage::SpendArgs { from, to, group_by, owner, team }, print)
+                        .await
+                }
+                Err(code) => code,
             }
-            Err(code) => code,
-        },
+        }
         Command::Keys(command) => keys_command(command).await,
     }
 }

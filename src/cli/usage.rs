@@ -66,6 +66,7 @@ pub struct SpendArgs {
     pub to: Option<String>,
     pub group_by: String,
     pub owner: Option<String>,
+    pub team: Option<String>,
 }
 
 /// How it prints: a table unless one of these.
@@ -113,6 +114,7 @@ fn spend_ask(args: SpendArgs) -> Result<crate::api::SpendAsk, String> {
         to_ms: to,
         dimensions: crate::api::dimensions(&args.group_by)?,
         owner: args.owner,
+        team: args.team,
     })
 }
 

@@ -389,6 +389,9 @@ pub enum Role {
     User,
     /// Also reads every owner's jobs, settles unknown attempts and manages keys.
     Admin,
+    /// A user that also manages the user keys of its own team and reads its
+    /// team's spend; it has a team.
+    TeamAdmin,
 }
 
 impl Role {
@@ -397,6 +400,7 @@ impl Role {
         match self {
             Role::User => "user",
             Role::Admin => "admin",
+            Role::TeamAdmin => "team_admin",
         }
     }
 
@@ -405,6 +409,7 @@ impl Role {
         match name {
             "user" => Some(Role::User),
             "admin" => Some(Role::Admin),
+            "team_admin" => Some(Role::TeamAdmin),
             _ => None,
         }
     }

@@ -163,6 +163,12 @@ fn validate_principals(config: &Config) -> Result<(), Invalid> {
         if principal.owner.as_deref() == Some("") {
             return Err((key("owner"), "must not be empty".into()));
         }
+        if principal.team.as_deref() == Some("") {
+            return Err((key("team"), "must not be empty".into()));
+        }
+        if principal.role == super::Role::TeamAdmin && principal.team.is_none() {
+            return Err((key("team"), "a team_admin manages a team: name it".into()));
+        }
         match (&principal.key_sha256, &principal.key_env) {
             (Some(hash), None) => {
                 if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -112,6 +112,11 @@ impl ApiKey {
     }
 
     pub fn rights(&self) -> Rights<'_> {
-        Rights { role: self.role, routes: self.routes.as_deref(), expires_at_ms: self.expires_at_ms }
+        Rights {
+            role: self.role,
+            routes: self.routes.as_deref(),
+            expires_at_ms: self.expires_at_ms,
+            team: self.team.as_deref(),
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! What a key may do, and the rule that no key makes or manages a key that
 //! may do more than itself.
 //!
-//! Rights are the role, the routes (none named: every route) and the
-//! expiry (none: never). An admin restricted to some routes is a delegate
-//! for those routes: it can make user keys for them, and nothing wider.
+//! Rights are the role, the routes (none named: every route), the expiry
+//! (none: never) and the team. An admin restricted to some routes is a
+//! delegate for those routes: it can make user keys for them, and nothing
+//! wider. A team admin makes and manages user keys of its own team only.
 
 use crate::config::Role;
 
@@ -15,13 +16,17 @@ pub struct Rights<'a> {
     pub routes: Option<&'a [String]>,
     /// `None`: the key never expires.
     pub expires_at_ms: Option<i64>,
+    /// The key's team.
+    pub team: Option<&'a str>,
 }
 
 /// Why a caller may not make or manage a key with the rights asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Excess {
-    #[error("only an admin key with every route can make or manage an admin key")]
+    #[error("only an admin key with every route can make or manage an admin or team-admin key")]
     AdminRole,
+    #[error("a team admin makes and manages keys of its own team only")]
+    OtherTeam,
     #[error("your key is restricted to some routes: the key must name its routes, within yours")]
     EveryRoute,
     #[error("your key may not use the routes {}", .0.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", "))]
@@ -39,8 +44,11 @@ impl Rights<'_> {
     /// Ok when every right of `other` is one of these: the caller holding
     /// these may make, change, rotate or revoke a key holding `other`.
     pub fn covers(&self, other: &Rights<'_>) -> Result<(), Excess> {
-        if other.role == Role::Admin && (self.role != Role::Admin || self.routes.is_some()) {
+        if other.role != Role::User && (self.role != Role::Admin || self.routes.is_some()) {
             return Err(Excess::AdminRole);
+        }
+        if self.role == Role::TeamAdmin && (self.team.is_none() || other.team != self.team) {
+            return Err(Excess::OtherTeam);
         }
         if let Some(mine) = self.routes {
             let theirs = other.routes.ok_or(Excess::EveryRoute)?;
@@ -63,7 +71,7 @@ mod tests {
     use super::*;
 
     fn rights(role: Role, routes: Option<&[String]>, expires_at_ms: Option<i64>) -> Rights<'_> {
-        Rights { role, routes, expires_at_ms }
+        Rights { role, routes, expires_at_ms, team: None }
     }
 
     #[test]
@@ -85,5 +93,19 @@ mod tests {
         assert_eq!(expiring.covers(&rights(Role::User, None, Some(101))), Err(Excess::OutlivesCaller));
         assert_eq!(expiring.covers(&rights(Role::User, None, Some(100))), Ok(()));
         assert!(delegate.may_use("chat") && !delegate.may_use("embed") && root.may_use("embed"));
+    }
+
+    #[test]
+    fn a_team_admin_manages_its_own_teams_user_keys_only() {
+        let lead = Rights { team: Some("support"), ..rights(Role::TeamAdmin, None, None) };
+        let member = Rights { team: Some("support"), ..rights(Role::User, None, None) };
+        assert_eq!(lead.covers(&member), Ok(()));
+        assert_eq!(lead.covers(&Rights { team: Some("sales"), ..member.clone() }), Err(Excess::OtherTeam));
+        assert_eq!(lead.covers(&Rights { team: None, ..member.clone() }), Err(Excess::OtherTeam));
+        assert_eq!(lead.covers(&Rights { role: Role::TeamAdmin, ..member.clone() }), Err(Excess::AdminRole));
+        assert_eq!(
+            rights(Role::Admin, None, None).covers(&Rights { role: Role::TeamAdmin, ..member }),
+            Ok(())
+        );
     }
 }

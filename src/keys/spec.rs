@@ -44,6 +44,9 @@ impl KeySpec {
         if let Some(team) = &self.team {
             check_text("team", team, MAX_OWNER_CHARS)?;
         }
+        if self.role == Role::TeamAdmin && self.team.is_none() {
+            return Err(invalid("team", "a team admin's key needs its team"));
+        }
         check_routes(self.routes.as_deref())?;
         check_expiry(self.expires_at_ms, now_ms)?;
         check_metadata(&self.metadata)

@@ -141,12 +141,14 @@ impl Store {
 }
 
 /// The charges of settled attempts that settled in `[$1, $2)`, summed by
-/// day and attribution (`$3`: one owner's only; NULL: everyone's).
+/// day and attribution (`$3`: one owner's only, `$4` one team's; NULL:
+/// everyone's).
 const SELECT_SPEND: &str = "SELECT a.finished_at / 86400000 AS day, j.owner_id, j.key_id, j.team, j.tags, \
      j.route, a.provider, CAST(SUM(a.cost_nanos) AS BIGINT) AS nanos, CAST(SUM(a.tokens) AS BIGINT) AS tokens, \
      COUNT(*) AS attempts FROM attempts a JOIN jobs j ON j.id = a.job_id \
      WHERE a.cost_nanos IS NOT NULL AND a.finished_at >= $1 AND a.finished_at < $2 \
      AND (CAST($3 AS TEXT) IS NULL OR j.owner_id = CAST($3 AS TEXT)) \
+     AND (CAST($4 AS TEXT) IS NULL OR j.team = CAST($4 AS TEXT)) \
      GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 1, 2";
 
 #[derive(Debug, sqlx::FromRow)]
@@ -182,14 +184,15 @@ impl SpendRow {
 
 impl Store {
     /// What attempts settled in `[from_ms, to_ms)` were charged, by day and
-    /// attribution; only `owner`'s when given.
+    /// attribution; only `owner`'s and `team`'s when given.
     pub async fn spend(
         &self,
         from_ms: i64,
         to_ms: i64,
         owner: Option<&str>,
+        team: Option<&str>,
     ) -> Result<Vec<crate::budgets::report::SpendRecord>, StoreError> {
-        let args = vec![from_ms.into(), to_ms.into(), owner.into()];
+        let args = vec![from_ms.into(), to_ms.into(), owner.into(), team.into()];
         let rows = self.read_all(SELECT_SPEND, args, SpendRow::from_sqlite).await?;
         rows.into_iter()
             .map(|row| {

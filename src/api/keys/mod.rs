@@ -12,7 +12,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
-use super::auth::Admin;
+use super::auth::KeyAdmin;
 use super::extract::{JsonBody, LimitedBody, PathParams, QueryParams};
 use super::{AppState, Problem, ProblemType, StoreStage};
 use crate::auth::{Acting, KeyManager};
@@ -23,9 +23,15 @@ pub use body::{
 };
 
 /// The caller as the key manager sees it.
-fn acting(admin: &Admin) -> Acting<'_> {
+fn acting(admin: &KeyAdmin) -> Acting<'_> {
     let principal = &admin.0.0;
     Acting { actor: principal.actor(), rights: principal.rights() }
+}
+
+/// Whether the caller may see `key`: an admin every key, a team admin its
+/// team's (another team's key is as absent as a missing one).
+fn visible(admin: &KeyAdmin, key: &crate::keys::ApiKey) -> bool {
+    admin.0.0.team_scope().is_none_or(|team| key.team.as_deref() == Some(team))
 }
 
 fn manager(state: &AppState) -> KeyManager {
@@ -63,11 +69,16 @@ fn created(view: impl serde::Serialize, id: Uuid) -> Response {
 )]
 pub async fn create(
     State(state): State<AppState>,
-    admin: Admin,
+    admin: KeyAdmin,
     JsonBody(body): JsonBody<CreateKey>,
 ) -> Result<Response, Problem> {
     let now = now_ms();
-    let minted = manager(&state).create(&acting(&admin), body.spec(now)?, now).await;
+    let mut spec = body.spec(now)?;
+    // A team admin's keys are its team's unless it names one (which must be).
+    if spec.team.is_none() {
+        spec.team = admin.0.0.team_scope().map(str::to_owned);
+    }
+    let minted = manager(&state).create(&acting(&admin), spec, now).await;
     let minted = minted.map_err(Problem::key_management)?;
     Ok(created(CreatedKey::new(&minted, now), minted.key.id))
 }
@@ -87,8 +98,9 @@ pub async fn create(
         (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
-pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<Json<KeyList>, Problem> {
-    let keys = state.store.keys().await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+pub async fn list(State(state): State<AppState>, admin: KeyAdmin) -> Result<Json<KeyList>, Problem> {
+    let mut keys = state.store.keys().await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+    keys.retain(|key| visible(&admin, key));
     let now = now_ms();
     Ok(Json(KeyList { keys: keys.iter().map(|key| KeyView::new(key, now)).collect() }))
 }
@@ -111,10 +123,11 @@ pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<Json<K
 )]
 pub async fn get(
     State(state): State<AppState>,
-    _admin: Admin,
+    admin: KeyAdmin,
     PathParams(id): PathParams<Uuid>,
 ) -> Result<Json<KeyView>, Problem> {
     let key = state.store.key(id).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+    let key = key.filter(|key| visible(&admin, key));
     let key = key.ok_or_else(|| Problem::new(ProblemType::NotFound, format!("no API key {id}")))?;
     Ok(Json(KeyView::new(&key, now_ms())))
 }
@@ -144,7 +157,7 @@ pub async fn get(
 )]
 pub async fn update(
     State(state): State<AppState>,
-    admin: Admin,
+    admin: KeyAdmin,
     PathParams(id): PathParams<Uuid>,
     JsonBody(body): JsonBody<UpdateKey>,
 ) -> Result<Json<KeyView>, Problem> {
@@ -178,7 +191,7 @@ pub async fn update(
 )]
 pub async fn rotate(
     State(state): State<AppState>,
-    admin: Admin,
+    admin: KeyAdmin,
     PathParams(id): PathParams<Uuid>,
     LimitedBody(bytes): LimitedBody,
 ) -> Result<Response, Problem> {
@@ -218,7 +231,7 @@ pub async fn rotate(
 )]
 pub async fn revoke(
     State(state): State<AppState>,
-    admin: Admin,
+    admin: KeyAdmin,
     PathParams(id): PathParams<Uuid>,
 ) -> Result<Json<KeyView>, Problem> {
     let now = now_ms();
@@ -245,7 +258,7 @@ pub async fn revoke(
 )]
 pub async fn delete(
     state: State<AppState>,
-    admin: Admin,
+    admin: KeyAdmin,
     id: PathParams<Uuid>,
 ) -> Result<Json<KeyView>, Problem> {
     revoke(state, admin, id).await
@@ -270,12 +283,19 @@ pub async fn delete(
 )]
 pub async fn audit(
     State(state): State<AppState>,
-    _admin: Admin,
+    admin: KeyAdmin,
     QueryParams(query): QueryParams<body::AuditQuery>,
 ) -> Result<Json<AuditList>, Problem> {
     let limit = query.limit.unwrap_or(100).clamp(1, 1000);
     let entries = state.store.key_audit(query.after, limit).await;
-    let entries = entries.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+    let mut entries = entries.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
     let next_after = (entries.len() as i64 == limit).then(|| entries.last().map(|e| e.seq)).flatten();
+    if admin.0.0.team_scope().is_some() {
+        // A team admin reads the changes to its team's keys; the page's
+        // `next_after` still steps over the others.
+        let keys = state.store.keys().await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
+        let ours: Vec<Uuid> = keys.iter().filter(|key| visible(&admin, key)).map(|key| key.id).collect();
+        entries.retain(|entry| ours.contains(&entry.key_id));
+    }
     Ok(Json(AuditList { entries: entries.iter().map(AuditView::from).collect(), next_after }))
 }
