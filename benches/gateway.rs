@@ -51,6 +51,7 @@
 //! cargo bench --bench gateway -- --rate 500 --mix new --rounds 3        # added latency at 500 req/s
 //! cargo bench --bench gateway -- --duration 60s --mix new --no-direct   # RSS flat over a minute
 //! cargo bench --bench gateway -- --signing                              # SigV4 cost per Bedrock request
+//! cargo bench --bench gateway -- --key-lookup                           # a stored key against a config key
 //! cargo bench --bench gateway -- --help                                 # every option
 //! ```
 //!
@@ -95,6 +96,8 @@ use clap::Parser;
 
 #[path = "gateway/floor.rs"]
 mod floor;
+#[path = "gateway/key_lookup.rs"]
+mod key_lookup;
 #[path = "gateway/signing.rs"]
 mod signing;
 #[path = "gateway/streams.rs"]
@@ -215,6 +218,10 @@ struct Args {
     /// (SigV4), in this process (`gateway/signing.rs`).
     #[arg(long)]
     signing: bool,
+    /// Instead of the load cells: the cost of authenticating a request
+    /// with a stored key against a config key (`gateway/key_lookup.rs`).
+    #[arg(long)]
+    key_lookup: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -1354,6 +1361,10 @@ async fn main() {
     let args = Args::parse();
     if args.signing {
         signing::run(20_000);
+        return;
+    }
+    if args.key_lookup {
+        key_lookup::run(200_000).await;
         return;
     }
     if let Some(cpus) = &args.load_cpus {

@@ -28,6 +28,7 @@ store_matrix!(
     a_user_sees_only_their_own_jobs,
     the_timeline_shows_who_won_the_race_and_the_tool_calls,
     a_hedged_attempt_is_marked_on_its_job_page,
+    an_admin_makes_and_revokes_a_key_and_reads_a_teams_spend_by_tag,
 );
 
 /// A gateway whose attempts time out fast, with settled jobs of alice and
@@ -533,6 +534,117 @@ async fn a_hedged_attempt_is_marked_on_its_job_page(store: TestStore) {
         .await;
     assert!(label.as_str().unwrap().contains("hedged: started beside an open attempt"), "{label}");
     browser.close().await;
+}
+
+/// The Keys page: a key made in the console is shown once and works; a
+/// revocation there is obeyed at once; a team's spend by tag is the chart
+/// the spend report says.
+async fn an_admin_makes_and_revokes_a_key_and_reads_a_teams_spend_by_tag(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        for provider in ["sim-primary", "sim-fallback"] {
+            let mut price = toml::Table::new();
+            price.insert("input_per_mtok".into(), 100.0.into());
+            price.insert("output_per_mtok".into(), 200.0.into());
+            common::set_provider(doc, provider, "price", price);
+        }
+    })
+    .await;
+    let member = gw.request(reqwest::Method::POST, "/v1/admin/keys", ADMIN);
+    let member: Value = member
+        .json(&json!({"name": "bot", "owner": "bot", "team": "support"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let member_key = member["secret"].as_str().unwrap();
+    for (key, idem, tags, text) in [
+        (member_key, "s1", "bot", "Where is my parcel?"),
+        (member_key, "s2", "bot", "And my refund, please, as soon as you can?"),
+        (member_key, "s3", "faq", "Opening hours"),
+        (ALICE, "a1", "other", "Not the team's"),
+    ] {
+        let sent = gw.request(reqwest::Method::POST, "/v1/jobs", key).header("idempotency-key", idem);
+        let created: Value = sent
+            .header("intentgate-tags", tags)
+            .json(&chat_body(text))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        settled_job(&gw, key, created["id"].as_str().unwrap()).await;
+    }
+
+    sign_in(&browser, &gw, ADMIN).await;
+    browser.click("#nav-keys").await;
+    browser.wait_for("the keys page", "document.getElementById('page-keys').dataset.state === 'ready'").await;
+    browser.type_into("#k-name", "console key").await;
+    browser.type_into("#k-owner", "ops").await;
+    browser.type_into("#k-team", "support").await;
+    browser.click("#k-create").await;
+    browser.wait_for("the new key, once", "!document.getElementById('key-secret').hidden").await;
+    let secret = browser.text("#key-secret-value").await;
+    assert!(secret.starts_with("ig_"), "{secret}");
+    let used = gw.create(&secret, "from-the-console-key", &chat_body("hi")).await;
+    assert_eq!(used.status(), 201, "the key works at once");
+    let listed: Value = gw.get(ADMIN, "/v1/admin/keys").await.json().await.unwrap();
+    let id =
+        listed["keys"].as_array().unwrap().iter().find(|k| k["name"] == "console key").unwrap()["id"].clone();
+    let id = id.as_str().unwrap();
+    let button = format!("button[data-revoke='{id}']");
+    browser.click(&button).await;
+    assert_eq!(browser.text(&button).await, "Confirm revoke", "a revocation asks once more");
+    browser.click(&button).await;
+    browser
+        .wait_for(
+            "the key revoked",
+            &format!("document.querySelector(\"tr[data-key-id='{id}']\").dataset.status === 'revoked'"),
+        )
+        .await;
+    common::assert_problem(gw.create(&secret, "after-revoke", &chat_body("hi")).await, 401, "unauthorized")
+        .await;
+
+    browser
+        .script("const s = document.getElementById('spend-team'); s.value = 'support'; s.dispatchEvent(new Event('change'));", json!([]))
+        .await;
+    let bars = browser
+        .script("return [...document.querySelectorAll('#spend-svg rect')].map(r => [r.dataset.tag, Number(r.dataset.nanos)])", json!([]))
+        .await;
+    let report: Value = gw.get(ADMIN, "/v1/usage/spend?group_by=team,tag").await.json().await.unwrap();
+    let of = |tag: &str| -> i64 {
+        report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| row["group"]["team"] == "support" && row["group"]["tag"] == tag)
+            .map(|row| row["cost_nanos"].as_i64().unwrap())
+            .sum()
+    };
+    assert!(of("bot") > of("faq") && of("faq") > 0, "{report}");
+    assert_eq!(
+        bars,
+        json!([["bot", of("bot")], ["faq", of("faq")], ["(untagged)", of_untagged(&report)]]),
+        "{bars}"
+    );
+    if store.backend == common::Backend::Sqlite {
+        browser.screenshot("keys").await;
+    }
+    browser.close().await;
+}
+
+/// The support team's spend on jobs without a tag (the console key's job).
+fn of_untagged(report: &Value) -> i64 {
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["group"]["team"] == "support" && row["group"]["tag"].is_null())
+        .map(|row| row["cost_nanos"].as_i64().unwrap())
+        .sum()
 }
 
 /// The page and its assets over plain HTTP: types, a strict policy with no

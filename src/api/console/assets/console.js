@@ -181,7 +181,7 @@ function fmtDuration(ms) {
     countsTimer = setTimeout(tick, 0);
   }
 
-  const pages = ['signin', 'jobs', 'job', 'unknown', 'contracts', 'overview'];
+  const pages = ['signin', 'jobs', 'job', 'unknown', 'contracts', 'overview', 'keys'];
 
   function show(name) {
     for (const page of pages) $('page-' + page).hidden = page !== name;
@@ -208,6 +208,7 @@ function fmtDuration(ms) {
       case 'unknown': show('unknown'); poll(loadUnknown, 2000); break;
       case 'contracts': show('contracts'); loadContracts().catch(showProblem); break;
       case 'overview': show('overview'); poll(loadOverview, 10000); break;
+      case 'keys': show('keys'); loadKeys().catch(showProblem); break;
       default: show('jobs'); loadJobs().catch(showProblem);
     }
   }
@@ -233,6 +234,7 @@ function fmtDuration(ms) {
     $('who-name').textContent = who.name;
     $('who-role').textContent = who.role;
     $('f-owner-label').hidden = who.role !== 'admin';
+    $('nav-keys').hidden = !managesKeys();
     startCounts();
     await loadChoices().catch(showProblem);
   }
@@ -714,6 +716,95 @@ function fmtDuration(ms) {
     return el('div', {}, legend, root);
   }
 
+  // ---- keys and spend -----------------------------------------------------
+
+  const managesKeys = () => Boolean(me) && (me.role === 'admin' || me.role === 'team_admin');
+  let spendReport = null;
+
+  async function loadKeys() {
+    const [{ keys }, spend] = await Promise.all([api('/v1/admin/keys'), api('/v1/usage/spend?group_by=team,tag')]);
+    $('keys-body').replaceChildren(...keys.map(keyRow));
+    spendReport = spend;
+    const teams = [...new Set(spend.rows.map((row) => row.group.team).filter(Boolean))].sort();
+    const chosen = $('spend-team').value;
+    $('spend-team').replaceChildren(el('option', { value: '', text: 'every team' }),
+      ...teams.map((team) => el('option', { value: team, text: team, selected: team === chosen })));
+    renderSpend();
+    $('page-keys').dataset.state = 'ready';
+  }
+
+  function keyRow(key) {
+    const revocable = key.status === 'active' || key.status === 'retiring';
+    return el('tr', { 'data-key-id': key.id, 'data-status': key.status },
+      el('td', {}, el('code', { text: key.prefix })),
+      el('td', { text: key.name }),
+      el('td', { text: key.owner }),
+      el('td', { text: key.team || '–' }),
+      el('td', { text: key.role }),
+      el('td', { text: key.status }),
+      el('td', {}, revocable ? el('button', { type: 'button', class: 'danger', 'data-revoke': key.id, text: 'Revoke' }) : ''));
+  }
+
+  async function createKey(event) {
+    event.preventDefault();
+    clearProblem();
+    const body = { name: $('k-name').value.trim(), owner: $('k-owner').value.trim(), role: $('k-role').value };
+    if ($('k-team').value.trim()) body.team = $('k-team').value.trim();
+    try {
+      const made = await api('/v1/admin/keys', { method: 'POST', body });
+      $('key-secret-value').textContent = made.secret;
+      $('key-secret').hidden = false;
+      $('key-form').reset();
+      await loadKeys();
+    } catch (err) {
+      showProblem(err);
+    }
+  }
+
+  /** Revoke asks once more: the first click arms the button, the second revokes. */
+  function onRevoke(event) {
+    const button = event.target.closest('button[data-revoke]');
+    if (!button) return;
+    if (button.dataset.armed !== 'true') {
+      button.dataset.armed = 'true';
+      button.textContent = 'Confirm revoke';
+      return;
+    }
+    button.disabled = true;
+    api(`/v1/admin/keys/${encodeURIComponent(button.dataset.revoke)}/revoke`, { method: 'POST' })
+      .then(loadKeys).catch(showProblem);
+  }
+
+  /** Horizontal bars: each tag's spend (of the chosen team), largest first. */
+  function renderSpend() {
+    const team = $('spend-team').value;
+    const byTag = new Map();
+    for (const row of spendReport ? spendReport.rows : []) {
+      if (team && row.group.team !== team) continue;
+      const tag = row.group.tag || '(untagged)';
+      byTag.set(tag, (byTag.get(tag) || 0) + row.cost_nanos);
+    }
+    const bars = [...byTag.entries()].sort((a, b) => b[1] - a[1]);
+    if (!bars.length) {
+      $('spend-chart').replaceChildren(el('p', { class: 'empty', text: 'nothing charged in these 30 days' }));
+      return;
+    }
+    const max = Math.max(1, ...bars.map(([, nanos]) => nanos));
+    const width = 720; const row = 24; const left = 180;
+    const root = svg('svg', { viewBox: `0 0 ${width} ${bars.length * row + 8}`, role: 'img', id: 'spend-svg',
+      'aria-label': `spend by tag${team ? ' of ' + team : ''}` });
+    bars.forEach(([tag, nanos], i) => {
+      const y = 4 + i * row;
+      const cost = `${(nanos / 1e9).toFixed(6)} ${spendReport.currency}`;
+      root.append(
+        svg('text', { x: left - 8, y: y + 15, 'text-anchor': 'end', text: tag }),
+        svg('rect', { x: left, y, height: row - 6, width: Math.max(1, (nanos / max) * (width - left - 140)),
+          class: 'bar', 'data-tag': tag, 'data-nanos': nanos }, svg('title', { text: `${tag}: ${cost}` })),
+        svg('text', { x: left + (nanos / max) * (width - left - 140) + 6, y: y + 15, class: 'muted', text: cost }));
+    });
+    $('spend-chart').replaceChildren(root);
+  }
+
   // ---- wiring -------------------------------------------------------------
 
   function wire() {
@@ -742,6 +833,9 @@ function fmtDuration(ms) {
     $('page-unknown').addEventListener('click', onSettleButton);
     $('page-job').addEventListener('click', onSettleButton);
     $('resolve-form').addEventListener('submit', confirmResolve);
+    $('key-form').addEventListener('submit', createKey);
+    $('keys-body').addEventListener('click', onRevoke);
+    $('spend-team').addEventListener('change', renderSpend);
     $('resolve-cancel').addEventListener('click', () => { pending = null; $('resolve-dialog').close(); });
     window.addEventListener('hashchange', route);
   }
