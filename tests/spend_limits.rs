@@ -87,6 +87,9 @@ async fn limits_on_a_key_and_a_tag_are_set_changed_and_removed_at_runtime(store:
             .await;
     assert_eq!(refused["meter"], "budget/tag=expensive/route=all/1d", "{refused}");
     assert_eq!(tagged(&gw, ALICE, "t2", Some("cheap")).await.status(), 201, "only the tag's requests");
+    let metrics = gw.get(ADMIN, "/metrics").await.text().await.unwrap();
+    let gauge = r#"intentgate_limit_remaining{meter="budget/tag=expensive/route=all/1d",unit="nanos"} 0"#;
+    assert!(metrics.contains(gauge), "a stored limit's meter is a gauge: {metrics}");
     let path = format!("/v1/admin/limits/{}", tag_limit["id"].as_str().unwrap());
     assert_eq!(admin(&gw, Method::DELETE, &path, None).await.status(), 204);
     assert_eq!(tagged(&gw, ALICE, "t1", Some("expensive")).await.status(), 201, "removed at once");

@@ -67,22 +67,24 @@ pub async fn render(State(state): State<AppState>, viewer: Option<Caller>) -> Re
     Ok(response)
 }
 
-/// What every owner's budgets and rate limits have left in their current
-/// windows, as `intentgate_limit_remaining`: read from the store, so every
-/// replica reports the same.
+/// What every owner's budgets and rate limits, and every stored limit,
+/// have left in their current windows, as `intentgate_limit_remaining`:
+/// read from the store, so every replica reports the same.
 async fn limits_remaining(state: &AppState) -> Result<(), Problem> {
     let config = state.config();
     let mut owners: Vec<&str> =
         config.principals.iter().map(|p| p.owner.as_deref().unwrap_or(&p.name)).collect();
     owners.sort_unstable();
     owners.dedup();
+    let mut meters = state.engine.stored_limit_usage().await?;
     for owner in owners {
         let attribution = crate::jobs::Attribution::default();
-        for meter in state.engine.usage(crate::jobs::Payer { owner, attribution: &attribution }).await? {
-            let left = (meter.limit - meter.used - meter.held).max(0);
-            metrics::gauge!(telemetry::LIMIT_REMAINING, "meter" => meter.meter, "unit" => meter.kind.unit())
-                .set(left as f64);
-        }
+        meters.extend(state.engine.usage(crate::jobs::Payer { owner, attribution: &attribution }).await?);
+    }
+    for meter in meters {
+        let left = (meter.limit - meter.used - meter.held).max(0);
+        metrics::gauge!(telemetry::LIMIT_REMAINING, "meter" => meter.meter, "unit" => meter.kind.unit())
+            .set(left as f64);
     }
     Ok(())
 }

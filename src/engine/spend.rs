@@ -274,7 +274,6 @@ impl Engine {
     /// `GET /v1/usage` and `intentgate usage`.
     pub async fn usage(&self, payer: Payer<'_>) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
         use crate::budgets::{LimitKind, Window};
-        let now = self.now_ms();
         let configured = self.configured();
         let limits = &configured.limits;
         let stored = self.spend_limits();
@@ -292,6 +291,25 @@ impl Engine {
                 meters.push((limit.kind, limit.meter(), limit.amount, limit.window));
             }
         }
+        self.read_meters(meters).await
+    }
+
+    /// Every stored limit's meter, for `/metrics`.
+    pub async fn stored_limit_usage(&self) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
+        let stored = self.spend_limits();
+        self.read_meters(
+            stored.iter().map(|limit| (limit.kind, limit.meter(), limit.amount, limit.window)).collect(),
+        )
+        .await
+    }
+
+    /// `meters` (kind, name, limit, window) as they stand in their current
+    /// windows, once each (the smallest limit of a shared meter).
+    async fn read_meters(
+        &self,
+        mut meters: Vec<(crate::budgets::LimitKind, String, i64, crate::budgets::Window)>,
+    ) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
+        let now = self.now_ms();
         meters.sort_by(|a, b| (&a.1, a.2).cmp(&(&b.1, b.2)));
         meters.dedup_by(|a, b| a.1 == b.1);
         let mut usage = Vec::with_capacity(meters.len());
