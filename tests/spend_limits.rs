@@ -178,18 +178,24 @@ async fn tags_are_checked_before_anything_is_stored(store: TestStore) {
         .request(Method::POST, "/v1/chat/completions", ALICE)
         .header("intentgate-tags", "team:search, env=prod")
         .header("intentgate-tags", "env=prod")
-        .json(&json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}))
+        .json(&json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}], "metadata": {"tags": "sdk"}}))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
     let job_id: uuid::Uuid = response.headers()["x-intentgate-job-id"].to_str().unwrap().parse().unwrap();
     let job = gw.gateway.store.job(job_id).await.unwrap().unwrap();
+    let tags: Vec<&str> = job.attribution.tags.iter().collect();
     assert_eq!(
-        job.attribution.tags.iter().collect::<Vec<_>>(),
-        ["env=prod", "team:search"],
-        "sorted, once each"
+        tags,
+        ["env=prod", "sdk", "team:search"],
+        "the headers' and the metadata's, sorted, once each"
     );
+    let not_a_string =
+        json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "metadata": {"tags": 5}});
+    let refused =
+        gw.request(Method::POST, "/v1/chat/completions", ALICE).json(&not_a_string).send().await.unwrap();
+    assert_eq!(assert_problem(refused, 400, "invalid-tags").await["path"], "/metadata/tags");
     assert_eq!(job.attribution.key_id, None, "a config principal has no stored key");
 
     let dir = std::env::temp_dir().join(format!("intentgate-spend-cli-{}", uuid::Uuid::now_v7()));
@@ -206,5 +212,5 @@ async fn tags_are_checked_before_anything_is_stored(store: TestStore) {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], "tag,cost,cost_nanos,tokens,attempts", "{csv}");
     assert!(lines[1].starts_with("env=prod,0.000000000,0,") && lines[1].ends_with(",1"), "{csv}");
-    assert!(lines[2].starts_with("team:search,") && lines.len() == 3, "the job counts under each tag: {csv}");
+    assert!(lines[2].starts_with("sdk,") && lines[3].starts_with("team:search,"), "under each tag: {csv}");
 }

@@ -74,7 +74,6 @@ pub fn new_job(
     body: Value,
     headers: &HeaderMap,
 ) -> Result<NewJob, Problem> {
-    let tags = super::tags::request_tags(headers)?;
     super::text::refuse_nul_in_json(&body)?;
     if let Some(messages) = body.pointer("/input/messages") {
         validate_messages(messages)
@@ -125,6 +124,7 @@ pub fn new_job(
     if !caller.0.rights().may_use(&request.route) {
         return Err(Problem::route_not_allowed(&request.route));
     }
+    let tags = super::tags::request_tags(headers, &request.params)?;
     let new = NewJob::new(caller.0.owner.clone(), key, request, body).map_err(|err| {
         Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
     })?;

@@ -87,8 +87,9 @@ problem_types! {
     /// empty, over 255 characters, not visible ASCII, or sent twice (the RFC
     /// 8941 quoted form `"abc"` is accepted)
     IdempotencyKeyInvalid = "idempotency-key-invalid", BAD_REQUEST, "Idempotency-Key invalid";
-    /// `Intentgate-Tags` names more than 16 tags, or a tag that is not 1
-    /// to 64 letters, digits and `-_.:/=@`. Nothing was stored
+    /// `Intentgate-Tags` (with `metadata.tags`) names more than 16 tags, or
+    /// a tag that is not 1 to 64 letters, digits and `-_.:/=@`. Nothing was
+    /// stored
     InvalidTags = "invalid-tags", BAD_REQUEST, "Invalid tags";
     /// the body is not JSON
     MalformedJson = "malformed-json", BAD_REQUEST, "Malformed JSON";
