@@ -91,8 +91,8 @@ impl StoredKeys {
         if !may_be_stored_key(presented) {
             return Ok(Lookup::Unknown);
         }
-        if let Some(cached) = self.cached(key_hash) {
-            return Ok(judge(&cached, now_ms));
+        if let Some(lookup) = self.cached(key_hash, now_ms) {
+            return Ok(lookup);
         }
         if self.known_absent(key_hash) {
             return Ok(Lookup::Unknown);
@@ -140,10 +140,15 @@ impl StoredKeys {
         &self.0.store
     }
 
-    fn cached(&self, key_hash: &str) -> Option<Cached> {
+    /// The cached key's verdict, judged under the read lock: the principal
+    /// is cloned once, for the caller, and nothing else is.
+    fn cached(&self, key_hash: &str, now_ms: i64) -> Option<Lookup> {
         let max_age = if self.0.fed.load(Ordering::Acquire) { MAX_AGE } else { MAX_AGE_UNFED };
         let found = self.0.found.read().unwrap_or_else(PoisonError::into_inner);
-        found.get(key_hash).filter(|cached| cached.loaded.elapsed() < max_age).cloned()
+        found
+            .get(key_hash)
+            .filter(|cached| cached.loaded.elapsed() < max_age)
+            .map(|cached| judge(cached, now_ms))
     }
 
     fn known_absent(&self, key_hash: &str) -> bool {

@@ -19,6 +19,8 @@ impl Problem {
         match err {
             EngineError::Store(err) => Problem::store(err, stage),
             EngineError::Unsendable(reason) => Problem::new(ProblemType::InvalidBody, reason),
+            // Nothing was started: another replica, or this one restarted, can take it.
+            EngineError::Stopped => Problem::new(ProblemType::Draining, err.to_string()),
             other => {
                 tracing::error!(error = %other, "engine error");
                 Problem::new(ProblemType::Internal, other.to_string())
@@ -200,5 +202,17 @@ impl Problem {
             ),
         };
         problem.with("job_id", job.id.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_engine_is_a_503_not_an_internal_error() {
+        let problem = Problem::engine(EngineError::Stopped, StoreStage::BeforeCommit);
+        assert_eq!(problem.slug(), "draining");
+        assert_eq!(problem.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
     }
 }

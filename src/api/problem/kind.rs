@@ -152,7 +152,9 @@ problem_types! {
     /// runs at once are running; `Retry-After: 1`
     TokenizerBusy = "tokenizer-busy", SERVICE_UNAVAILABLE, "Too many token counts at once";
     /// `/readyz` of a replica that is shutting down: it finishes what it
-    /// has, takes nothing new; a load balancer sends traffic elsewhere
+    /// has, takes nothing new; a load balancer sends traffic elsewhere. A
+    /// request that reaches it after its engine stopped gets the same:
+    /// nothing was started
     Draining = "draining", SERVICE_UNAVAILABLE, "Shutting down";
 }
 
