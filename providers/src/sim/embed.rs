@@ -9,6 +9,12 @@ use super::prompt::fnv1a;
 /// Dimensions when the request names none: small, so bodies stay short.
 pub(crate) const DEFAULT_DIMENSIONS: usize = 16;
 
+/// The most numbers one answer holds (inputs × dimensions): about 5 MB of
+/// JSON. A request for more is refused before anything is built, so a
+/// 30 KB request (2,048 short inputs at 4,096 dimensions, 8 Mi numbers)
+/// cannot make the simulator build and hold an answer of 180 MB.
+pub(crate) const MAX_NUMBERS: usize = 256 * 1024;
+
 /// OpenAI's embeddings list for `body`, or why the request is refused (as
 /// the real API refuses it: 400 with the reason).
 pub(crate) fn answer(body: &Value, seed: u64) -> Result<Value, String> {
@@ -21,6 +27,14 @@ pub(crate) fn answer(body: &Value, seed: u64) -> Result<Value, String> {
             .filter(|n| (1..=4096).contains(n))
             .ok_or("`dimensions` must be an integer from 1 to 4096")?,
     };
+    if inputs.len().saturating_mul(dimensions) > MAX_NUMBERS {
+        return Err(format!(
+            "{} inputs at {dimensions} dimensions make {} numbers; the simulator answers at most {MAX_NUMBERS} \
+             (inputs × dimensions)",
+            inputs.len(),
+            inputs.len().saturating_mul(dimensions)
+        ));
+    }
     let base64 = match body.get("encoding_format").and_then(Value::as_str) {
         None | Some("float") => false,
         Some("base64") => true,
@@ -126,6 +140,10 @@ mod tests {
         assert!(answer(&json!({"input": []}), 0).is_err());
         assert!(answer(&json!({"input": [{"a": 1}]}), 0).is_err());
         assert!(answer(&json!({"input": "x", "dimensions": 0}), 0).is_err());
+        let flood = json!({"input": vec!["a"; 2048], "dimensions": 4096});
+        let refused = answer(&flood, 0).unwrap_err();
+        assert!(refused.contains("8388608 numbers"), "refused before anything is built: {refused}");
+        assert!(answer(&json!({"input": vec!["a"; 64], "dimensions": 4096}), 0).is_ok(), "256 Ki numbers fit");
         assert!(answer(&json!({"input": "x", "encoding_format": "hex"}), 0).is_err());
     }
 }
