@@ -552,7 +552,8 @@ require_contract_for_primary = false
 require_contract_for_fallback = false
 {route}{limits}{stall}"#,
         served = if args.streams > 0 {
-            format!("max_connections = {}\n", args.streams + 64)
+            // The load comes from one address: it may hold every slot.
+            format!("max_connections = {0}\nmax_connections_per_peer = {0}\n", args.streams + 64)
         } else {
             String::new()
         },

@@ -15,6 +15,9 @@
 //!   pipelines requests and never reads its answers would otherwise hold a
 //!   slot forever (hyper reads the next request only once the previous
 //!   answer is written, so the stall also bounds pipelining).
+//! - **Per-peer cap** (`peers.rs`): one address holds at most
+//!   `max_connections_per_peer` of the slots; a connection past it is closed
+//!   at once, so no single client can take them all.
 //! - **Connection cap**: at `max_connections` the loop stops accepting; new
 //!   connections wait in the kernel's accept queue and are served as soon as
 //!   one closes. Waiting rather than refusing: accepting only to close again
@@ -42,7 +45,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 
+mod peers;
 mod stall;
+use peers::Peers;
 use stall::StallGuard;
 
 /// What bounds a connection.
@@ -51,6 +56,7 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub write_stall_timeout: Duration,
     pub max_connections: usize,
+    pub max_connections_per_peer: usize,
 }
 
 impl ConnectionLimits {
@@ -59,6 +65,7 @@ impl ConnectionLimits {
             header_read_timeout: config.header_read_timeout.into(),
             write_stall_timeout: config.write_stall_timeout.into(),
             max_connections: config.max_connections.max(1),
+            max_connections_per_peer: config.connections_per_peer(),
         }
     }
 }
@@ -74,6 +81,7 @@ pub async fn serve(
     let connections = TaskTracker::new();
     let closing = CancellationToken::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let peers = Peers::new(limits.max_connections_per_peer);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         // A slot first: at the cap, connections wait in the accept queue.
@@ -81,9 +89,9 @@ pub async fn serve(
             slot = slots.clone().acquire_owned() => slot.map_err(std::io::Error::other)?,
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: back off, keep serving.
                     tracing::warn!(error = %err, "accept failed");
@@ -93,11 +101,17 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(share) = peers.admit(peer.ip()) else {
+            // Closed at once: this peer holds its share of the slots.
+            metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED).increment(1);
+            tracing::debug!(%peer, "connection closed: its address holds max_connections_per_peer");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let closing = closing.clone();
         connections.spawn(async move {
-            let _slot = slot;
+            let _held = (slot, share);
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)

@@ -64,6 +64,7 @@ pub const HTTP_REQUESTS: &str = "intentgate_http_requests_total";
 pub const SPEND: &str = "intentgate_spend_nanos_total";
 pub const LIMIT_REFUSALS: &str = "intentgate_limit_refusals_total";
 pub const USAGE_OVER_RESERVATION: &str = "intentgate_usage_over_reservation_total";
+pub const CONNECTIONS_REFUSED: &str = "intentgate_connections_refused_total";
 pub const STORE_BATCHES: &str = "intentgate_store_batches_total";
 pub const STORE_BATCHED_WRITES: &str = "intentgate_store_batched_writes_total";
 
@@ -212,6 +213,10 @@ fn describe() {
     metrics::describe_counter!(
         USAGE_OVER_RESERVATION,
         "Answers whose reported usage cost more than their attempt reserved, by provider: charged the reservation."
+    );
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections closed at once because their peer address held max_connections_per_peer."
     );
     metrics::describe_counter!(STORE_BATCHES, "PostgreSQL statements that wrote a batch of jobs, by write.");
     metrics::describe_counter!(

@@ -20,7 +20,8 @@ store_matrix!(
     short_body_gets_408,
     short_openai_body_gets_408,
     connections_past_the_cap_wait,
-    clients_that_never_read_do_not_hold_the_slots
+    clients_that_never_read_do_not_hold_the_slots,
+    one_peer_cannot_take_every_slot
 );
 
 /// Clients that pipeline requests and never read the answers (a small
@@ -154,4 +155,46 @@ async fn connections_past_the_cap_wait(store: TestStore) {
         "{}",
         String::from_utf8_lossy(&buf[..n])
     );
+}
+
+/// A slowloris from one address (40 sockets that send half a request line
+/// and wait) against 8 slots, 4 per peer: it holds its 4, the rest are
+/// closed at once, and `/healthz` from another address (127.0.0.2) is
+/// answered within a second throughout.
+async fn one_peer_cannot_take_every_slot(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+        server.insert("max_connections".into(), 8.into());
+        server.insert("max_connections_per_peer".into(), 4.into());
+    })
+    .await;
+    let mut held = Vec::new();
+    let mut closed_at_once = 0;
+    for _ in 0..40 {
+        let mut stream = TcpStream::connect(gw.gateway.addr).await.unwrap();
+        stream.write_all(b"GET /heal").await.unwrap();
+        let mut buf = [0u8; 64];
+        // A connection past the cap is closed at once (EOF or a reset);
+        // one that is held stays silent.
+        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => closed_at_once += 1,
+            Ok(Ok(n)) => panic!("a half request line was answered: {}", String::from_utf8_lossy(&buf[..n])),
+            Err(_) => held.push(stream),
+        }
+    }
+    assert_eq!((held.len(), closed_at_once), (4, 36), "the peer holds its share, no more");
+    for _ in 0..3 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut probe = socket.connect(gw.gateway.addr).await.unwrap();
+        let started = Instant::now();
+        probe.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(1), probe.read_to_string(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(1), "another address is served at once");
+    }
 }

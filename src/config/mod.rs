@@ -119,6 +119,12 @@ pub struct ServerConfig {
     /// accept queue until one closes (see `crate::server`).
     #[serde(default = "default_max_connections_served")]
     pub max_connections: usize,
+    /// Connections one peer address may hold at once; past it a new one
+    /// is closed at once. Default: three quarters of `max_connections`, so
+    /// no one client can take every slot. Behind a load balancer (every
+    /// connection from its address) set it to `max_connections`.
+    #[serde(default)]
+    pub max_connections_per_peer: Option<usize>,
     /// On SIGTERM, how long `/readyz` answers 503 while the gateway still
     /// serves, so a load balancer's health check moves traffic away before
     /// the listener closes (a few check intervals). Default 0s.
@@ -135,6 +141,15 @@ pub struct ServerConfig {
     pub drain_timeout: HumanDuration,
 }
 
+impl ServerConfig {
+    /// `max_connections_per_peer`, or its default.
+    pub fn connections_per_peer(&self) -> usize {
+        self.max_connections_per_peer
+            .unwrap_or(self.max_connections - self.max_connections / 4)
+            .clamp(1, self.max_connections.max(1))
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -143,6 +158,7 @@ impl Default for ServerConfig {
             header_read_timeout: default_header_read_timeout(),
             body_read_timeout: default_body_read_timeout(),
             max_connections: default_max_connections_served(),
+            max_connections_per_peer: None,
             write_stall_timeout: default_write_stall_timeout(),
             unready_delay: default_unready_delay(),
             drain_timeout: default_drain_timeout(),

@@ -91,6 +91,9 @@ fn validate_server(config: &Config) -> Result<(), Invalid> {
     if server.max_connections == 0 {
         return Err(("server.max_connections".into(), "must be at least 1".into()));
     }
+    if server.max_connections_per_peer == Some(0) {
+        return Err(("server.max_connections_per_peer".into(), "must be at least 1".into()));
+    }
     if server.header_read_timeout.0.is_zero() {
         return Err(("server.header_read_timeout".into(), "must be longer than zero".into()));
     }

@@ -143,7 +143,10 @@ mod tests {
         let flood = json!({"input": vec!["a"; 2048], "dimensions": 4096});
         let refused = answer(&flood, 0).unwrap_err();
         assert!(refused.contains("8388608 numbers"), "refused before anything is built: {refused}");
-        assert!(answer(&json!({"input": vec!["a"; 64], "dimensions": 4096}), 0).is_ok(), "256 Ki numbers fit");
+        assert!(
+            answer(&json!({"input": vec!["a"; 64], "dimensions": 4096}), 0).is_ok(),
+            "256 Ki numbers fit"
+        );
         assert!(answer(&json!({"input": "x", "encoding_format": "hex"}), 0).is_err());
     }
 }
