@@ -54,6 +54,7 @@ pub const TIME_TO_FIRST_TOKEN: &str = "intentgate_time_to_first_token_seconds";
 pub const HEDGES_NOT_STARTED: &str = "intentgate_hedges_not_started_total";
 pub const DUPLICATE_EXECUTIONS: &str = "intentgate_duplicate_executions_total";
 pub const DUPLICATE_SPEND: &str = "intentgate_duplicate_spend_nanos_total";
+pub const POSSIBLE_DUPLICATES: &str = "intentgate_possible_duplicate_executions_total";
 pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
 pub const PROVIDER_OPENED: &str = "intentgate_provider_circuit_opened_total";
 pub const PROVIDERS_UNHEALTHY: &str = "intentgate_provider_unhealthy";
@@ -213,6 +214,10 @@ fn describe() {
     metrics::describe_counter!(
         USAGE_OVER_RESERVATION,
         "Answers whose reported usage cost more than their attempt reserved, by provider: charged the reservation."
+    );
+    metrics::describe_counter!(
+        POSSIBLE_DUPLICATES,
+        "Hedged attempts left unknown (reset or silent) beside another: the intent may have run twice."
     );
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,

@@ -128,6 +128,9 @@ async fn a_silent_attempt_is_hedged_and_the_first_answer_wins(store: TestStore) 
     assert_eq!(metric(&gw, &hedges).await, 1.0);
     let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
     assert_eq!(metric(&gw, &twice).await, 1.0, "the second execution is counted");
+    let possibly = format!("intentgate_possible_duplicate_executions_total{{route=\"{route}\"}}");
+    assert_eq!(metric(&gw, &possibly).await, 0.0, "both answered: nothing is left to doubt");
+    assert_eq!(job["executions"], json!({"answered": 2, "may_have_run": 0}), "{job}");
 }
 
 /// The default, side by side with the hedge: a silent provider leaves its
@@ -157,6 +160,13 @@ async fn a_broken_connection_is_hedged_at_once(store: TestStore) {
     assert_eq!(first["state"], "unknown", "the broken attempt is not failed: it may have run");
     assert_eq!((second["state"].as_str(), second["hedged"].as_bool()), (Some("succeeded"), Some(true)));
     assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+    // It may have run as well as the hedge that answered: counted apart
+    // from a second answer, which did not come.
+    let possibly = format!("intentgate_possible_duplicate_executions_total{{route=\"{route}\"}}");
+    assert_eq!(metric(&gw, &possibly).await, 1.0, "the broken attempt may have run twice the intent");
+    let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
+    assert_eq!(metric(&gw, &twice).await, 0.0, "only one answer came");
+    assert_eq!(job["executions"], json!({"answered": 1, "may_have_run": 1}), "{job}");
 }
 
 /// A hedge that fails (proven: a 400) settles only itself: the first

@@ -41,7 +41,30 @@ pub struct JobView<'a> {
     /// The tags its request carried (`Intentgate-Tags`).
     #[schema(value_type = Vec<String>)]
     pub tags: &'a crate::jobs::Tags,
+    pub executions: Executions,
     pub attempts: Vec<AttemptView<'a>>,
+}
+
+/// How many times the job's intent ran, as far as the gateway knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Executions {
+    /// Attempts whose answer came (`succeeded`, `superseded`): more than
+    /// one means the intent ran twice, and was paid for twice.
+    pub answered: usize,
+    /// Attempts that may have run without an answer coming back
+    /// (`unknown`, `abandoned`): beside an answered one, the intent may
+    /// have run twice.
+    pub may_have_run: usize,
+}
+
+impl Executions {
+    fn of(attempts: &[Attempt]) -> Executions {
+        let count = |states: &[AttemptState]| attempts.iter().filter(|a| states.contains(&a.state)).count();
+        Executions {
+            answered: count(&[AttemptState::Succeeded, AttemptState::Superseded]),
+            may_have_run: count(&[AttemptState::Unknown, AttemptState::Abandoned]),
+        }
+    }
 }
 
 /// One attempt of a job, on one provider.
@@ -109,6 +132,7 @@ impl<'a> JobView<'a> {
             key_id: job.attribution.key_id,
             team: job.attribution.team.as_deref(),
             tags: &job.attribution.tags,
+            executions: Executions::of(attempts),
             attempts: attempts
                 .iter()
                 .map(|attempt| AttemptView {

@@ -218,6 +218,11 @@ impl Engine {
         // Beside a hedge the job goes on with the other attempt; it waits
         // on this one only once none is left (see `hedge::race`).
         self.declare_unknown(attempt, detail, phase != Phase::Hedged).await?;
+        if phase == Phase::Hedged {
+            // Another attempt runs, or answered, beside this one, which may
+            // have done the work too: the intent may have run twice.
+            metrics::counter!(telemetry::POSSIBLE_DUPLICATES, "route" => route.to_owned()).increment(1);
+        }
         self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
         if !fail_job {
             return Ok(());

@@ -670,9 +670,12 @@ function fmtDuration(ms) {
   /** One provider of a route's chain: may it serve, and is it healthy. */
   function providerRow(route, entry) {
     const health = entry.health;
+    // What a non-healthy state means and when it clears, in words.
+    const clears = health.state === 'cooling_down'
+      ? ': passed over, then the next request probes it' : ': the next request probes it; one success clears it';
     const healthText = health.state === 'healthy' ? 'healthy'
       : `${health.state.replace('_', ' ')} after ${health.failures} failure(s) in a row` +
-        (health.cooling_until ? ` until ${fmtTime(health.cooling_until)}` : '');
+        (health.cooling_until ? ` until ${fmtTime(health.cooling_until)}` : '') + clears;
     return el('tr', { 'data-route': route, 'data-provider': entry.provider, 'data-eligible': String(entry.eligible),
       'data-health': health.state },
       el('td', { text: route }),
