@@ -27,6 +27,7 @@ store_matrix!(
     stream_cut_midway_is_an_in_band_error_without_failover,
     stream_fails_over_before_the_first_byte,
     a_minted_key_job_with_an_unknown_outcome_is_never_run_again,
+    a_minted_key_stream_whose_outcome_is_unknown_is_told_the_job_ended,
 );
 
 /// A client that sent no key (the door minted one) and got 409
@@ -77,6 +78,37 @@ async fn a_minted_key_job_with_an_unknown_outcome_is_never_run_again(store: Test
     assert_eq!(job["error"]["code"], "outcome-unknown", "{job}");
     assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "never run again: {job}");
     assert_eq!(gw.sim().calls().total, 1, "one execution");
+}
+
+/// A streamed request under a minted key whose provider goes silent before
+/// its first byte: the job ends (no client could collect a second
+/// execution), and the door says so — it answers from the job's final
+/// state, never from a state between (`unknown`, "blocked until settled").
+async fn a_minted_key_stream_whose_outcome_is_unknown_is_told_the_job_ended(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:hang");
+        set_route(doc, "chat", "attempt_timeout", "100ms");
+        set_route(doc, "chat", "keyless", "mint");
+    })
+    .await;
+    for n in 0..3 {
+        let response = gw
+            .request(reqwest::Method::POST, "/v1/chat/completions", ALICE)
+            .json(&chat(&format!("s{n}"), true));
+        let problem = assert_problem(response.send().await.unwrap(), 409, "outcome-unknown").await;
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("the job has ended"),
+            "the job's final state, not a state between: {problem}"
+        );
+        let job_id = problem["job_id"].as_str().unwrap();
+        let job: Value = gw.get(ALICE, &format!("/v1/jobs/{job_id}")).await.json().await.unwrap();
+        assert_eq!(
+            (job["status"].as_str(), job["error"]["code"].as_str()),
+            (Some("failed"), Some("outcome-unknown"))
+        );
+    }
+    assert_eq!(gw.sim().calls().total, 3, "one execution each, none re-sent");
 }
 
 fn chat(text: &str, stream: bool) -> Value {

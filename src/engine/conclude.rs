@@ -216,17 +216,27 @@ impl Engine {
         fail_job: bool,
     ) -> Result<(), EngineError> {
         // Beside a hedge the job goes on with the other attempt; it waits
-        // on this one only once none is left (see `hedge::race`).
-        self.declare_unknown(attempt, detail, phase != Phase::Hedged).await?;
+        // on this one only once none is left (see `hedge::race`). A job
+        // that ends here never waits: it goes from running to failed.
+        self.declare_unknown(attempt, detail, phase != Phase::Hedged && !fail_job).await?;
         if phase == Phase::Hedged {
             // Another attempt runs, or answered, beside this one, which may
             // have done the work too: the intent may have run twice.
             metrics::counter!(telemetry::POSSIBLE_DUPLICATES, "route" => route.to_owned()).increment(1);
         }
         self.spawn_late_listener(attempt.clone(), route.to_owned(), pending);
-        if !fail_job {
-            return Ok(());
+        if fail_job {
+            self.end_unknown(attempt, phase, detail).await?;
         }
+        // Announced once the job's state is final: whoever listens (a
+        // stream's door) reads what the job became, not a state between.
+        self.announce_unknown(attempt, detail);
+        Ok(())
+    }
+
+    /// A job whose attempt is `unknown` and that no other provider may
+    /// answer: it fails at once (a late answer still completes it).
+    async fn end_unknown(&self, attempt: &Attempt, phase: Phase, detail: &str) -> Result<(), EngineError> {
         let why = match phase {
             Phase::Streamed => {
                 "part of this attempt's answer already reached the client, so no other provider may answer it"
@@ -238,7 +248,7 @@ impl Engine {
             code: Some(OUTCOME_UNKNOWN.to_owned()),
             ..JobFailure::of_attempt(reason, attempt.number)
         };
-        self.fail_job(attempt.job_id, &error).await
+        self.write_job_failure(attempt.job_id, &error).await.map(drop)
     }
 
     fn retry_policy(&self, route: &str) -> RetryPolicy {
@@ -430,6 +440,12 @@ impl Engine {
             crate::traces::record_outcome(AttemptOutcome::Unknown.as_str());
             self.emit_settled(attempt, AttemptState::Unknown);
         }
+        Ok(())
+    }
+
+    /// Tells the attempt's stream, and whoever waits on its job, that its
+    /// outcome is unknown.
+    fn announce_unknown(&self, attempt: &Attempt, reason: &str) {
         let event = StreamEvent::Failed {
             attempt: attempt.number,
             code: "outcome-unknown",
@@ -437,7 +453,6 @@ impl Engine {
         };
         self.streams().publish(attempt.job_id, event);
         self.notify(attempt.job_id);
-        Ok(())
     }
 
     /// A running job whose way on is an `unknown` attempt becomes `unknown`
@@ -500,6 +515,16 @@ impl Engine {
     /// Fails the job from whatever state it is in now (the caller's copy
     /// may predate its last transition).
     pub(super) async fn fail_job(&self, job_id: Uuid, error: &JobFailure) -> Result<(), EngineError> {
+        let error = self.write_job_failure(job_id, error).await?;
+        self.streams()
+            .publish(job_id, StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error });
+        self.notify(job_id);
+        Ok(())
+    }
+
+    /// Fails the job (unless it can no longer fail: it succeeded meanwhile,
+    /// or was cancelled); the error as stored.
+    async fn write_job_failure(&self, job_id: Uuid, error: &JobFailure) -> Result<String, EngineError> {
         let error = error.encode();
         if let Some(current) = self.store().job(job_id).await?
             && current.status.can_become(JobStatus::Failed)
@@ -507,10 +532,7 @@ impl Engine {
             self.store().fail_job(job_id, current.status, &error, self.instance(), self.now_ms()).await?;
             tracing::warn!(%job_id, error, "job failed");
         }
-        self.streams()
-            .publish(job_id, StreamEvent::Failed { attempt: 0, code: "upstream-failed", message: error });
-        self.notify(job_id);
-        Ok(())
+        Ok(error)
     }
 
     /// Runs `write`, retrying it while the store is unreachable, until the
