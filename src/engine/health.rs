@@ -38,7 +38,12 @@ pub enum Sign {
 impl Sign {
     pub fn of_failure(failure: &Failure) -> Sign {
         match failure {
-            Failure::Rejected { status, .. } if *status == 429 || *status >= 500 => Sign::Trouble,
+            // 408 and 424 are Bedrock's model timeout and model error
+            // (`ModelTimeoutException`, `ModelErrorException`, a stream's
+            // `modelStreamErrorException`): the model failed, not the request.
+            Failure::Rejected { status, .. } if matches!(*status, 408 | 424 | 429) || *status >= 500 => {
+                Sign::Trouble
+            }
             Failure::Rejected { .. } => Sign::Neutral,
             Failure::NotSent { local: true, .. } => Sign::Neutral,
             Failure::NotSent { .. } | Failure::BadOutput { .. } | Failure::Unknown { .. } => Sign::Trouble,
@@ -195,6 +200,17 @@ mod tests {
         assert!(!health.observe("p", &config, Sign::Answered, 2110));
         assert_eq!(health.check("p", &config, 2111), Verdict::Healthy, "an answer closes it");
         assert!(health.unhealthy().is_empty());
+    }
+
+    #[test]
+    fn a_model_that_fails_or_times_out_is_trouble_and_a_refused_request_is_not() {
+        let rejected = |status| Failure::Rejected { status, retry_after: None, body: String::new() };
+        for status in [408, 424, 429, 500, 503, 529] {
+            assert_eq!(Sign::of_failure(&rejected(status)), Sign::Trouble, "{status}");
+        }
+        for status in [400, 401, 403, 404, 413, 422] {
+            assert_eq!(Sign::of_failure(&rejected(status)), Sign::Neutral, "{status}");
+        }
     }
 
     #[test]
