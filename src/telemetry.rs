@@ -50,6 +50,7 @@ pub const FAILOVERS: &str = "intentgate_failovers_total";
 pub const HEDGES: &str = "intentgate_hedged_attempts_total";
 pub const LIMIT_REMAINING: &str = "intentgate_limit_remaining";
 pub const PROVIDER_TOKENS: &str = "intentgate_provider_tokens_total";
+pub const PROVIDER_TOKEN_DETAILS: &str = "intentgate_provider_token_details_total";
 pub const TIME_TO_FIRST_TOKEN: &str = "intentgate_time_to_first_token_seconds";
 pub const HEDGES_NOT_STARTED: &str = "intentgate_hedges_not_started_total";
 pub const DUPLICATE_EXECUTIONS: &str = "intentgate_duplicate_executions_total";
@@ -214,6 +215,10 @@ fn describe() {
     metrics::describe_counter!(
         USAGE_OVER_RESERVATION,
         "Answers whose reported usage cost more than their attempt reserved, by provider: charged the reservation."
+    );
+    metrics::describe_counter!(
+        PROVIDER_TOKEN_DETAILS,
+        "Of the tokens providers reported: input read from (cached_input) or written to (cache_write) their cache, output spent reasoning."
     );
     metrics::describe_counter!(
         POSSIBLE_DUPLICATES,

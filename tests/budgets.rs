@@ -701,6 +701,8 @@ async fn cached_prompt_tokens_are_priced_at_the_cache_rate(store: TestStore) {
         set_provider(doc, "sim-claude", "price", toml::Value::Table(price));
     })
     .await;
+    let series = r#"intentgate_provider_token_details_total{provider="sim-claude",kind="cached_input"}"#;
+    let before = metric(&gw, series).await;
     let response = common::send_as_claude_code(&gw, "cached-1", &common::claude_code_turn("claude")).await;
     assert_eq!(response.status(), 200);
     let id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
@@ -713,6 +715,9 @@ async fn cached_prompt_tokens_are_priced_at_the_cache_rate(store: TestStore) {
     let output = usage["output_tokens"].as_i64().unwrap();
     let expected = uncached * 100_000 + cached * 10_000 + output * 200_000;
     assert_eq!(job["attempts"][0]["usage"]["cost_nanos"], expected, "{job}");
+    // The other store's run of this test counts on the same series: at least.
+    let counted = metric(&gw, series).await - before;
+    assert!(counted >= cached as f64, "cache reads counted on /metrics: {counted} of {cached}");
 }
 
 /// `POST` `body` to `path` on `url` as the admin; the answer's JSON, after

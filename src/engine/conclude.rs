@@ -282,6 +282,7 @@ impl Engine {
         let reported = response.completion.get("usage").filter(|usage| !usage.is_null());
         let measured = self.measure(&attempt.provider, reported);
         let usage_json = reported.map(serde_json::Value::to_string);
+        let details = reported.and_then(crate::budgets::TokenUsage::from_openai);
         let charged = crate::jobs::charge(
             AttemptState::Succeeded,
             Some(AttemptOutcome::Ok),
@@ -319,7 +320,7 @@ impl Engine {
                 )
             })
             .await?;
-        self.count_delivery(attempt, route, &outcome, charged, (answered_model.as_deref(), usage));
+        self.count_delivery(attempt, route, &outcome, charged, (answered_model.as_deref(), usage, details));
         let (next, settled, event) = cas_result(attempt, outcome, finish_reason);
         if streamed {
             self.streams().publish(attempt.job_id, event);
@@ -340,12 +341,21 @@ impl Engine {
         route: &str,
         outcome: &CasOutcome,
         charged: crate::jobs::Amounts,
-        (answered_model, usage): (Option<&str>, Option<(u64, u64)>),
+        (answered_model, usage, details): (
+            Option<&str>,
+            Option<(u64, u64)>,
+            Option<crate::budgets::TokenUsage>,
+        ),
     ) {
         let series = self.series(&attempt.provider);
         if let Some((input, output)) = usage {
             series.input_tokens.increment(input);
             series.output_tokens.increment(output);
+        }
+        if let Some(details) = details {
+            series.cached_input_tokens.increment(details.cached_tokens);
+            series.cache_write_tokens.increment(details.cache_write_tokens);
+            series.reasoning_tokens.increment(details.reasoning_tokens);
         }
         series.answered.increment(1);
         crate::traces::record_outcome(AttemptOutcome::Ok.as_str());

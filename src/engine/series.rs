@@ -15,6 +15,12 @@ pub(super) struct ProviderSeries {
     pub answered: Counter,
     pub input_tokens: Counter,
     pub output_tokens: Counter,
+    /// Of the input, read from the provider's cache.
+    pub cached_input_tokens: Counter,
+    /// Of the input, written to the provider's cache.
+    pub cache_write_tokens: Counter,
+    /// Of the output, spent reasoning or thinking.
+    pub reasoning_tokens: Counter,
     pub spend: Counter,
     pub latency: Histogram,
 }
@@ -29,6 +35,9 @@ impl ProviderSeries {
             answered: metrics::counter!(telemetry::ATTEMPTS, "provider" => name(), "outcome" => AttemptOutcome::Ok.as_str()),
             input_tokens: metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => name(), "direction" => "input"),
             output_tokens: metrics::counter!(telemetry::PROVIDER_TOKENS, "provider" => name(), "direction" => "output"),
+            cached_input_tokens: metrics::counter!(telemetry::PROVIDER_TOKEN_DETAILS, "provider" => name(), "kind" => "cached_input"),
+            cache_write_tokens: metrics::counter!(telemetry::PROVIDER_TOKEN_DETAILS, "provider" => name(), "kind" => "cache_write"),
+            reasoning_tokens: metrics::counter!(telemetry::PROVIDER_TOKEN_DETAILS, "provider" => name(), "kind" => "reasoning"),
             spend: metrics::counter!(telemetry::SPEND, "provider" => name()),
             latency: metrics::histogram!(telemetry::PROVIDER_LATENCY, "provider" => name()),
         }
