@@ -126,8 +126,13 @@ impl Provider {
                 let paths = bedrock::paths(&config.model);
                 let endpoint = Endpoint::new(config, paths, bedrock::auth, &[])?;
                 Provider::Bedrock(Bedrock(match address.credentials {
-                    Some(keys) => endpoint
-                        .with_authorizer(Arc::new(bedrock::Credentials { keys, region: address.region })),
+                    Some(keys) => {
+                        let secrets =
+                            std::iter::once(keys.secret_access_key.clone()).chain(keys.session_token.clone());
+                        secrets
+                            .fold(endpoint, Endpoint::scrubbing)
+                            .with_authorizer(Arc::new(bedrock::Credentials { keys, region: address.region }))
+                    }
                     None => endpoint,
                 }))
             }

@@ -127,12 +127,18 @@ impl Endpoint {
             embeddings_url,
             headers,
             authorizer: None,
-            redactor: Redactor(config.api_key),
+            redactor: Redactor::of(config.api_key),
             request_overrides: config.request_overrides,
             max_temperature: config.max_temperature,
             answer_limits: config.answer_limits,
             null_content_as_empty: config.null_content_as_empty,
         })
+    }
+
+    /// This endpoint scrubbing `secret` too (see [`Redactor`]).
+    pub(crate) fn scrubbing(mut self, secret: Secret) -> Self {
+        self.redactor.add(secret);
+        self
     }
 
     /// This endpoint with per-request credentials (see `crate::authorize`).
@@ -244,32 +250,35 @@ impl Endpoint {
     }
 }
 
-/// Scrubs a provider's key out of failures and answers before anyone sees
-/// them; cloned into streams, whose chunks and failures surface after the
-/// call returned.
-#[derive(Debug, Clone)]
-pub(crate) struct Redactor(Option<Secret>);
+/// Scrubs a provider's secrets — its API key, and for a signing provider
+/// its secret access key and session token — out of failures and answers
+/// before anyone sees them; cloned into streams, whose chunks and failures
+/// surface after the call returned.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Redactor(Vec<Secret>);
 
 impl Redactor {
-    pub(crate) fn redact(&self, failure: Failure) -> Failure {
-        match &self.0 {
-            Some(secret) => failure.redact(secret.expose()),
-            None => failure,
+    fn of(api_key: Option<Secret>) -> Redactor {
+        Redactor(api_key.into_iter().collect())
+    }
+
+    /// Also scrubs `secret`.
+    pub(crate) fn add(&mut self, secret: Secret) {
+        if !secret.expose().is_empty() {
+            self.0.push(secret);
         }
+    }
+
+    pub(crate) fn redact(&self, failure: Failure) -> Failure {
+        self.0.iter().fold(failure, |failure, secret| failure.redact(secret.expose()))
     }
 
     pub(crate) fn redact_response(&self, response: crate::ChatResponse) -> crate::ChatResponse {
-        match &self.0 {
-            Some(secret) => crate::redact::response(response, secret.expose()),
-            None => response,
-        }
+        self.0.iter().fold(response, |response, secret| crate::redact::response(response, secret.expose()))
     }
 
     pub(crate) fn redact_chunk(&self, chunk: crate::StreamChunk) -> crate::StreamChunk {
-        match &self.0 {
-            Some(secret) => crate::redact::chunk(chunk, secret.expose()),
-            None => chunk,
-        }
+        self.0.iter().fold(chunk, |chunk, secret| crate::redact::chunk(chunk, secret.expose()))
     }
 }
 
@@ -357,4 +366,24 @@ pub(crate) fn insert(headers: &mut HeaderMap, name: &str, value: &str) -> Result
     let value = HeaderValue::from_str(value).map_err(|_| SettingsError::Header(name.to_owned()))?;
     headers.insert(header, value);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_secret_of_a_signing_provider_is_scrubbed() {
+        let mut redactor = Redactor::of(None);
+        redactor.add(Secret::new("wJalrXUtnFEMI/K7MDENG"));
+        redactor.add(Secret::new("session-token-of-the-role"));
+        redactor.add(Secret::new(""));
+        let failure = Failure::Rejected {
+            status: 403,
+            retry_after: None,
+            body: "bad token session-token-of-the-role for key wJalrXUtnFEMI/K7MDENG".into(),
+        };
+        let Failure::Rejected { body, .. } = redactor.redact(failure) else { panic!("still a rejection") };
+        assert_eq!(body, "bad token [redacted] for key [redacted]");
+    }
 }
