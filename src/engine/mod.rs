@@ -12,6 +12,19 @@
 //! this one) that fails to claim the lease leaves the job alone. An `unknown`
 //! attempt is awaited after its driver stopped — by the late-answer listener
 //! in `late.rs` — and settles through the same compare-and-swap.
+//!
+//! [`Engine`] is one handle with its methods in the file of their part:
+//!
+//! | part | files |
+//! |---|---|
+//! | taking a job in: create or find it, start its drive, wait | `submit.rs`, `waiters.rs`, `streams.rs` |
+//! | driving: the chain's next provider, an attempt's call, the hedge | `driver.rs`, `plan.rs`, `hedge.rs`, `stream_attempt.rs`, `request.rs` |
+//! | concluding: what an outcome means, settling it, late answers | `decide.rs`, `conclude.rs`, `late.rs` |
+//! | recovery: leases, the sweep, jobs other replicas settle | `leases.rs`, `recovery.rs`, `remote.rs` |
+//! | which provider may serve: contracts, health, balance | `gate.rs`, `health.rs`, `balance.rs` |
+//! | money and limits: reservations, stored limits, token counts | `spend.rs`, `spend_limits.rs`, `token_counts.rs` |
+//! | operators: attempts by hand, settling unknown ones | `operator.rs` |
+//! | plumbing: tasks, configuration snapshots, clock, metrics | `tasks.rs`, `configured.rs`, `clock.rs`, `series.rs`, `random.rs` |
 
 mod clock;
 mod conclude;
