@@ -4,7 +4,7 @@
 //!
 //! A change made here is applied at once ([`Engine::refresh_spend_limits`]
 //! after the write); a change made elsewhere — another replica, the CLI —
-//! within [`POLL`]. Until the first read succeeds a serving gateway does
+//! within `POLL`. Until the first read succeeds a serving gateway does
 //! not start ([`Engine::load_spend_limits`]); a failed read later keeps the
 //! limits it had.
 
@@ -51,7 +51,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Keeps the limits current, every [`POLL`].
+    /// Keeps the limits current, reading the audit's head every `POLL`.
     pub fn spawn_spend_limit_feed(&self) {
         let engine = self.clone();
         self.tasks().spawn_watch(async move {
