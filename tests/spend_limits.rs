@@ -17,6 +17,7 @@ store_matrix!(
     limits_are_checked_before_they_are_stored,
     the_limit_audit_cannot_be_edited,
     tags_are_checked_before_anything_is_stored,
+    a_star_limit_gives_each_key_its_own_share,
 );
 
 /// The shipped config with both chat providers priced, so that a request
@@ -213,4 +214,28 @@ async fn tags_are_checked_before_anything_is_stored(store: TestStore) {
     assert_eq!(lines[0], "tag,cost,cost_nanos,tokens,attempts", "{csv}");
     assert!(lines[1].starts_with("env=prod,0.000000000,0,") && lines[1].ends_with(",1"), "{csv}");
     assert!(lines[2].starts_with("sdk,") && lines[3].starts_with("team:search,"), "under each tag: {csv}");
+}
+
+/// `"subject": "*"`: one limit, a share of it for each key — one key's
+/// requests use up its own share only.
+async fn a_star_limit_gives_each_key_its_own_share(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let mut keys = Vec::new();
+    for owner in ["a", "b"] {
+        let body = json!({"name": owner, "owner": owner});
+        let made: Value = admin(&gw, Method::POST, "/v1/admin/keys", Some(body)).await.json().await.unwrap();
+        keys.push((made["id"].as_str().unwrap().to_owned(), made["secret"].as_str().unwrap().to_owned()));
+    }
+    common::clear_of_the_minute_end().await;
+    let every = set_limit(&gw, json!({"scope": "key", "subject": "*", "requests_per_minute": 1})).await;
+    assert_eq!(every["meter"], "rate-requests/key=*/route=all/1m", "a pattern: {every}");
+    assert_eq!(tagged(&gw, &keys[0].1, "a-1", None).await.status(), 201);
+    let refused = assert_problem(tagged(&gw, &keys[0].1, "a-2", None).await, 429, "rate-limited").await;
+    assert_eq!(refused["meter"], format!("rate-requests/key={}/route=all/1m", keys[0].0), "{refused}");
+    assert_eq!(tagged(&gw, &keys[1].1, "b-1", None).await.status(), 201, "the other key has its own share");
+    assert_eq!(
+        tagged(&gw, ALICE, "config-1", None).await.status(),
+        201,
+        "a config key has no stored key's share"
+    );
 }

@@ -67,35 +67,70 @@ pub struct SpendLimit {
 impl SpendLimit {
     /// Whether the limit counts a request of `payer` on `route`.
     pub fn applies(&self, payer: Payer<'_>, route: &str) -> bool {
-        let subject = match self.scope {
-            LimitScope::Key => payer.attribution.key_id.is_some_and(|id| id.to_string() == self.subject),
-            LimitScope::Team => payer.attribution.team.as_deref() == Some(self.subject.as_str()),
-            LimitScope::Tag => payer.attribution.tags.iter().any(|tag| tag == self.subject),
-            LimitScope::Owner => payer.owner == self.subject,
-        };
-        subject && self.route.as_deref().is_none_or(|only| only == route)
+        self.on_route(route) && !self.shares(payer).is_empty()
     }
 
-    /// The meter it books: the same for every limit on the same subject,
-    /// route and window, whichever replica or rule books it.
-    pub fn meter(&self) -> String {
+    fn on_route(&self, route: &str) -> bool {
+        self.route.as_deref().is_none_or(|only| only == route)
+    }
+
+    /// Whose share of the limit a request of `payer` counts in: its key,
+    /// team or owner, or each of its tags, when it is the limit's subject —
+    /// or any, for a subject of `*` (each one its own share).
+    fn shares(&self, payer: Payer<'_>) -> Vec<String> {
+        let any = self.subject == "*";
+        let chosen = |value: &str| any || value == self.subject;
+        let attribution = payer.attribution;
+        match self.scope {
+            LimitScope::Key => {
+                attribution.key_id.map(|id| id.to_string()).filter(|id| chosen(id)).into_iter().collect()
+            }
+            LimitScope::Team => attribution.team.iter().filter(|team| chosen(team)).cloned().collect(),
+            LimitScope::Tag => attribution.tags.iter().filter(|tag| chosen(tag)).map(str::to_owned).collect(),
+            LimitScope::Owner => {
+                Some(payer.owner).filter(|owner| chosen(owner)).map(str::to_owned).into_iter().collect()
+            }
+        }
+    }
+
+    /// The meter it books for `share`: the same for every limit on the
+    /// same subject, route and window, whichever replica or rule books it.
+    fn meter_of(&self, share: &str) -> String {
         let kind = match self.kind {
             LimitKind::Budget => "budget",
             LimitKind::Requests => "rate-requests",
             LimitKind::Tokens => "rate-tokens",
         };
         let route = self.route.as_deref().unwrap_or("all");
-        format!("{kind}/{}={}/route={route}/{}", self.scope.as_str(), self.subject, self.window.as_str())
+        format!("{kind}/{}={share}/route={route}/{}", self.scope.as_str(), self.window.as_str())
     }
 
-    /// Its hold for an attempt that reserves `reserved`.
-    pub fn hold(&self, reserved: Amounts, now_ms: i64) -> Hold {
+    /// Its meter, named after its subject (`…/team=*/…` for every team's
+    /// share: a pattern, not one meter).
+    pub fn meter(&self) -> String {
+        self.meter_of(&self.subject)
+    }
+
+    /// The meters `payer`'s requests on `route` book, one per share.
+    pub fn meters_of(&self, payer: Payer<'_>, route: &str) -> Vec<String> {
+        if !self.on_route(route) {
+            return Vec::new();
+        }
+        self.shares(payer).iter().map(|share| self.meter_of(share)).collect()
+    }
+
+    /// Its holds for an attempt of `payer` on `route` that reserves
+    /// `reserved`: one per share.
+    pub fn holds(&self, payer: Payer<'_>, route: &str, reserved: Amounts, now_ms: i64) -> Vec<Hold> {
         let amount = match self.kind {
             LimitKind::Budget => reserved.nanos,
             LimitKind::Tokens => reserved.tokens,
             LimitKind::Requests => 1,
         };
-        hold(self.kind, self.meter(), self.amount, self.window, amount, now_ms)
+        self.meters_of(payer, route)
+            .into_iter()
+            .map(|meter| hold(self.kind, meter, self.amount, self.window, amount, now_ms))
+            .collect()
     }
 }
 
@@ -121,11 +156,7 @@ pub fn stored_holds(
     reserved: Amounts,
     now_ms: i64,
 ) -> Vec<Hold> {
-    limits
-        .iter()
-        .filter(|limit| limit.applies(payer, route))
-        .map(|limit| limit.hold(reserved, now_ms))
-        .collect()
+    limits.iter().flat_map(|limit| limit.holds(payer, route, reserved, now_ms)).collect()
 }
 
 /// `holds` ordered by meter (so that concurrent writers lock meters in one
@@ -179,14 +210,31 @@ mod tests {
     }
 
     #[test]
+    fn a_star_gives_each_its_own_share() {
+        let tags = Tags::parse(["a", "b"]).unwrap();
+        let attribution = Attribution { key_id: None, team: Some("support".into()), tags };
+        let payer = Payer { owner: "alice", attribution: &attribution };
+        let every_tag = limit(LimitScope::Tag, "*", LimitKind::Budget, 100, Window::Day);
+        assert_eq!(
+            every_tag.meters_of(payer, "chat"),
+            ["budget/tag=a/route=all/1d", "budget/tag=b/route=all/1d"]
+        );
+        let every_team = limit(LimitScope::Team, "*", LimitKind::Requests, 60, Window::Minute);
+        assert_eq!(every_team.meters_of(payer, "chat"), ["rate-requests/team=support/route=all/1m"]);
+        let every_key = limit(LimitScope::Key, "*", LimitKind::Budget, 100, Window::Day);
+        assert!(!every_key.applies(payer, "chat"), "a config principal has no key to share by");
+        assert_eq!(every_team.meter(), "rate-requests/team=*/route=all/1m", "the pattern");
+    }
+
+    #[test]
     fn shared_meters_keep_the_smaller_limit() {
         let reserved = Amounts { nanos: 10, tokens: 5 };
-        let wide =
-            limit(LimitScope::Team, "support", LimitKind::Budget, 1_000, Window::Day).hold(reserved, 0);
-        let narrow =
-            limit(LimitScope::Team, "support", LimitKind::Budget, 500, Window::Day).hold(reserved, 0);
-        let rate =
-            limit(LimitScope::Team, "support", LimitKind::Requests, 60, Window::Minute).hold(reserved, 0);
+        let attribution = Attribution { team: Some("support".into()), ..Attribution::default() };
+        let payer = Payer { owner: "alice", attribution: &attribution };
+        let one = |limit: SpendLimit| limit.holds(payer, "chat", reserved, 0).remove(0);
+        let wide = one(limit(LimitScope::Team, "support", LimitKind::Budget, 1_000, Window::Day));
+        let narrow = one(limit(LimitScope::Team, "support", LimitKind::Budget, 500, Window::Day));
+        let rate = one(limit(LimitScope::Team, "support", LimitKind::Requests, 60, Window::Minute));
         let merged = merge_holds(vec![wide, rate.clone(), narrow]);
         assert_eq!(merged.len(), 2);
         assert_eq!(

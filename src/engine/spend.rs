@@ -287,8 +287,10 @@ impl Engine {
                     meters.push((kind, meter, limit, Window::Minute));
                 }
             }
-            for limit in stored.iter().filter(|limit| limit.applies(payer, route)) {
-                meters.push((limit.kind, limit.meter(), limit.amount, limit.window));
+            for limit in stored.iter() {
+                for meter in limit.meters_of(payer, route) {
+                    meters.push((limit.kind, meter, limit.amount, limit.window));
+                }
             }
         }
         self.read_meters(meters).await
@@ -297,8 +299,11 @@ impl Engine {
     /// Every stored limit's meter, for `/metrics`.
     pub async fn stored_limit_usage(&self) -> Result<Vec<MeterUsage>, crate::store::StoreError> {
         let stored = self.spend_limits();
+        // A `*` limit's shares are per key, team, tag or owner: their meters
+        // are read where a caller asks (`usage`), not listed here.
+        let single = stored.iter().filter(|limit| limit.subject != "*");
         self.read_meters(
-            stored.iter().map(|limit| (limit.kind, limit.meter(), limit.amount, limit.window)).collect(),
+            single.map(|limit| (limit.kind, limit.meter(), limit.amount, limit.window)).collect(),
         )
         .await
     }

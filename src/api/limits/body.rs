@@ -16,7 +16,8 @@ use crate::jobs::{Tags, rfc3339};
 pub struct CreateLimit {
     /// `key`, `team`, `tag` or `owner`.
     pub scope: String,
-    /// The key's id, the team's, tag's or owner's name.
+    /// The key's id, the team's, tag's or owner's name; `*`: each key,
+    /// team, tag or owner its own share of the limit.
     pub subject: String,
     /// Only this route's requests; absent: every route.
     #[serde(default)]
@@ -96,13 +97,14 @@ impl CreateLimit {
 }
 
 fn check_subject(scope: LimitScope, subject: &str) -> Result<(), Problem> {
-    let fits = match scope {
-        LimitScope::Key => Uuid::parse_str(subject).is_ok(),
-        LimitScope::Tag => Tags::parse([subject]).is_ok_and(|tags| tags.iter().count() == 1),
-        LimitScope::Team | LimitScope::Owner => {
-            !subject.is_empty() && subject.len() <= 255 && subject.trim() == subject
-        }
-    };
+    let fits = subject == "*"
+        || match scope {
+            LimitScope::Key => Uuid::parse_str(subject).is_ok(),
+            LimitScope::Tag => Tags::parse([subject]).is_ok_and(|tags| tags.iter().count() == 1),
+            LimitScope::Team | LimitScope::Owner => {
+                !subject.is_empty() && subject.len() <= 255 && subject.trim() == subject
+            }
+        };
     if fits {
         return Ok(());
     }
@@ -111,6 +113,7 @@ fn check_subject(scope: LimitScope, subject: &str) -> Result<(), Problem> {
         LimitScope::Tag => "one tag (letters, digits and `-_.:/=@`, at most 64)",
         LimitScope::Team | LimitScope::Owner => "a name of 1 to 255 characters",
     };
+    let expected = format!("{expected}, or `*` (each its own share)");
     Err(invalid("/subject", format!("`subject` must be {expected}")))
 }
 

@@ -57,7 +57,7 @@ async fn check_names(state: &AppState, limit: &SpendLimit) -> Result<(), Problem
     {
         return Err(Problem::unknown_route(route).with("path", "/route"));
     }
-    if limit.scope == LimitScope::Key {
+    if limit.scope == LimitScope::Key && limit.subject != "*" {
         let id = Uuid::parse_str(&limit.subject).unwrap_or_default();
         if state.store.key(id).await.map_err(stored)?.is_none() {
             let problem = Problem::new(ProblemType::InvalidBody, format!("no stored key {id}"));
