@@ -81,9 +81,11 @@ impl Principal {
         matches!(self.role, Role::Admin | Role::TeamAdmin)
     }
 
-    /// The team whose keys and spend alone it may see, for a team admin.
+    /// The team whose keys and spend alone it may see, for a team admin
+    /// (one without a team, which the config and the schema refuse, would
+    /// see none: no team is named "").
     pub fn team_scope(&self) -> Option<&str> {
-        (self.role == Role::TeamAdmin).then_some(self.team.as_deref()).flatten()
+        (self.role == Role::TeamAdmin).then(|| self.team.as_deref().unwrap_or(""))
     }
 
     pub fn rights(&self) -> Rights<'_> {
