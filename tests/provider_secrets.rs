@@ -1,6 +1,7 @@
 //! A provider that echoes its own API key in a 2xx answer: the key is not
 //! stored (attempt `response`, job `result`) and not returned, through the
-//! jobs API and the OpenAI-compatible endpoint.
+//! jobs API and the OpenAI-compatible endpoint — nor when a stream splits
+//! it across its chunks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,7 +11,10 @@ use common::*;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-store_matrix!(an_echoed_provider_key_is_neither_stored_nor_returned);
+store_matrix!(
+    an_echoed_provider_key_is_neither_stored_nor_returned,
+    a_key_split_across_a_streams_chunks_is_neither_stored_nor_replayed
+);
 
 const KEY: &str = "sk-live-echoed-0123456789abcdef";
 
@@ -57,4 +61,48 @@ async fn an_echoed_provider_key_is_neither_stored_nor_returned(store: TestStore)
     assert_eq!(completion.status(), 200);
     let completion = completion.text().await.unwrap();
     assert!(!completion.contains(KEY), "returned: {completion}");
+}
+
+/// The text a stream's chunks carry, joined.
+fn streamed_text(chunks: &[Value]) -> String {
+    chunks.iter().filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str()).collect()
+}
+
+/// The simulator streams its echo in four pieces, so the key is cut across
+/// chunks: each chunk alone holds no key (it passes live as it came), but
+/// what is stored and replayed is scrubbed as a whole.
+async fn a_key_split_across_a_streams_chunks_is_neither_stored_nor_replayed(store: TestStore) {
+    let env = format!("INTENTGATE_TEST_ECHO_KEY_{}", uuid::Uuid::now_v7().simple());
+    // SAFETY: a fresh, unique name nothing else reads or writes concurrently.
+    unsafe { std::env::set_var(&env, KEY) };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "api_key_env", env.as_str());
+        set_provider(doc, "sim-primary", "model", "sim:echo-auth");
+    })
+    .await;
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let send = || {
+        gw.request(Method::POST, "/v1/chat/completions", ALICE)
+            .header("idempotency-key", "split")
+            .json(&body)
+            .send()
+    };
+    let live = send().await.unwrap();
+    let id: uuid::Uuid = live.headers()["x-intentgate-job-id"].to_str().unwrap().parse().unwrap();
+    let live = chunks_of(&live.text().await.unwrap());
+    assert!(!live.iter().any(|chunk| chunk.to_string().contains(KEY)), "no chunk holds the key whole");
+
+    let replay = send().await.unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let replayed = streamed_text(&chunks_of(&replay.text().await.unwrap()));
+    assert!(!replayed.contains(KEY) && replayed.contains("[redacted]"), "replayed: {replayed}");
+
+    let job = gw.gateway.store.job(id).await.unwrap().unwrap();
+    let result: Value = serde_json::from_str(job.result.as_deref().unwrap()).unwrap();
+    let stored = streamed_text(result["chunks"].as_array().unwrap());
+    assert!(!stored.contains(KEY) && stored.contains("[redacted]"), "stored chunks: {stored}");
+    let attempts = gw.gateway.store.attempts(id).await.unwrap();
+    let response = gw.gateway.store.attempt_response(attempts[0].id).await.unwrap().unwrap();
+    let response: Vec<Value> = serde_json::from_str(&response).unwrap();
+    assert!(!streamed_text(&response).contains(KEY), "the attempt's stored response");
 }

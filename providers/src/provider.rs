@@ -327,6 +327,14 @@ impl Provider {
         self.endpoint().redactor.redact_response(response)
     }
 
+    /// A stream's deltas, in order, with this provider's secrets scrubbed
+    /// where one spans several deltas (each event was scrubbed alone as it
+    /// passed); `None` when none does. What is stored and replayed keeps
+    /// the scrubbed deltas.
+    pub fn redact_split(&self, deltas: &[String]) -> Option<Vec<String>> {
+        self.endpoint().redactor.redact_split(deltas)
+    }
+
     /// Why this provider's dialect cannot express `req` (e.g. `n > 1` or
     /// `logprobs` on Anthropic), or `None` when it can. A request it cannot
     /// express is never sent to it with the field dropped: the engine skips

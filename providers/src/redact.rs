@@ -9,8 +9,9 @@
 //! Streams are scrubbed event by event, as they are forwarded live: a key
 //! whole inside one event is redacted, a key split across two events'
 //! deltas is not (that would mean holding events back). What is stored and
-//! replayed is the assembled answer, which is scrubbed again whole
-//! ([`crate::Provider::redact_assembled`]), so a split key is not kept.
+//! replayed is scrubbed again once the stream ended: the assembled answer
+//! whole ([`crate::Provider::redact_assembled`]) and the events' deltas
+//! together ([`crate::Provider::redact_split`]), so a split key is not kept.
 //!
 //! A key can also hide behind JSON escapes (`\u0073k-…`, `\/`): the
 //! decoded strings are scrubbed, and raw bytes whose decoded form still
@@ -106,6 +107,45 @@ pub(crate) fn response(mut response: ChatResponse, secret: &str) -> ChatResponse
     response
 }
 
+/// A stream's deltas with `secret` scrubbed where it spans several of
+/// them (each part dropped, `[redacted]` where the first began); `None`
+/// when no delta changes. Deltas are text, so every boundary it cuts at is
+/// a character boundary.
+pub(crate) fn split(deltas: &[String], secret: &str) -> Option<Vec<String>> {
+    if secret.is_empty() {
+        return None;
+    }
+    let joined = deltas.concat();
+    let mut covered = vec![false; joined.len()];
+    for (at, _) in joined.match_indices(secret) {
+        covered[at..at + secret.len()].fill(true);
+    }
+    if !covered.contains(&true) {
+        return None;
+    }
+    let mut start = 0;
+    let scrubbed: Vec<String> = deltas
+        .iter()
+        .map(|delta| {
+            let range = start..start + delta.len();
+            start = range.end;
+            let mut out = String::with_capacity(delta.len());
+            let mut at = range.start;
+            while at < range.end {
+                let end = (at..range.end).find(|&i| covered[i] != covered[at]).unwrap_or(range.end);
+                if !covered[at] {
+                    out.push_str(&joined[at..end]);
+                } else if at == 0 || !covered[at - 1] {
+                    out.push_str(REDACTED);
+                }
+                at = end;
+            }
+            out
+        })
+        .collect();
+    (scrubbed != deltas).then_some(scrubbed)
+}
+
 pub(crate) fn chunk(mut chunk: StreamChunk, secret: &str) -> StreamChunk {
     json(&mut chunk.chunk, secret);
     if let Some(native) = &mut chunk.native {
@@ -119,6 +159,17 @@ pub(crate) fn chunk(mut chunk: StreamChunk, secret: &str) -> StreamChunk {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn a_secret_split_across_deltas_is_scrubbed_where_it_began() {
+        let deltas: Vec<String> =
+            ["key: sk-li", "ve-", "0123 and sk-live-0123", " end"].map(String::from).to_vec();
+        let scrubbed = super::split(&deltas, "sk-live-0123").unwrap();
+        assert_eq!(scrubbed, ["key: [redacted]", "", " and [redacted]", " end"]);
+        assert_eq!(super::split(&["plain".to_owned()], "sk-live-0123"), None, "nothing to scrub");
+        let accented: Vec<String> = ["é sk-", "x é"].map(String::from).to_vec();
+        assert_eq!(super::split(&accented, "sk-x").unwrap(), ["é [redacted]", " é"]);
+    }
 
     #[test]
     fn scrubs_bytes_and_every_json_string() {

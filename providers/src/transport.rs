@@ -277,6 +277,19 @@ impl Redactor {
         self.0.iter().fold(response, |response, secret| crate::redact::response(response, secret.expose()))
     }
 
+    /// A stream's deltas with a secret that spans several of them
+    /// scrubbed; `None` when none does.
+    pub(crate) fn redact_split(&self, deltas: &[String]) -> Option<Vec<String>> {
+        let mut scrubbed: Option<Vec<String>> = None;
+        for secret in &self.0 {
+            let current = scrubbed.as_deref().unwrap_or(deltas);
+            if let Some(next) = crate::redact::split(current, secret.expose()) {
+                scrubbed = Some(next);
+            }
+        }
+        scrubbed
+    }
+
     pub(crate) fn redact_chunk(&self, chunk: crate::StreamChunk) -> crate::StreamChunk {
         self.0.iter().fold(chunk, |chunk, secret| crate::redact::chunk(chunk, secret.expose()))
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use intentgate_providers::{CallContext, ChatRequest, ChatResponse, Failure, Outcome, Provider};
+use intentgate_providers::{CallContext, ChatRequest, ChatResponse, Failure, Outcome, Protocol, Provider};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -98,6 +98,8 @@ impl Engine {
             // provider's own events when the request passed through), and
             // the chat chunks the answer is assembled from.
             let mut chunks: Vec<Arc<serde_json::Value>> = Vec::new();
+            // Each delivered chunk's text, to scrub a secret split across them.
+            let mut deltas: Vec<String> = Vec::new();
             let mut chat_chunks: Vec<Arc<serde_json::Value>> = Vec::new();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
@@ -117,8 +119,11 @@ impl Engine {
                 if let Some(signal) = first_chunk.take() {
                     let _ = signal.send(());
                 }
-                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: delivered.clone() });
+                engine
+                    .streams()
+                    .publish(job_id, StreamEvent::Chunk { attempt: number, chunk: delivered.clone() });
                 text.push_str(&chunk.delta);
+                deltas.push(chunk.delta);
                 chunks.push(delivered);
                 chat_chunks.extend(chat);
                 finish_reason = chunk.finish_reason.or(finish_reason);
@@ -128,22 +133,9 @@ impl Engine {
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
-            let mut completion = intentgate_providers::assemble(&chat_chunks);
-            // A dialect that reports usage the client did not ask to see in
-            // the stream (a translated one) still reports it to the charge.
-            if let (Some(usage), Some(fields)) = (usage, completion.as_object_mut()) {
-                fields.entry("usage").or_insert_with(|| {
-                    serde_json::json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                        "total_tokens": usage.prompt_tokens + usage.completion_tokens})
-                });
-            }
-            // A passed-through stream answers a plain request with its own
-            // protocol's whole answer, assembled from its events.
-            let native = chat.native.as_ref().and_then(|native| {
-                let events: Vec<&serde_json::Value> =
-                    chunks.iter().filter_map(|chunk| crate::jobs::JobResult::native_event(chunk)).collect();
-                (!events.is_empty()).then(|| intentgate_providers::assemble_native(native.protocol, &events)).flatten()
-            });
+            scrub_split_secrets(&provider, &mut chunks, &deltas);
+            let completion = assembled(&chat_chunks, usage);
+            let native = chat.native.as_ref().and_then(|native| native_answer(native.protocol, &chunks));
             let response = provider.redact_assembled(ChatResponse {
                 completion,
                 text,
@@ -168,4 +160,52 @@ impl Engine {
             }
         })
     }
+}
+
+/// A provider secret split across the stream's deltas (each event was
+/// scrubbed alone as it passed, live): scrubbed in the chunks that are
+/// stored and replayed, each chunk's delta text replaced wherever it
+/// appears whole in the chunk.
+fn scrub_split_secrets(provider: &Provider, chunks: &mut [Arc<serde_json::Value>], deltas: &[String]) {
+    let Some(scrubbed) = provider.redact_split(deltas) else { return };
+    for ((chunk, old), new) in chunks.iter_mut().zip(deltas).zip(scrubbed) {
+        if *old != new && !old.is_empty() {
+            replace_text(Arc::make_mut(chunk), old, &new);
+        }
+    }
+}
+
+/// Every string of `value` equal to `old` becomes `new`.
+fn replace_text(value: &mut serde_json::Value, old: &str, new: &str) {
+    match value {
+        serde_json::Value::String(text) if text == old => new.clone_into(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| replace_text(item, old, new)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|item| replace_text(item, old, new)),
+        _ => {}
+    }
+}
+
+/// The chat completion the stream's chunks make. A dialect that reports
+/// usage the client did not ask to see in the stream (a translated one)
+/// still reports it to the charge.
+fn assembled(
+    chat_chunks: &[Arc<serde_json::Value>],
+    usage: Option<intentgate_providers::Usage>,
+) -> serde_json::Value {
+    let mut completion = intentgate_providers::assemble(chat_chunks);
+    if let (Some(usage), Some(fields)) = (usage, completion.as_object_mut()) {
+        fields.entry("usage").or_insert_with(|| {
+            serde_json::json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens})
+        });
+    }
+    completion
+}
+
+/// A passed-through stream answers a plain request with its own protocol's
+/// whole answer, assembled from its events.
+fn native_answer(protocol: Protocol, chunks: &[Arc<serde_json::Value>]) -> Option<serde_json::Value> {
+    let events: Vec<&serde_json::Value> =
+        chunks.iter().filter_map(|chunk| crate::jobs::JobResult::native_event(chunk)).collect();
+    (!events.is_empty()).then(|| intentgate_providers::assemble_native(protocol, &events)).flatten()
 }
