@@ -18,16 +18,21 @@ store_matrix!(
 
 const KEY: &str = "sk-live-echoed-0123456789abcdef";
 
-async fn an_echoed_provider_key_is_neither_stored_nor_returned(store: TestStore) {
+/// A gateway whose primary provider has `KEY` and echoes it back.
+async fn echoing_gateway(store: &TestStore) -> TestGateway {
     // One variable per test run: tests in this binary run in parallel.
     let env = format!("INTENTGATE_TEST_ECHO_KEY_{}", uuid::Uuid::now_v7().simple());
     // SAFETY: a fresh, unique name nothing else reads or writes concurrently.
     unsafe { std::env::set_var(&env, KEY) };
-    let gw = TestGateway::start_tweaked(&store, |doc| {
+    TestGateway::start_tweaked(store, |doc| {
         set_provider(doc, "sim-primary", "api_key_env", env.as_str());
         set_provider(doc, "sim-primary", "model", "sim:echo-auth");
     })
-    .await;
+    .await
+}
+
+async fn an_echoed_provider_key_is_neither_stored_nor_returned(store: TestStore) {
+    let gw = echoing_gateway(&store).await;
 
     let created = gw
         .request(Method::POST, "/v1/jobs", ALICE)
@@ -72,14 +77,7 @@ fn streamed_text(chunks: &[Value]) -> String {
 /// chunks: each chunk alone holds no key (it passes live as it came), but
 /// what is stored and replayed is scrubbed as a whole.
 async fn a_key_split_across_a_streams_chunks_is_neither_stored_nor_replayed(store: TestStore) {
-    let env = format!("INTENTGATE_TEST_ECHO_KEY_{}", uuid::Uuid::now_v7().simple());
-    // SAFETY: a fresh, unique name nothing else reads or writes concurrently.
-    unsafe { std::env::set_var(&env, KEY) };
-    let gw = TestGateway::start_tweaked(&store, |doc| {
-        set_provider(doc, "sim-primary", "api_key_env", env.as_str());
-        set_provider(doc, "sim-primary", "model", "sim:echo-auth");
-    })
-    .await;
+    let gw = echoing_gateway(&store).await;
     let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}], "stream": true});
     let send = || {
         gw.request(Method::POST, "/v1/chat/completions", ALICE)
