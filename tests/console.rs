@@ -533,6 +533,8 @@ async fn a_hedged_attempt_is_marked_on_its_job_page(store: TestStore) {
         )
         .await;
     assert!(label.as_str().unwrap().contains("hedged: started beside an open attempt"), "{label}");
+    let facts = browser.text("#job-facts").await;
+    assert!(facts.contains("2 answered — the intent ran more than once"), "{facts}");
     browser.close().await;
 }
 

@@ -341,6 +341,16 @@ function fmtDuration(ms) {
     return names[door] || 'jobs API or chat completions';
   }
 
+  /** How many times the intent ran, in words: twice is what a hedge may cost. */
+  function executionsText(executions) {
+    if (!executions) return '–';
+    const { answered, may_have_run: possibly } = executions;
+    const counted = possibly ? `${answered} answered, ${possibly} may have run without an answer` : `${answered} answered`;
+    if (answered > 1) return `${counted} — the intent ran more than once`;
+    if (answered + possibly > 1) return `${counted} — the intent may have run more than once`;
+    return counted;
+  }
+
   function renderJob(job) {
     $('job-id').textContent = job.id;
     $('job-status').replaceChildren(statusBadge(job.status));
@@ -350,7 +360,11 @@ function fmtDuration(ms) {
       ['Route', job.route], ['Door', doorName(job.request && job.request.door)], ['Version', job.version],
       ['Created', fmtTime(job.created_at)], ['Updated', fmtTime(job.updated_at)],
       ['Completed by', winner ? `attempt ${winner.number} on ${winner.provider}` : '–'],
+      ['Executions', executionsText(job.executions)],
     ];
+    if (job.team || (job.tags && job.tags.length)) {
+      facts.push(['Team, tags', [job.team || '–', ...(job.tags || [])].join(' · ')]);
+    }
     $('job-facts').replaceChildren(...facts.flatMap(([name, value]) => [el('dt', { text: name }), el('dd', {}, value)]));
     $('timeline').replaceChildren(timeline(job));
     $('attempts-body').replaceChildren(...job.attempts.map((a) => el('tr', {
