@@ -7,6 +7,7 @@
 use uuid::Uuid;
 
 use super::exec::{Arg, Step};
+use super::rows::AuditRow;
 use super::{Store, StoreError};
 use crate::config::Role;
 use crate::keys::{ApiKey, AuditEntry, KeyAction};
@@ -32,10 +33,10 @@ const INSERT_AUDIT: &str =
 const SELECT_KEY_BY_HASH: &str = concat!("SELECT ", key_columns!(), " FROM api_keys WHERE key_hash = $1");
 const SELECT_KEY: &str = concat!("SELECT ", key_columns!(), " FROM api_keys WHERE id = $1");
 const SELECT_KEYS: &str = concat!("SELECT ", key_columns!(), " FROM api_keys ORDER BY created_at, id");
-const SELECT_AUDIT: &str = "SELECT seq, at, actor, action, key_id, changes FROM key_audit \
+const SELECT_AUDIT: &str = "SELECT seq, at, actor, action, key_id AS subject, changes FROM key_audit \
      WHERE seq > $1 ORDER BY seq LIMIT $2";
 const SELECT_AUDIT_HEAD: &str = "SELECT COALESCE(MAX(seq), 0) FROM key_audit";
-const SELECT_KEY_AUDIT: &str = "SELECT seq, at, actor, action, key_id, changes FROM key_audit \
+const SELECT_KEY_AUDIT: &str = "SELECT seq, at, actor, action, key_id AS subject, changes FROM key_audit \
      WHERE key_id = $1 ORDER BY seq";
 
 impl Store {
@@ -238,29 +239,6 @@ impl TryFrom<KeyRow> for ApiKey {
     }
 }
 
-#[derive(Debug, sqlx::FromRow)]
-struct AuditRow {
-    seq: i64,
-    at: i64,
-    actor: String,
-    action: String,
-    key_id: Uuid,
-    changes: String,
-}
-
-impl AuditRow {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
-        Ok(AuditRow {
-            seq: row.get(0)?,
-            at: row.get(1)?,
-            actor: row.get(2)?,
-            action: row.get(3)?,
-            key_id: row.get(4)?,
-            changes: row.get(5)?,
-        })
-    }
-}
-
 impl TryFrom<AuditRow> for AuditEntry {
     type Error = StoreError;
 
@@ -270,7 +248,7 @@ impl TryFrom<AuditRow> for AuditEntry {
             at_ms: row.at,
             action: KeyAction::named(&row.action).ok_or_else(|| corrupt("audit action", &row.action))?,
             actor: row.actor,
-            key_id: row.key_id,
+            key_id: row.subject,
             changes: serde_json::from_str(&row.changes).map_err(|err| corrupt("audit changes", err))?,
         })
     }

@@ -164,6 +164,31 @@ impl AttemptRow {
     }
 }
 
+/// One entry of an append-only audit (`key_audit`, `limit_audit`): the
+/// row each reads, its subject's id column selected as `subject`.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct AuditRow {
+    pub seq: i64,
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub subject: Uuid,
+    pub changes: String,
+}
+
+impl AuditRow {
+    pub(super) fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
+        Ok(AuditRow {
+            seq: row.get(0)?,
+            at: row.get(1)?,
+            actor: row.get(2)?,
+            action: row.get(3)?,
+            subject: row.get(4)?,
+            changes: row.get(5)?,
+        })
+    }
+}
+
 /// A one-column row, as a 1-tuple (which sqlx decodes too).
 pub(super) fn first<T: rusqlite::types::FromSql>(row: &rusqlite::Row<'_>) -> rusqlite::Result<(T,)> {
     Ok((row.get(0)?,))

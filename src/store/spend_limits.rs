@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::exec::{Arg, Step};
+use super::rows::AuditRow;
 use super::{Store, StoreError};
 use crate::budgets::{LimitAudit, LimitKind, LimitScope, SpendLimit, Window};
 
@@ -32,7 +33,7 @@ const SELECT_LIMITS: &str = concat!(
 );
 const SELECT_LIMIT: &str =
     concat!("SELECT ", limit_columns!(), " FROM spend_limits WHERE id = $1 AND removed_at IS NULL");
-const SELECT_AUDIT: &str = "SELECT seq, at, actor, action, limit_id, changes FROM limit_audit \
+const SELECT_AUDIT: &str = "SELECT seq, at, actor, action, limit_id AS subject, changes FROM limit_audit \
      WHERE seq > $1 ORDER BY seq LIMIT $2";
 const SELECT_AUDIT_HEAD: &str = "SELECT COALESCE(MAX(seq), 0) FROM limit_audit";
 
@@ -188,29 +189,6 @@ impl TryFrom<LimitRow> for SpendLimit {
     }
 }
 
-#[derive(Debug, sqlx::FromRow)]
-struct AuditRow {
-    seq: i64,
-    at: i64,
-    actor: String,
-    action: String,
-    limit_id: Uuid,
-    changes: String,
-}
-
-impl AuditRow {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
-        Ok(AuditRow {
-            seq: row.get(0)?,
-            at: row.get(1)?,
-            actor: row.get(2)?,
-            action: row.get(3)?,
-            limit_id: row.get(4)?,
-            changes: row.get(5)?,
-        })
-    }
-}
-
 impl TryFrom<AuditRow> for LimitAudit {
     type Error = StoreError;
 
@@ -220,7 +198,7 @@ impl TryFrom<AuditRow> for LimitAudit {
             at_ms: row.at,
             actor: row.actor,
             action: row.action,
-            limit_id: row.limit_id,
+            limit_id: row.subject,
             changes: serde_json::from_str(&row.changes).map_err(|err| corrupt("audit changes", err))?,
         })
     }
