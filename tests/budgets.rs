@@ -691,7 +691,7 @@ async fn a_responses_output_limit_is_reserved_whole(store: TestStore) {
 
 /// Claude Code's turn carries cache breakpoints; the provider reports half
 /// its prompt read from the cache, and the attempt is charged those tokens
-/// at the cache rate.
+/// at the cache rate and shows them apart in the job view.
 async fn cached_prompt_tokens_are_priced_at_the_cache_rate(store: TestStore) {
     let gw = TestGateway::start_tweaked(&store, |doc| {
         let mut price = toml::Table::new();
@@ -715,6 +715,11 @@ async fn cached_prompt_tokens_are_priced_at_the_cache_rate(store: TestStore) {
     let output = usage["output_tokens"].as_i64().unwrap();
     let expected = uncached * 100_000 + cached * 10_000 + output * 200_000;
     assert_eq!(job["attempts"][0]["usage"]["cost_nanos"], expected, "{job}");
+    // The job view counts them apart, as they are priced.
+    let counted = &job["attempts"][0]["usage"]["counted"];
+    assert_eq!(counted["input"], uncached + cached, "{job}");
+    assert_eq!(counted["cached_input"], cached, "{job}");
+    assert_eq!(counted["output"], output, "{job}");
     // The other store's run of this test counts on the same series: at least.
     let counted = metric(&gw, series).await - before;
     assert!(counted >= cached as f64, "cache reads counted on /metrics: {counted} of {cached}");

@@ -253,6 +253,10 @@ async fn an_admin_settles_an_unknown_attempt_and_the_job_goes_on(store: TestStor
     assert!(timeline[1]["label"].as_str().unwrap().contains("won the compare-and-swap"), "{timeline}");
     let attempts = browser.text("#attempts-table").await;
     assert!(attempts.contains("resolved by admin: provider support: request never processed"), "{attempts}");
+    // The winner's tokens in and out; the unknown attempt reported none.
+    let tokens = browser.text("#attempts-body tr[data-attempt='2'] td.tokens").await;
+    assert!(tokens.contains(" in · ") && tokens.ends_with(" out"), "{tokens}");
+    assert_eq!(browser.text("#attempts-body tr[data-attempt='1'] td.tokens").await, "–");
     let result = browser.text("#job-result").await;
     assert!(result.contains("provider sim-fallback") && result.contains("Refund order 7"), "{result}");
     assert_eq!(browser.text("#job-request .message .text").await, "Refund order 7");

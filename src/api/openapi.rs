@@ -20,7 +20,7 @@ use utoipa::{Modify, OpenApi};
 use super::problem::{
     BodyTooLarge, Forbidden, Internal, LimitReached, StoreUnavailable, Unauthorized, UpstreamFailed,
 };
-use super::view::{AttemptUsage, AttemptView, JobView};
+use super::view::{AttemptUsage, AttemptView, CountedTokens, JobView};
 use super::{Problem, ProblemType};
 use super::{
     anthropic, attempts, browse, console, contracts, health, jobs, keys, limits, metrics, openai, queue,
@@ -83,6 +83,7 @@ use super::{
             JobView,
             AttemptView,
             AttemptUsage,
+            CountedTokens,
             crate::jobs::JobRequest,
             crate::jobs::JobInput,
             crate::jobs::ChatMessage,

@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::budgets::nanos_to_decimal;
+use crate::budgets::{TokenUsage, nanos_to_decimal};
 use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, rfc3339};
 
 /// The response header naming the job a response is about: on OpenAI
@@ -101,6 +101,9 @@ pub struct AttemptUsage<'a> {
     /// The provider's own `usage` object, when it reported one.
     #[schema(value_type = Option<Object>)]
     pub reported: Option<&'a RawValue>,
+    /// `reported` read the way it is priced; `null` when it does not say
+    /// how many tokens went in and out.
+    pub counted: Option<CountedTokens>,
     /// What it was charged once settled (`null` while open): what it
     /// reported, priced; nothing if it provably did no work; its
     /// reservation if it may have been billed without saying how much.
@@ -112,6 +115,33 @@ pub struct AttemptUsage<'a> {
     pub reserved: f64,
     pub reserved_nanos: i64,
     pub reserved_tokens: i64,
+}
+
+/// An attempt's tokens by the rate each is priced at (`[providers.price]`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CountedTokens {
+    /// Every prompt token, cached ones included.
+    pub input: u64,
+    /// Of `input`, those read from the provider's cache.
+    pub cached_input: u64,
+    /// Of `input`, those written to the provider's cache.
+    pub cache_write: u64,
+    /// Every completion token, reasoning included.
+    pub output: u64,
+    /// Of `output`, those spent reasoning.
+    pub reasoning: u64,
+}
+
+impl From<TokenUsage> for CountedTokens {
+    fn from(usage: TokenUsage) -> Self {
+        CountedTokens {
+            input: usage.prompt_tokens,
+            cached_input: usage.cached_tokens,
+            cache_write: usage.cache_write_tokens,
+            output: usage.completion_tokens,
+            reasoning: usage.reasoning_tokens,
+        }
+    }
 }
 
 impl<'a> JobView<'a> {
@@ -162,6 +192,7 @@ impl<'a> AttemptView<'a> {
             lane: attempt.lane,
             usage: AttemptUsage {
                 reported: raw_json(attempt.usage.as_deref()),
+                counted: counted_tokens(attempt.usage.as_deref()),
                 cost: attempt.charged.map(|c| nanos_to_decimal(c.nanos)),
                 cost_nanos: attempt.charged.map(|c| c.nanos),
                 tokens: attempt.charged.map(|c| c.tokens),
@@ -179,6 +210,12 @@ fn started_beside(attempt: &Attempt, attempts: &[Attempt]) -> bool {
         earlier.number < attempt.number
             && earlier.finished_at_ms.is_none_or(|done| done > attempt.started_at_ms)
     })
+}
+
+/// The stored usage object's token counts, when it has them.
+fn counted_tokens(usage: Option<&str>) -> Option<CountedTokens> {
+    let usage: serde_json::Value = serde_json::from_str(usage?).ok()?;
+    TokenUsage::from_openai(&usage).map(CountedTokens::from)
 }
 
 /// Stored JSON text, embedded as-is. Text that is not JSON (which the

@@ -113,6 +113,18 @@ function fmtCost(usage) {
   return String(usage.cost);
 }
 
+// An attempt's tokens in and out, with the parts priced at their own
+// rates: read from or written to the provider's cache, spent reasoning.
+function fmtTokens(counted) {
+  if (!counted) return '–';
+  const parts = (...named) => {
+    const shown = named.filter(([n]) => n > 0).map(([n, what]) => `${n} ${what}`);
+    return shown.length ? ` (${shown.join(', ')})` : '';
+  };
+  return `${counted.input} in${parts([counted.cached_input, 'cached'], [counted.cache_write, 'cache write'])}` +
+    ` · ${counted.output} out${parts([counted.reasoning, 'reasoning'])}`;
+}
+
 function fmtDuration(ms) {
     if (ms === null || ms === undefined || Number.isNaN(ms)) return '–';
     if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -378,6 +390,7 @@ function fmtDuration(ms) {
       el('td', { text: a.outcome || '–' }),
       el('td', { text: fmtTime(a.started_at) }),
       el('td', { text: a.finished_at ? fmtDuration(Date.parse(a.finished_at) - Date.parse(a.started_at)) : 'open' }),
+      el('td', { class: 'tokens', text: fmtTokens(a.usage && a.usage.counted) }),
       el('td', { text: fmtCost(a.usage) }),
       el('td', { text: a.detail || '' }),
       el('td', {}, a.state === 'unknown' ? settleCell(job, a) : (a.resolved_by || '')),
