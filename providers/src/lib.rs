@@ -1,7 +1,8 @@
 //! Provider adapters, outcome classes and the provider simulator of intentgate.
 //!
-//! The gateway talks to every provider through [`Provider::chat`] and
-//! [`Provider::chat_stream`]. Whatever happens on the wire ends up in exactly
+//! The gateway talks to every provider through [`Provider::render`] and
+//! [`Provider::call`] / [`Provider::call_stream`] (or [`Provider::chat`]
+//! and [`Provider::chat_stream`], which render and call at once). Whatever happens on the wire ends up in exactly
 //! one [`OutcomeClass`], because the job/attempt state machine (R5 in
 //! `docs/design.md`) only needs to know one thing: did the call *prove* that
 //! no usable work was done (`not_sent`, `rejected`, `bad_output` — fail over
@@ -25,6 +26,7 @@ mod outcome;
 mod overrides;
 mod provider;
 mod redact;
+mod rendered;
 mod responses;
 mod retry_after;
 mod secret;
@@ -45,6 +47,7 @@ pub use embeddings::EmbeddingRequest;
 pub use native::{Native, Protocol, assemble as assemble_native};
 pub use outcome::{Failure, Outcome, OutcomeClass, ParseOutcomeClassError, class_of};
 pub use provider::{Anthropic, Gemini, OpenAi, Provider, Responses};
+pub use rendered::Rendered;
 pub use secret::Secret;
 pub use stream::ChunkStream;
 pub use tokenize::{DEFAULT_DETOKENIZE_PATH, DEFAULT_TOKENIZE_PATH, RemoteTokenizer, TokenizeError};

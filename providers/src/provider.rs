@@ -18,6 +18,7 @@ use crate::gemini;
 use crate::openai;
 use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
+use crate::rendered::Rendered;
 use crate::responses;
 use crate::stream::{ChunkStream, Decoder, Framing, chunk_stream};
 use crate::transport::{Endpoint, Paths, read_body};
@@ -171,14 +172,21 @@ impl Provider {
         }
     }
 
-    /// One non-streamed call. `req.stream` is ignored; `req.model` is
+    /// One non-streamed call of `req`, rendered here (see
+    /// [`Provider::call`]).
+    pub async fn chat(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
+        self.call(req, &self.render(req, false)?, ctx).await
+    }
+
+    /// One non-streamed call sending `body`, rendered from `req` by
+    /// [`Provider::render`]. `req.stream` is ignored; `req.model` is
     /// replaced by the configured model. Every way this can end is in the
     /// returned outcome — it never panics and never retries.
-    pub async fn chat(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
+    pub async fn call(&self, req: &ChatRequest, body: &Rendered, ctx: &CallContext) -> Outcome {
         let span = tracing::debug_span!("provider_call", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
         async {
             let outcome = self
-                .chat_unredacted(req, ctx)
+                .call_unredacted(req, body, ctx)
                 .await
                 .map(|response| self.endpoint().redactor.redact_response(response))
                 .map_err(|failure| self.endpoint().redactor.redact(failure));
@@ -194,10 +202,16 @@ impl Provider {
         .await
     }
 
-    async fn chat_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Outcome {
+    async fn call_unredacted(&self, req: &ChatRequest, body: &Rendered, ctx: &CallContext) -> Outcome {
         let start = Instant::now();
         let endpoint = self.endpoint();
-        let response = self.send(&self.render(req, false)?, req, ctx, start, false).await?;
+        if body.is_stream() {
+            return Err(Failure::NotSent {
+                reason: "a stream's body sent as a plain call".into(),
+                local: true,
+            });
+        }
+        let response = self.send(body, req, ctx, start).await?;
         let limit = endpoint.answer_limits.max_response_bytes;
         let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
         let bad = |reason: String| Failure::bad_output(reason, raw.clone());
@@ -229,8 +243,19 @@ impl Provider {
     /// (see [`ChunkStream`]). `expect_json` is not checked on streams — the
     /// caller assembles the text.
     pub async fn chat_stream(&self, req: &ChatRequest, ctx: &CallContext) -> Result<ChunkStream, Failure> {
+        self.call_stream(req, &self.render(req, true)?, ctx).await
+    }
+
+    /// One streamed call sending `body`, rendered from `req` for a stream
+    /// by [`Provider::render`]; otherwise as [`Provider::chat_stream`].
+    pub async fn call_stream(
+        &self,
+        req: &ChatRequest,
+        body: &Rendered,
+        ctx: &CallContext,
+    ) -> Result<ChunkStream, Failure> {
         let span = tracing::debug_span!("provider_stream", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
-        let started = self.stream_unredacted(req, ctx).instrument(span.clone()).await;
+        let started = self.stream_unredacted(req, body, ctx).instrument(span.clone()).await;
         let stream = match started {
             Ok(stream) => stream,
             Err(failure) => {
@@ -253,11 +278,22 @@ impl Provider {
         })))
     }
 
-    async fn stream_unredacted(&self, req: &ChatRequest, ctx: &CallContext) -> Result<ChunkStream, Failure> {
+    async fn stream_unredacted(
+        &self,
+        req: &ChatRequest,
+        body: &Rendered,
+        ctx: &CallContext,
+    ) -> Result<ChunkStream, Failure> {
         let start = Instant::now();
         let endpoint = self.endpoint();
         let deadline = endpoint.deadline(start);
-        let response = self.send(&self.render(req, true)?, req, ctx, start, true).await?;
+        if !body.is_stream() {
+            return Err(Failure::NotSent {
+                reason: "a plain call's body sent as a stream".into(),
+                local: true,
+            });
+        }
+        let response = self.send(body, req, ctx, start).await?;
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
@@ -294,11 +330,10 @@ impl Provider {
     /// body); a Gemini rejection gets the wait its body names.
     async fn send(
         &self,
-        body: &Value,
+        body: &Rendered,
         req: &ChatRequest,
         ctx: &CallContext,
         start: Instant,
-        stream: bool,
     ) -> Result<reqwest::Response, Failure> {
         // Bedrock takes the client's betas in the body (see `render`).
         let mut carried = match self {
@@ -310,7 +345,7 @@ impl Provider {
             on_vertex = carried.iter().filter(|(name, _)| vertex::carries(name)).cloned().collect();
             carried = &on_vertex;
         }
-        let sent = self.endpoint().send(body, carried, ctx, start, stream).await;
+        let sent = self.endpoint().send(body, carried, ctx, start).await;
         match self {
             // Google says a rejection's wait in its body, Claude's on Vertex too.
             Provider::Gemini(_) | Provider::Anthropic(Anthropic(_, anthropic::Host::Vertex)) => {
@@ -356,9 +391,16 @@ impl Provider {
         }
     }
 
-    /// One embeddings call (never streamed), kept whole like a chat answer:
-    /// `completion` is the provider's embeddings list, `text` is empty.
+    /// One embeddings call of `req`, rendered here (see
+    /// [`Provider::call_embed`]).
     pub async fn embed(&self, req: &EmbeddingRequest, ctx: &CallContext) -> Outcome {
+        self.call_embed(req, &self.render_embeddings(req)?, ctx).await
+    }
+
+    /// One embeddings call (never streamed) sending `body`, rendered from
+    /// `req` by [`Provider::render_embeddings`], kept whole like a chat
+    /// answer: `completion` is the provider's embeddings list, `text` is empty.
+    pub async fn call_embed(&self, req: &EmbeddingRequest, body: &Rendered, ctx: &CallContext) -> Outcome {
         let span = tracing::debug_span!("provider_embed", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
         async {
             if let (Provider::Gemini(_) | Provider::Bedrock(_), Some(reason)) = (self, self.cannot_embed()) {
@@ -366,7 +408,7 @@ impl Provider {
             }
             let start = Instant::now();
             let endpoint = self.endpoint();
-            let response = endpoint.send_embeddings(&self.render_embeddings(req)?, ctx, start).await?;
+            let response = endpoint.send_embeddings(body, ctx, start).await?;
             let limit = endpoint.answer_limits.max_response_bytes;
             let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
             let Decoded { completion, text, usage, finish_reason, model } =
@@ -393,21 +435,22 @@ impl Provider {
 
     /// The body an embeddings call sends: the request with the configured
     /// model and this provider's request overrides.
-    pub fn render_embeddings(&self, req: &EmbeddingRequest) -> Result<Value, Failure> {
+    pub fn render_embeddings(&self, req: &EmbeddingRequest) -> Result<Rendered, Failure> {
         let mut body = embeddings::request_body(req, self.model()).map_err(|err| Failure::NotSent {
             reason: format!("cannot encode the request: {err}"),
             local: true,
         })?;
         overrides::apply(&mut body, &self.endpoint().request_overrides, None);
-        Ok(body)
+        Rendered::new(body, false)
     }
 
     /// The body this provider is sent for `req`: the dialect's translation,
     /// then this provider's configured temperature cap and request
-    /// overrides, which win over the caller. [`Provider::chat`] and
-    /// [`Provider::chat_stream`] send exactly this, so a caller that must
-    /// know what reaches the provider (a spend reservation) reads it here.
-    pub fn render(&self, req: &ChatRequest, stream: bool) -> Result<Value, Failure> {
+    /// overrides, which win over the caller. [`Provider::call`] and
+    /// [`Provider::call_stream`] send exactly this, so a caller that must
+    /// know what reaches the provider (a spend reservation) reads it here
+    /// and sends what it read.
+    pub fn render(&self, req: &ChatRequest, stream: bool) -> Result<Rendered, Failure> {
         let model = self.model();
         let unsent = |reason: String| Failure::NotSent {
             reason: format!("cannot encode the request: {reason}"),
@@ -422,7 +465,7 @@ impl Provider {
             if let Some(cap) = endpoint.max_temperature {
                 gemini::cap_temperature(&mut body, cap);
             }
-            return Ok(body);
+            return Rendered::new(body, stream);
         }
         let body = match (self, self.passes_through(req)) {
             (Provider::Anthropic(_) | Provider::Bedrock(_), Some(native)) => {
@@ -450,6 +493,6 @@ impl Provider {
             let carried = self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice());
             body = bedrock::invoke_body(body, carried);
         }
-        Ok(body)
+        Rendered::new(body, stream)
     }
 }

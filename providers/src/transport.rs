@@ -14,6 +14,7 @@ use tokio::time::{Instant, timeout_at};
 use crate::authorize::{Authorize, Outgoing};
 use crate::config::{AnswerLimits, ProviderSettings, SettingsError, Timeouts};
 use crate::outcome::Failure;
+use crate::rendered::Rendered;
 use crate::retry_after;
 use crate::secret::Secret;
 use crate::types::CallContext;
@@ -158,19 +159,19 @@ impl Endpoint {
     /// provider does (see `crate::Native`), set over this endpoint's own.
     pub(crate) async fn send(
         &self,
-        body: &serde_json::Value,
+        body: &Rendered,
         carried: &[(String, String)],
         ctx: &CallContext,
         start: Instant,
-        stream: bool,
     ) -> Result<reqwest::Response, Failure> {
-        self.post(if stream { &self.stream_url } else { &self.url }, body, carried, ctx, start).await
+        let url = if body.is_stream() { &self.stream_url } else { &self.url };
+        self.post(url, body, carried, ctx, start).await
     }
 
     /// Sends `body` to the embeddings endpoint (see [`Endpoint::post`]).
     pub(crate) async fn send_embeddings(
         &self,
-        body: &serde_json::Value,
+        body: &Rendered,
         ctx: &CallContext,
         start: Instant,
     ) -> Result<reqwest::Response, Failure> {
@@ -182,15 +183,12 @@ impl Endpoint {
     async fn post(
         &self,
         url: &reqwest::Url,
-        body: &serde_json::Value,
+        body: &Rendered,
         carried: &[(String, String)],
         ctx: &CallContext,
         start: Instant,
     ) -> Result<reqwest::Response, Failure> {
-        let payload = serde_json::to_vec(body).map_err(|err| Failure::NotSent {
-            reason: format!("cannot encode the request: {err}"),
-            local: true,
-        })?;
+        let payload = body.bytes();
         let mut headers = self.headers.clone();
         for (name, value) in carried {
             if let (Ok(name), Ok(value)) =

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::conclude::{Completed, LateCall, Next, Seen};
 use super::decide::Phase;
+use super::outgoing::Outgoing;
 use super::{Engine, EngineError, PreparedRequest, Work, plan};
 use crate::budgets::LimitRefusal;
 use crate::config::RouteConfig;
@@ -24,15 +25,18 @@ pub(super) enum First {
     New(Box<Job>, Option<Box<Attempt>>, Kickoff),
     /// This provider (a manual attempt).
     Provider(String),
-    /// An attempt already started (and committed) by the caller.
-    Started(Attempt),
+    /// An attempt already started (and committed) by the caller, and what
+    /// it sends.
+    Started(Attempt, Box<Outgoing>),
 }
 
 /// How a job created by [`Engine::create`] starts: its request as the
-/// door parsed it, and the providers the gate refused before its attempt 1.
+/// door parsed it, the providers the gate refused before its attempt 1,
+/// and what that attempt sends (when one was inserted with the job).
 pub(super) struct Kickoff {
     request: PreparedRequest,
     refused: Vec<String>,
+    outgoing: Option<Box<Outgoing>>,
 }
 
 /// The gate's choice among positions of a chain (see `pick_provider`).
@@ -102,8 +106,9 @@ impl Engine {
             None => None,
         };
         let first_provider = pick.as_ref().and_then(|(_, pick)| pick.provider.as_deref());
-        let reservation = first_provider.map(|provider| self.reservation(new.payer(), &request, provider));
-        let first = first_provider.zip(reservation.as_ref());
+        let outgoing =
+            first_provider.map(|provider| Box::new(self.outgoing(new.payer(), &request, provider)));
+        let first = first_provider.zip(outgoing.as_ref().map(|outgoing| &outgoing.reservation));
         let open_attempts = pick.as_ref().map_or(1, |(route, _)| route.open_attempts());
         let created =
             self.store().create_job(new, self.new_job_lease(), first, open_attempts, self.now_ms()).await;
@@ -123,7 +128,7 @@ impl Engine {
             }
             _ => Vec::new(),
         };
-        Ok((created, Kickoff { request, refused }))
+        Ok((created, Kickoff { request, refused, outgoing }))
     }
 
     /// Claims the job's lease and drives it; returns at once if another
@@ -171,9 +176,18 @@ impl Engine {
         // The request is parsed once per drive: handed over by the door for
         // a job this instance created, read from the first row otherwise.
         let (mut next, mut just_created, mut request) = match first {
-            First::New(job, attempt, Kickoff { request, refused }) => {
+            First::New(job, attempt, Kickoff { request, refused, outgoing }) => {
                 refused_so_far = refused;
-                (attempt.map_or(First::Plan, |attempt| First::Started(*attempt)), Some(*job), Some(request))
+                let next = match (attempt, outgoing) {
+                    (Some(attempt), Some(outgoing)) => First::Started(*attempt, outgoing),
+                    // Never inserted without a provider: rendered here if so.
+                    (Some(attempt), None) => {
+                        let outgoing = self.outgoing(job.payer(), &request, &attempt.provider);
+                        First::Started(*attempt, Box::new(outgoing))
+                    }
+                    (None, _) => First::Plan,
+                };
+                (next, Some(*job), Some(request))
             }
             other => (other, None, None),
         };
@@ -192,7 +206,7 @@ impl Engine {
             // on (a new attempt on a failed job starts by hand, which moves
             // it to `running` first).
             if job.status.is_terminal() {
-                if let First::Started(attempt) = &next {
+                if let First::Started(attempt, _) = &next {
                     let reason = format!("the job became `{}` before this attempt was sent", job.status);
                     self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason)
                         .await?;
@@ -211,18 +225,19 @@ impl Engine {
                     return self.cannot_drive(&job, &next, reason).await;
                 }
             };
-            let attempt = match std::mem::replace(&mut next, First::Plan) {
-                First::Started(attempt) => attempt,
+            let (attempt, outgoing) = match std::mem::replace(&mut next, First::Plan) {
+                First::Started(attempt, outgoing) => (attempt, outgoing),
                 first => match self
                     .next_attempt(&job, &route, request, first, is_fresh, &mut refused_so_far)
                     .await?
                 {
-                    Some(attempt) => attempt,
+                    Some(started) => started,
                     None => return Ok(Next::Stop),
                 },
             };
             let span = self.attempt_started(&attempt, request);
-            match self.run_attempt(&job, &route, request, attempt, retries).instrument(span).await? {
+            let running = self.run_attempt(&job, &route, request, (attempt, *outgoing), retries);
+            match running.instrument(span).await? {
                 done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
                 Next::Retry { provider, after } => {
@@ -256,11 +271,11 @@ impl Engine {
     /// unreadable): nothing is sent, the attempt about to start (if any) is
     /// settled unsent, and the job fails with `reason`.
     async fn cannot_drive(&self, job: &Job, next: &First, reason: String) -> Result<Next, EngineError> {
-        if let First::Started(attempt) = next {
+        if let First::Started(attempt, _) = next {
             self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await?;
         }
         let error = match next {
-            First::Started(attempt) => JobFailure::of_attempt(reason, attempt.number),
+            First::Started(attempt, _) => JobFailure::of_attempt(reason, attempt.number),
             _ => JobFailure::new(reason),
         };
         self.fail_job(job.id, &error).await?;
@@ -279,7 +294,7 @@ impl Engine {
         first: First,
         is_fresh: bool,
         refused_so_far: &mut Vec<String>,
-    ) -> Result<Option<Attempt>, EngineError> {
+    ) -> Result<Option<(Attempt, Box<Outgoing>)>, EngineError> {
         let job_id = job.id;
         let chosen = match first {
             First::Provider(name) => Chosen { name, refused: Vec::new(), probe: false },
@@ -314,13 +329,14 @@ impl Engine {
                 }
             }
         };
-        let reservation = self.reservation(job.payer(), request, &chosen.name);
-        let started = self.store().start_attempt(job_id, &chosen.name, &reservation, 1, self.now_ms()).await;
+        let outgoing = Box::new(self.outgoing(job.payer(), request, &chosen.name));
+        let started =
+            self.store().start_attempt(job_id, &chosen.name, &outgoing.reservation, 1, self.now_ms()).await;
         if !matches!(started, Ok(StartOutcome::Started(_))) {
             self.sent_nothing(&chosen);
         }
         Ok(match started? {
-            StartOutcome::Started(attempt) => Some(attempt),
+            StartOutcome::Started(attempt) => Some((attempt, outgoing)),
             StartOutcome::Blocked(blocked) => {
                 tracing::debug!(%job_id, ?blocked, "no new attempt");
                 None
@@ -479,15 +495,16 @@ impl Engine {
             .collect()
     }
 
-    /// One attempt, whose row is already `starting`: call, then conclude
-    /// what its outcome means — raced against hedges if its route hedges
-    /// and the request is not streamed (see `hedge.rs`).
+    /// One attempt, whose row is already `starting`: send what it was
+    /// started with, then conclude what its outcome means — raced against
+    /// hedges if its route hedges and the request is not streamed (see
+    /// `hedge.rs`).
     async fn run_attempt(
         &self,
         job: &Job,
         route: &RouteConfig,
         request: &PreparedRequest,
-        attempt: Attempt,
+        (attempt, outgoing): (Attempt, Outgoing),
         retries: u32,
     ) -> Result<Next, EngineError> {
         let live = Phase::Live { retries, collectable: !IdempotencyKey::was_minted(&job.idempotency_key) };
@@ -498,14 +515,13 @@ impl Engine {
             };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
-        let work = match self.outgoing(job.payer(), request, &attempt.provider) {
-            Work::Chat(chat) if request.stream => {
-                let (provider, context) = (entry.provider.clone(), call_context(&attempt));
-                return self.run_stream_attempt(route, attempt, provider, chat, context, live).await;
-            }
-            work => work,
-        };
-        let running = self.spawn_call(route, entry.provider.clone(), work, attempt);
+        if request.stream
+            && let Outgoing { work: Work::Chat(chat), body, .. } = outgoing
+        {
+            let (provider, context) = (entry.provider.clone(), call_context(&attempt));
+            return self.run_stream_attempt(route, attempt, provider, (chat, body), context, live).await;
+        }
+        let running = self.spawn_call(route, entry.provider.clone(), outgoing, attempt);
         match route.hedge {
             Some(hedge) => self.race(job, route, request, running, hedge, live).await,
             None => {
@@ -544,15 +560,15 @@ impl Engine {
         &self,
         route: &RouteConfig,
         provider: std::sync::Arc<intentgate_providers::Provider>,
-        work: Work,
+        outgoing: Outgoing,
         attempt: Attempt,
     ) -> RunningCall {
-        let offer = match &work {
+        let offer = match &outgoing.work {
             Work::Chat(chat) => self.gate().offer(&route.name, chat),
             Work::Embed(_) => None,
         };
         let context = call_context(&attempt);
-        let call = self.tasks().spawn_watch(async move { work.call(&provider, &context).await });
+        let call = self.tasks().spawn_watch(async move { outgoing.call(&provider, &context).await });
         let sent_at = tokio::time::Instant::now();
         RunningCall {
             attempt,

@@ -156,10 +156,10 @@ impl Engine {
         };
         let provider = chosen.name.clone();
         let Some(entry) = self.provider(&provider) else { return not_started("no_provider", &provider) };
-        let reservation = self.reservation(job.payer(), request, &provider);
+        let outgoing = self.outgoing(job.payer(), request, &provider);
         let started = self
             .store()
-            .start_attempt(job.id, &provider, &reservation, route.open_attempts(), self.now_ms())
+            .start_attempt(job.id, &provider, &outgoing.reservation, route.open_attempts(), self.now_ms())
             .await;
         if !matches!(started, Ok(StartOutcome::Started(_))) {
             self.sent_nothing(&chosen);
@@ -182,7 +182,6 @@ impl Engine {
             number: attempt.number,
             provider: provider.clone(),
         });
-        let work = self.outgoing(job.payer(), request, &provider);
         // Its own span, in the job's trace beside the one it was started
         // from (an OpenTelemetry child of it, not a `tracing` one: that
         // would hold the first span open until this one ends).
@@ -196,7 +195,7 @@ impl Engine {
         );
         crate::traces::beside_current(&span);
         self.describe_attempt(&span, &attempt, request);
-        open.push(span.in_scope(|| self.spawn_call(route, entry.provider.clone(), work, attempt)));
+        open.push(span.in_scope(|| self.spawn_call(route, entry.provider.clone(), outgoing, attempt)));
         true
     }
 

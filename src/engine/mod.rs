@@ -22,7 +22,7 @@
 //! | concluding: what an outcome means, settling it, late answers | `decide.rs`, `conclude.rs`, `late.rs` |
 //! | recovery: leases, the sweep, jobs other replicas settle | `leases.rs`, `recovery.rs`, `remote.rs` |
 //! | which provider may serve: contracts, health, balance | `gate.rs`, `health.rs`, `balance.rs` |
-//! | money and limits: reservations, stored limits, token counts | `spend.rs`, `spend_limits.rs`, `token_counts.rs` |
+//! | money and limits: an attempt's body and reservation, stored limits, token counts | `outgoing.rs`, `spend.rs`, `spend_limits.rs`, `token_counts.rs` |
 //! | operators: attempts by hand, settling unknown ones | `operator.rs` |
 //! | plumbing: tasks, configuration snapshots, clock, metrics | `tasks.rs`, `configured.rs`, `clock.rs`, `series.rs`, `random.rs` |
 
@@ -39,6 +39,7 @@ mod hedge;
 mod late;
 mod leases;
 mod operator;
+mod outgoing;
 mod plan;
 mod random;
 mod recovery;

@@ -117,27 +117,28 @@ impl Engine {
         if !self.claim(job.id).await? {
             return Err(ManualStartError::Driven);
         }
-        let reservation = self.reservation(job.payer(), &request, &provider);
-        let attempt =
-            match self.store().start_attempt(job.id, &provider, &reservation, 1, self.now_ms()).await {
-                Ok(StartOutcome::Started(attempt)) => attempt,
-                refused => {
-                    let _ = self.store().release_lease(job.id, self.instance()).await;
-                    return Err(match refused {
-                        Ok(StartOutcome::Blocked(blocked)) => ManualStartError::Blocked(blocked),
-                        Ok(StartOutcome::Refused(refusal)) => {
-                            self.record_refusal(&job.owner, &job.route, &refusal);
-                            ManualStartError::Refused(refusal)
-                        }
-                        Ok(StartOutcome::Started(_)) => ManualStartError::Driven,
-                        Err(err) => err.into(),
-                    });
-                }
-            };
+        let outgoing = Box::new(self.outgoing(job.payer(), &request, &provider));
+        let reservation = &outgoing.reservation;
+        let attempt = match self.store().start_attempt(job.id, &provider, reservation, 1, self.now_ms()).await
+        {
+            Ok(StartOutcome::Started(attempt)) => attempt,
+            refused => {
+                let _ = self.store().release_lease(job.id, self.instance()).await;
+                return Err(match refused {
+                    Ok(StartOutcome::Blocked(blocked)) => ManualStartError::Blocked(blocked),
+                    Ok(StartOutcome::Refused(refusal)) => {
+                        self.record_refusal(&job.owner, &job.route, &refusal);
+                        ManualStartError::Refused(refusal)
+                    }
+                    Ok(StartOutcome::Started(_)) => ManualStartError::Driven,
+                    Err(err) => err.into(),
+                });
+            }
+        };
         let engine = self.clone();
         let started = attempt.clone();
         self.tasks().spawn_drive(self.keep_config(async move {
-            if let Err(err) = engine.drive_claimed(started.job_id, First::Started(started)).await {
+            if let Err(err) = engine.drive_claimed(started.job_id, First::Started(started, outgoing)).await {
                 tracing::error!(error = %err, "driving a manual attempt failed");
             }
         }));

@@ -7,7 +7,7 @@
 
 use intentgate_providers::{
     CallContext, ChatRequest, Content, EmbeddingRequest, Failure, Message, Native, Outcome, Protocol,
-    Provider,
+    Provider, Rendered,
 };
 use serde_json::{Map, Value};
 
@@ -24,7 +24,7 @@ pub enum Work {
 
 impl Work {
     /// The body `provider` is sent for this work (see `Provider::render`).
-    pub fn render(&self, provider: &Provider, stream: bool) -> Result<Value, Failure> {
+    pub fn render(&self, provider: &Provider, stream: bool) -> Result<Rendered, Failure> {
         match self {
             Work::Chat(chat) => provider.render(chat, stream),
             Work::Embed(embed) => provider.render_embeddings(embed),
@@ -39,11 +39,12 @@ impl Work {
         }
     }
 
-    /// One non-streamed call of `provider`.
-    pub async fn call(&self, provider: &Provider, context: &CallContext) -> Outcome {
+    /// One non-streamed call of `provider`, sending `body` (this work
+    /// rendered for it).
+    pub async fn call(&self, provider: &Provider, body: &Rendered, context: &CallContext) -> Outcome {
         match self {
-            Work::Chat(chat) => provider.chat(chat, context).await,
-            Work::Embed(embed) => provider.embed(embed, context).await,
+            Work::Chat(chat) => provider.call(chat, body, context).await,
+            Work::Embed(embed) => provider.call_embed(embed, body, context).await,
         }
     }
 }

@@ -9,8 +9,9 @@
 //! tiktoken carries), or, for providers that declare none, its length in
 //! bytes (a byte-level BPE token is at least one byte, so this is an upper
 //! bound), plus the body's completion limit for each of its `n` choices.
-//! A reserving attempt always carries a completion limit ([`Engine::outgoing`]).
+//! A reserving attempt always carries a completion limit (`outgoing.rs`).
 
+use intentgate_providers::Rendered;
 use serde_json::Value;
 
 use super::{Engine, PreparedRequest, Work};
@@ -47,7 +48,7 @@ impl PromptCounter {
 impl Engine {
     /// Whether an attempt of `payer` on `route` sent to `provider` reserves
     /// anything: a limit meters it or the provider has a price.
-    fn reserves(&self, payer: Payer<'_>, route: &str, provider: &str) -> bool {
+    pub(super) fn reserves(&self, payer: Payer<'_>, route: &str, provider: &str) -> bool {
         self.meters(payer, route) || self.provider(provider).is_some_and(|entry| entry.config.price.is_some())
     }
 
@@ -67,67 +68,29 @@ impl Engine {
         merge_holds(holds)
     }
 
-    /// The chat request an attempt of a job (its owner and request) on
-    /// `provider` sends. A reserving attempt whose client set no completion
-    /// limit is sent the one it reserves (`[billing] default_max_tokens`,
-    /// within the provider's `context_window`): a reservation that the
-    /// request does not carry would bound nothing.
-    pub(super) fn outgoing(&self, payer: Payer<'_>, request: &PreparedRequest, provider: &str) -> Work {
-        let Work::Chat(chat) = &request.work else {
-            return request.work.clone(); // embeddings complete nothing to limit
-        };
-        let mut chat = chat.clone();
-        let unlimited = chat.max_tokens.is_none() && !chat.extra.contains_key("max_completion_tokens");
-        if unlimited && self.reserves(payer, &request.route, provider) {
-            let mut limit = self.configured().billing.default_max_tokens;
-            // What is left of the window after the prompt, so the filled-in
-            // limit never makes the provider refuse the request.
-            if let Some(entry) = self.provider(provider)
-                && let Some(window) = entry.config.context_window
-            {
-                let prompt =
-                    entry.provider.render(&chat, false).map_or(0, |body| Self::prompt_tokens(&entry, &body));
-                limit = limit.min(u64::from(window).saturating_sub(prompt).max(1));
-            }
-            chat.max_tokens = Some(u32::try_from(limit).unwrap_or(u32::MAX));
-        }
-        Work::Chat(chat)
-    }
-
-    /// What an attempt of a job (its payer and stored request) on
-    /// `provider` reserves: its worst case, on every budget and rate limit
-    /// of its owner, key, team, tags and route. Zero, and no holds, when nothing meters it
-    /// and the provider has no price.
+    /// What an attempt of a job (its payer and stored request) sending
+    /// `body` to the provider of `entry` reserves: its worst case, on every
+    /// budget and rate limit of its owner, key, team, tags and route.
     ///
-    /// The worst case is read off the body the provider is sent
-    /// ([`Provider::render`](intentgate_providers::Provider::render) of
-    /// [`Engine::outgoing`]): every field that reaches it is counted as
-    /// prompt (messages, tools, legacy `functions`, a translated `system`,
-    /// request overrides), and its completion limit is the one in that body,
-    /// whichever field the dialect carries it in, once per choice.
+    /// The worst case is read off the body the provider is sent (see
+    /// `outgoing.rs`): every field that reaches it is counted as prompt
+    /// (`prompt_tokens`: messages, tools, legacy `functions`, a translated
+    /// `system`, request overrides), and its completion limit is the one in
+    /// that body, whichever field the dialect carries it in, once per choice.
     pub(super) fn reservation(
         &self,
         payer: Payer<'_>,
         request: &PreparedRequest,
-        provider: &str,
+        entry: &super::ProviderEntry,
+        body: &Rendered,
+        prompt_tokens: u64,
     ) -> Reservation {
-        if !self.reserves(payer, &request.route, provider) {
-            return Reservation::default();
-        }
-        let Some(entry) = self.provider(provider) else {
-            return Reservation::default();
-        };
-        let body = self.outgoing(payer, request, provider).render(&entry.provider, request.stream).ok();
-        let Some(body) = body else {
-            // Nothing can be sent (the attempt fails unsent): nothing to reserve.
-            return Reservation::default();
-        };
-        let prompt_tokens = Self::prompt_tokens(&entry, &body);
         let completion_tokens = match request.work {
             Work::Embed(_) => 0,
             Work::Chat(_) => {
-                let limit = completion_limit(&body).unwrap_or(self.configured().billing.default_max_tokens);
-                limit.saturating_mul(choices(&body))
+                let body = body.json();
+                let limit = completion_limit(body).unwrap_or(self.configured().billing.default_max_tokens);
+                limit.saturating_mul(choices(body))
             }
         };
         let price = entry.config.price;
@@ -151,13 +114,13 @@ impl Engine {
 
     /// The prompt tokens of `body` (a rendered provider body) as `entry`
     /// counts them: an upper bound (the whole body, JSON included).
-    fn prompt_tokens(entry: &super::ProviderEntry, body: &Value) -> u64 {
+    pub(super) fn prompt_tokens(entry: &super::ProviderEntry, body: &Rendered) -> u64 {
         // Built on first use: a vocabulary takes a while to build, and only
         // metered, priced or windowed providers need one.
         let counter = entry
             .prompt_counter
             .get_or_init(|| PromptCounter::for_provider(entry.config.tokenizer.as_deref()));
-        counter.count(&body.to_string())
+        counter.count(body.text())
     }
 
     /// Why `provider`'s `context_window` cannot hold this request (its

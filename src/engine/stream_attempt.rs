@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use intentgate_providers::{CallContext, ChatRequest, ChatResponse, Failure, Outcome, Protocol, Provider};
+use intentgate_providers::{
+    CallContext, ChatRequest, ChatResponse, Failure, Outcome, Protocol, Provider, Rendered,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -32,14 +34,14 @@ impl Engine {
         route: &RouteConfig,
         attempt: Attempt,
         provider: Arc<Provider>,
-        chat: ChatRequest,
+        sending: (ChatRequest, Result<Rendered, Failure>),
         context: CallContext,
         live: Phase,
     ) -> Result<Next, EngineError> {
-        let offer = self.gate().offer(&route.name, &chat);
+        let offer = self.gate().offer(&route.name, &sending.0);
         let (first_chunk, first_chunk_seen) = oneshot::channel();
         let call_started = std::time::Instant::now();
-        let task = self.spawn_stream(provider, chat, context, attempt.number, first_chunk);
+        let task = self.spawn_stream(provider, sending, context, attempt.number, first_chunk);
         let attempt_timeout: Duration = route.attempt_timeout.into();
         tokio::select! {
             _ = first_chunk_seen => {
@@ -73,13 +75,14 @@ impl Engine {
         self.conclude(&attempt, &route.name, phase, seen).await
     }
 
-    /// Reads the provider's stream, passing every chunk to the job's readers
-    /// as it arrives, and assembles the whole answer. `raw` of the result is
-    /// the JSON list of the chunks, which a replay sends again.
+    /// Sends `chat`'s rendered body and reads the provider's stream, passing
+    /// every chunk to the job's readers as it arrives, and assembles the
+    /// whole answer. `raw` of the result is the JSON list of the chunks,
+    /// which a replay sends again.
     fn spawn_stream(
         &self,
         provider: Arc<Provider>,
-        chat: ChatRequest,
+        (chat, body): (ChatRequest, Result<Rendered, Failure>),
         context: CallContext,
         number: i32,
         first_chunk: oneshot::Sender<()>,
@@ -87,7 +90,11 @@ impl Engine {
         let engine = self.clone();
         self.tasks().spawn_watch(async move {
             let job_id = context.job_id;
-            let mut stream = match provider.chat_stream(&chat, &context).await {
+            let started = match body {
+                Ok(body) => provider.call_stream(&chat, &body, &context).await,
+                Err(failure) => Err(failure),
+            };
+            let mut stream = match started {
                 Ok(stream) => stream,
                 Err(failure) => return Streamed { outcome: Err(failure), after_first_chunk: false },
             };
