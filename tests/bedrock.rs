@@ -6,7 +6,10 @@
 //! call and its round trip, and a Claude Code turn with thinking blocks
 //! passed through unchanged. A wrong signature (Bedrock's 403) and
 //! throttling (429) are proven failures: the job fails over, one upstream
-//! call per attempt, counted at the simulator.
+//! call per attempt, counted at the simulator. A model that is not Claude
+//! goes through `Converse` (`converse`, `converse-stream`): plain,
+//! streamed and a tool round trip translated both ways, and a Messages
+//! request with thinking passes it over with the reason, unsent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,7 +24,13 @@ store_matrix!(
     a_thinking_turn_passes_through_bedrock_unchanged,
     a_wrong_signature_is_rejected_and_fails_over_with_one_call_each,
     throttling_fails_over_with_one_call_each,
+    plain_streamed_and_a_tool_round_trip_reach_a_model_through_converse,
+    a_thinking_turn_passes_a_converse_model_over_unsent,
 );
+
+/// A Bedrock model that is not Claude: called through Converse.
+const LLAMA: &str = "meta.llama3-3-70b-instruct-v1:0";
+const LLAMA_PATH: &str = "/model/meta.llama3-3-70b-instruct-v1%3A0";
 
 const MODEL: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
 
@@ -170,4 +179,80 @@ async fn a_wrong_signature_is_rejected_and_fails_over_with_one_call_each(store: 
 async fn throttling_fails_over_with_one_call_each(store: TestStore) {
     let gw = gateway(&store, "sim:status=429", BEDROCK_SECRET_ACCESS_KEY).await;
     fails_over_with_one_call_each(&gw, "/model/sim%3Astatus%3D429/invoke").await;
+}
+
+async fn plain_streamed_and_a_tool_round_trip_reach_a_model_through_converse(store: TestStore) {
+    let gw = gateway(&store, LLAMA, BEDROCK_SECRET_ACCESS_KEY).await;
+    let plain = json!({"model": "on-bedrock", "max_tokens": 200, "temperature": 0.5,
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello llama"}]});
+    let response = gw.chat_completion("cv-plain", &plain).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-intentgate-provider"], "bedrock");
+    let job = job_of(&response);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "echo: hello llama", "{answer}");
+    assert!(answer["usage"]["prompt_tokens"].as_u64().unwrap() > 0, "{answer}");
+    let seen = gw.sim().last_request(&job).unwrap();
+    assert!(seen.headers["authorization"].starts_with("AWS4-HMAC-SHA256 Credential=AKIDSIMULATOR/"));
+    assert_eq!(
+        seen.body.unwrap(),
+        json!({"system": [{"text": "Be brief."}], "messages": [{"role": "user", "content": [{"text": "hello llama"}]}],
+            "inferenceConfig": {"maxTokens": 200, "temperature": 0.5}})
+    );
+
+    let mut streamed = plain.clone();
+    streamed["stream"] = true.into();
+    streamed["stream_options"] = json!({"include_usage": true});
+    let text = gw.chat_completion("cv-stream", &streamed).await.text().await.unwrap();
+    assert!(
+        text.contains("echo")
+            && text.contains("\"total_tokens\"")
+            && text.trim_end().ends_with("data: [DONE]"),
+        "{text}"
+    );
+
+    let weather: Value = serde_json::from_str(WEATHER).unwrap();
+    let forced = json!({"model": "on-bedrock", "messages": [{"role": "user", "content": "Utrecht"}], "tools": [weather],
+        "tool_choice": {"type": "function", "function": {"name": "weather"}}});
+    let answer: Value = gw.chat_completion("cv-tool", &forced).await.json().await.unwrap();
+    let call = answer["choices"][0]["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "weather", "{answer}");
+    assert_eq!(answer["choices"][0]["finish_reason"], "tool_calls", "{answer}");
+    let round_trip = json!({"model": "on-bedrock", "tools": [weather], "messages": [
+        {"role": "user", "content": "Utrecht"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "rain"}
+    ]});
+    let response = gw.chat_completion("cv-round", &round_trip).await;
+    let job = job_of(&response);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "echo: rain", "{answer}");
+    let sent = gw.sim().last_request(&job).unwrap().body.unwrap();
+    assert_eq!(sent["messages"][1]["content"][0]["toolUse"]["name"], "weather", "{sent}");
+    assert_eq!(
+        sent["messages"][2]["content"][0]["toolResult"]["content"],
+        json!([{"text": "rain"}]),
+        "{sent}"
+    );
+    let calls = (
+        calls_at(&gw, &format!("{LLAMA_PATH}/converse")),
+        calls_at(&gw, &format!("{LLAMA_PATH}/converse-stream")),
+    );
+    assert_eq!(calls, (3, 1));
+    assert_eq!(gw.sim().calls().total, 4, "one upstream call per request");
+}
+
+async fn a_thinking_turn_passes_a_converse_model_over_unsent(store: TestStore) {
+    let gw = gateway(&store, LLAMA, BEDROCK_SECRET_ACCESS_KEY).await;
+    let turn = common::claude_code_turn("on-bedrock");
+    let response = common::send_as_claude_code(&gw, "cv-think", &turn).await;
+    let job = job_of(&response);
+    let view = settled_job(&gw, ALICE, &job).await;
+    let error = view["error"].to_string();
+    assert!(
+        error.contains("bedrock: its dialect cannot express this request")
+            && error.contains("bedrock-converse"),
+        "{view}"
+    );
+    assert_eq!(calls_at(&gw, &format!("{LLAMA_PATH}/converse")), 0, "never sent with thinking dropped");
 }

@@ -355,8 +355,9 @@ fn a_vertex_provider_checks_ok_and_its_mistakes_are_named() {
 
 /// `dialect = "bedrock"`: a provider with a region and AWS keys in the
 /// environment checks ok (no `base_url`: the region's endpoint); a missing
-/// region, a region elsewhere, a model Bedrock is not spoken to with, and
-/// an unset key variable are named.
+/// region, a region elsewhere, a model InvokeModel is not spoken to with
+/// (another model checks ok: it is called through Converse), `bedrock_api`
+/// elsewhere, and an unset key variable are named.
 #[test]
 fn a_bedrock_provider_checks_ok_and_its_mistakes_are_named() {
     let shipped =
@@ -376,6 +377,8 @@ fn a_bedrock_provider_checks_ok_and_its_mistakes_are_named() {
     };
     let (ok, stderr) = check(bedrock, true);
     assert!(ok, "a Bedrock provider checks ok: {stderr}");
+    let (ok, stderr) = check(&bedrock.replace("anthropic.claude", "meta.llama"), true);
+    assert!(ok, "another model checks ok, through Converse: {stderr}");
     let cases = [
         (
             bedrock.replace("region = \"eu-west-1\"\n", ""),
@@ -387,7 +390,16 @@ fn a_bedrock_provider_checks_ok_and_its_mistakes_are_named() {
                 .to_owned(),
             "providers[10].region: is for dialect = \"bedrock\" only",
         ),
-        (bedrock.replace("anthropic.claude", "meta.llama"), "providers[10].model: `meta.llama"),
+        (
+            format!("{}bedrock_api = \"invoke\"\n", bedrock.replace("anthropic.claude", "meta.llama")),
+            "providers[10].model: `meta.llama",
+        ),
+        (
+            "\n[[providers]]\nname = \"o\"\ndialect = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n\
+             bedrock_api = \"converse\"\n"
+                .to_owned(),
+            "providers[10].bedrock_api: is for dialect = \"bedrock\" only",
+        ),
     ];
     for (provider, expected) in cases {
         let (ok, stderr) = check(&provider, true);

@@ -28,22 +28,28 @@ async fn sim() -> SimHandle {
 }
 
 /// Every dialect the suites must be runnable against.
-const DIALECTS: [Dialect; 5] =
-    [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Bedrock, Dialect::OpenAiResponses];
+const DIALECTS: [Dialect; 6] = [
+    Dialect::OpenAi,
+    Dialect::Anthropic,
+    Dialect::Gemini,
+    Dialect::Bedrock,
+    Dialect::BedrockConverse,
+    Dialect::OpenAiResponses,
+];
 
 fn provider(sim: &SimHandle, dialect: Dialect, model: &str) -> Provider {
     let base_url = match dialect {
         Dialect::OpenAi | Dialect::OpenAiResponses => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
         Dialect::Gemini => sim.base_url_gemini(),
-        Dialect::Bedrock => sim.base_url_bedrock(),
+        Dialect::Bedrock | Dialect::BedrockConverse => sim.base_url_bedrock(),
     };
     let mut settings = ProviderSettings::new(&format!("sim-{model}"), dialect, &base_url, model);
     if dialect == Dialect::Gemini {
         // Gemini's API (and so the simulator's) refuses a call without a key.
         settings.api_key = Some(intentgate_providers::Secret::new("gemini-contract-key"));
     }
-    if dialect == Dialect::Bedrock {
+    if matches!(dialect, Dialect::Bedrock | Dialect::BedrockConverse) {
         // The simulator's Bedrock API key (no signing needed here).
         settings.api_key =
             Some(intentgate_providers::Secret::new(intentgate_providers::sim::BEDROCK_API_KEY));

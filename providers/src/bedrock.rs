@@ -79,15 +79,37 @@ pub(crate) fn invoke_body(mut body: Value, carried: &[(String, String)]) -> Valu
     body
 }
 
-/// One event-stream frame as the data of an Anthropic stream event: a
-/// `chunk`'s base64 `bytes`. An exception frame is the provider saying,
+/// What an event frame's payload is: `InvokeModel`'s `chunk` of one
+/// Anthropic stream event (base64 in `bytes`), or one typed Converse event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Payload {
+    Chunk,
+    Event,
+}
+
+/// One event-stream frame as the data of a dialect's stream event: a
+/// `chunk`'s base64 `bytes`, or a Converse event as `{"<event type>":
+/// <payload>}` (the shape of Converse's stream union). An exception frame is the provider saying,
 /// mid-stream, that it will send nothing more: `rejected` with the status
 /// Bedrock gives the same exception outside a stream, as Anthropic's own
 /// in-stream `error` event is. A frame that is not one is malformed:
 /// `bad_output`.
-pub(crate) fn event_data(frame: Result<Frame, FrameError>) -> Result<Option<Bytes>, Failure> {
+pub(crate) fn event_data(
+    frame: Result<Frame, FrameError>,
+    payload: Payload,
+) -> Result<Option<Bytes>, Failure> {
     let frame = frame.map_err(|err| Failure::bad_output(err.to_string(), Bytes::new()))?;
     match frame.header(":message-type") {
+        Some("event") if payload == Payload::Event => {
+            let kind = frame.header(":event-type").unwrap_or_default();
+            let event: Value = serde_json::from_slice(&frame.payload).map_err(|err| {
+                Failure::bad_output(
+                    format!("a Converse `{kind}` event is not JSON: {err}"),
+                    frame.payload.clone(),
+                )
+            })?;
+            Ok(Some(Bytes::from(serde_json::json!({ kind: event }).to_string())))
+        }
         Some("event") if frame.header(":event-type") == Some("chunk") => {
             #[derive(serde::Deserialize)]
             struct Chunk {

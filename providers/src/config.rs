@@ -73,7 +73,8 @@ pub struct ProviderSettings {
     /// token instead of a key. `base_url` is the API's origin.
     pub vertex: Option<crate::vertex::address::VertexAddress>,
     /// A Bedrock provider's region and AWS credentials (required with
-    /// [`Dialect::Bedrock`]); a Bedrock API key is `api_key` instead.
+    /// [`Dialect::Bedrock`] and [`Dialect::BedrockConverse`]); a Bedrock API
+    /// key is `api_key` instead.
     pub bedrock: Option<BedrockAddress>,
 }
 

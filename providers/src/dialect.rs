@@ -23,6 +23,12 @@ pub enum Dialect {
     /// `/invoke-with-response-stream`): Claude's Messages body, signed
     /// with SigV4 or sent with a Bedrock API key (see `BedrockAddress`).
     Bedrock,
+    /// Amazon Bedrock's `POST {base_url}/model/{model}/converse` (and
+    /// `/converse-stream`): the request translated into Converse's shape,
+    /// for the models Bedrock hosts that are not Claude; signed as
+    /// [`Dialect::Bedrock`] is.
+    #[serde(rename = "bedrock-converse")]
+    BedrockConverse,
     /// `POST {base_url}/responses`, bearer auth: OpenAI's Responses API,
     /// where OpenAI's reasoning models keep their reasoning across turns
     /// (encrypted reasoning items) and Codex speaks natively.
@@ -37,6 +43,7 @@ impl Dialect {
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
             Dialect::Bedrock => "bedrock",
+            Dialect::BedrockConverse => "bedrock-converse",
             Dialect::OpenAiResponses => "openai-responses",
         }
     }
@@ -57,6 +64,7 @@ impl FromStr for Dialect {
             "anthropic" => Ok(Dialect::Anthropic),
             "gemini" => Ok(Dialect::Gemini),
             "bedrock" => Ok(Dialect::Bedrock),
+            "bedrock-converse" => Ok(Dialect::BedrockConverse),
             "openai-responses" => Ok(Dialect::OpenAiResponses),
             other => Err(UnknownDialect(other.to_owned())),
         }
@@ -65,5 +73,7 @@ impl FromStr for Dialect {
 
 /// A name that is not a [`Dialect`].
 #[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a dialect (expected openai, openai-responses, anthropic, gemini or bedrock)")]
+#[error(
+    "`{0}` is not a dialect (expected openai, openai-responses, anthropic, gemini, bedrock or bedrock-converse)"
+)]
 pub struct UnknownDialect(pub String);

@@ -66,20 +66,6 @@ pub(crate) fn cannot_express(req: &ChatRequest) -> Option<String> {
     request_body(req).err().map(|why| why.to_string())
 }
 
-/// A provider's `max_temperature`, where Gemini takes the temperature: a
-/// higher (or missing) `generationConfig.temperature` becomes the cap.
-/// Applied after the request overrides, so an override cannot lift it.
-pub(crate) fn cap_temperature(body: &mut Value, cap: f64) {
-    let Some(object) = body.as_object_mut() else { return };
-    let config = object.entry("generationConfig").or_insert_with(|| json!({}));
-    if let Some(config) = config.as_object_mut() {
-        let asked = config.get("temperature").and_then(Value::as_f64);
-        if asked.is_none_or(|t| t > cap) {
-            config.insert("temperature".into(), cap.into());
-        }
-    }
-}
-
 /// A rejection with the wait Google puts in its body rather than a
 /// `Retry-After` header: `error.details[]` of type `RetryInfo`, whose
 /// `retryDelay` is a protobuf duration (`"37s"`, `"1.5s"`). A header, when
@@ -415,14 +401,7 @@ impl StreamState {
             return None;
         }
         let usage = self.usage.take().filter(|_| self.include_usage);
-        Some(usage.map(|usage| StreamChunk {
-            chunk: json!({"object": "chat.completion.chunk", "choices": [], "usage": usage.openai()}),
-            delta: String::new(),
-            finish_reason: None,
-            usage: Some(usage.usage()),
-            raw: Bytes::new(),
-            native: None,
-        }))
+        Some(usage.map(|usage| StreamChunk::usage_only(usage.openai(), Some(usage.usage()), Bytes::new())))
     }
 }
 

@@ -45,6 +45,21 @@ pub(crate) fn null_content_as_empty(body: &mut Value) {
     }
 }
 
+/// A provider's `max_temperature` where a translated dialect takes the
+/// temperature, inside `member` (Gemini's `generationConfig`, Converse's
+/// `inferenceConfig`): a higher (or missing) temperature there becomes the
+/// cap. Applied after the request overrides, so an override cannot lift it.
+pub(crate) fn cap_temperature_in(body: &mut Value, member: &str, cap: f64) {
+    let Some(object) = body.as_object_mut() else { return };
+    let config = object.entry(member).or_insert_with(|| Value::Object(Map::new()));
+    if let Some(config) = config.as_object_mut() {
+        let asked = config.get("temperature").and_then(Value::as_f64);
+        if asked.is_none_or(|t| t > cap) {
+            config.insert("temperature".into(), cap.into());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::anthropic;
 use crate::bedrock;
 use crate::config::{ProviderSettings, SettingsError, Timeouts};
+use crate::converse;
 use crate::decoded::Decoded;
 use crate::dialect::Dialect;
 use crate::embeddings::{self, EmbeddingRequest};
@@ -33,6 +34,7 @@ pub enum Provider {
     Anthropic(Anthropic),
     Gemini(Gemini),
     Bedrock(Bedrock),
+    Converse(Converse),
     Responses(Responses),
 }
 
@@ -57,6 +59,11 @@ pub struct Responses(Endpoint);
 /// An Amazon Bedrock model (Claude through `InvokeModel`); build it with [`Provider::new`].
 #[derive(Debug)]
 pub struct Bedrock(Endpoint);
+
+/// An Amazon Bedrock model through `Converse` (any model Bedrock hosts);
+/// build it with [`Provider::new`].
+#[derive(Debug)]
+pub struct Converse(Endpoint);
 
 impl Provider {
     pub fn new(config: ProviderSettings) -> Result<Self, SettingsError> {
@@ -123,20 +130,30 @@ impl Provider {
                 Provider::Gemini(Gemini(Endpoint::new(config, paths, gemini::auth, &[])?))
             }
             Dialect::Bedrock => {
-                let address = config.bedrock.clone().ok_or(SettingsError::BedrockRegion)?;
                 let paths = bedrock::paths(&config.model);
-                let endpoint = Endpoint::new(config, paths, bedrock::auth, &[])?;
-                Provider::Bedrock(Bedrock(match address.credentials {
-                    Some(keys) => {
-                        let secrets =
-                            std::iter::once(keys.secret_access_key.clone()).chain(keys.session_token.clone());
-                        secrets
-                            .fold(endpoint, Endpoint::scrubbing)
-                            .with_authorizer(Arc::new(bedrock::Credentials { keys, region: address.region }))
-                    }
-                    None => endpoint,
-                }))
+                Provider::Bedrock(Bedrock(Self::bedrock_endpoint(config, paths)?))
             }
+            Dialect::BedrockConverse => {
+                let paths = converse::paths(&config.model);
+                Provider::Converse(Converse(Self::bedrock_endpoint(config, paths)?))
+            }
+        })
+    }
+
+    /// A Bedrock endpoint at `paths`: signed with the AWS keys (scrubbed
+    /// from failures like a key) or sent with a Bedrock API key.
+    fn bedrock_endpoint(config: ProviderSettings, paths: Paths) -> Result<Endpoint, SettingsError> {
+        let address = config.bedrock.clone().ok_or(SettingsError::BedrockRegion)?;
+        let endpoint = Endpoint::new(config, paths, bedrock::auth, &[])?;
+        Ok(match address.credentials {
+            Some(keys) => {
+                let secrets =
+                    std::iter::once(keys.secret_access_key.clone()).chain(keys.session_token.clone());
+                secrets
+                    .fold(endpoint, Endpoint::scrubbing)
+                    .with_authorizer(Arc::new(bedrock::Credentials { keys, region: address.region }))
+            }
+            None => endpoint,
         })
     }
 
@@ -158,6 +175,7 @@ impl Provider {
             Provider::Anthropic(_) => Dialect::Anthropic,
             Provider::Gemini(_) => Dialect::Gemini,
             Provider::Bedrock(_) => Dialect::Bedrock,
+            Provider::Converse(_) => Dialect::BedrockConverse,
             Provider::Responses(_) => Dialect::OpenAiResponses,
         }
     }
@@ -168,6 +186,7 @@ impl Provider {
             | Provider::Anthropic(Anthropic(endpoint, _))
             | Provider::Gemini(Gemini(endpoint))
             | Provider::Bedrock(Bedrock(endpoint))
+            | Provider::Converse(Converse(endpoint))
             | Provider::Responses(Responses(endpoint)) => endpoint,
         }
     }
@@ -220,6 +239,7 @@ impl Provider {
             Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::decode_response(&raw).map_err(bad),
             Provider::Gemini(_) => gemini::decode_response(&raw).map_err(|err| err.into_failure(raw.clone())),
             Provider::Responses(_) => responses::decode_response(&raw).map_err(bad),
+            Provider::Converse(_) => converse::decode_response(&raw, converse::asks_json(req)),
         }?;
         let json = match ctx.expect_json {
             false => None,
@@ -317,9 +337,13 @@ impl Provider {
                 Decoder::Anthropic(anthropic::StreamState::new(include_usage, passthrough))
             }
             Provider::Gemini(_) => Decoder::Gemini(gemini::StreamState::new(include_usage)),
+            Provider::Converse(_) => {
+                Decoder::Converse(converse::StreamState::new(include_usage, converse::asks_json(req)))
+            }
         };
         let framing = match self {
-            Provider::Bedrock(_) => Framing::event_stream(endpoint.answer_limits),
+            Provider::Bedrock(_) => Framing::event_stream(endpoint.answer_limits, bedrock::Payload::Chunk),
+            Provider::Converse(_) => Framing::event_stream(endpoint.answer_limits, bedrock::Payload::Event),
             _ => Framing::sse(),
         };
         Ok(chunk_stream(response, framing, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
@@ -337,7 +361,7 @@ impl Provider {
     ) -> Result<reqwest::Response, Failure> {
         // Bedrock takes the client's betas in the body (see `render`).
         let mut carried = match self {
-            Provider::Bedrock(_) => &[][..],
+            Provider::Bedrock(_) | Provider::Converse(_) => &[][..],
             _ => self.passes_through(req).map_or(&[][..], |native| native.headers.as_slice()),
         };
         let on_vertex: Vec<(String, String)>;
@@ -388,6 +412,7 @@ impl Provider {
             Provider::Responses(_) => responses::cannot_express(req),
             Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::cannot_express(req),
             Provider::Gemini(_) => gemini::cannot_express(req),
+            Provider::Converse(_) => converse::cannot_express(req),
         }
     }
 
@@ -403,7 +428,9 @@ impl Provider {
     pub async fn call_embed(&self, req: &EmbeddingRequest, body: &Rendered, ctx: &CallContext) -> Outcome {
         let span = tracing::debug_span!("provider_embed", provider = %self.name(), job_id = %ctx.job_id, attempt = ctx.attempt);
         async {
-            if let (Provider::Gemini(_) | Provider::Bedrock(_), Some(reason)) = (self, self.cannot_embed()) {
+            let untranslated =
+                matches!(self, Provider::Gemini(_) | Provider::Bedrock(_) | Provider::Converse(_));
+            if let (true, Some(reason)) = (untranslated, self.cannot_embed()) {
                 return Err(Failure::NotSent { reason, local: true });
             }
             let start = Instant::now();
@@ -429,7 +456,9 @@ impl Provider {
             Provider::OpenAi(_) | Provider::Responses(_) => None,
             Provider::Anthropic(_) => Some("the Anthropic API has no embeddings".to_owned()),
             Provider::Gemini(_) => Some("Gemini's embedContent is not translated".to_owned()),
-            Provider::Bedrock(_) => Some("Bedrock's embedding models are not translated".to_owned()),
+            Provider::Bedrock(_) | Provider::Converse(_) => {
+                Some("Bedrock's embedding models are not translated".to_owned())
+            }
         }
     }
 
@@ -463,7 +492,16 @@ impl Provider {
             let mut body = gemini::request_body(req).map_err(|err| unsent(err.to_string()))?;
             overrides::apply(&mut body, &endpoint.request_overrides, None);
             if let Some(cap) = endpoint.max_temperature {
-                gemini::cap_temperature(&mut body, cap);
+                overrides::cap_temperature_in(&mut body, "generationConfig", cap);
+            }
+            return Rendered::new(body, stream);
+        }
+        if let Provider::Converse(_) = self {
+            // Converse's temperature is inside `inferenceConfig`, as Gemini's.
+            let mut body = converse::request_body(req).map_err(unsent)?;
+            overrides::apply(&mut body, &endpoint.request_overrides, None);
+            if let Some(cap) = endpoint.max_temperature {
+                overrides::cap_temperature_in(&mut body, "inferenceConfig", cap);
             }
             return Rendered::new(body, stream);
         }

@@ -29,6 +29,7 @@ pub(crate) enum Decoder {
     Anthropic(anthropic::StreamState),
     Gemini(gemini::StreamState),
     Responses(crate::responses::StreamState),
+    Converse(crate::converse::StreamState),
 }
 
 impl Decoder {
@@ -38,6 +39,7 @@ impl Decoder {
             Decoder::Anthropic(state) => state.decode_event(data),
             Decoder::Gemini(state) => state.decode_event(data),
             Decoder::Responses(state) => state.decode_event(data),
+            Decoder::Converse(state) => state.decode_event(data),
         }
     }
 
@@ -50,6 +52,7 @@ impl Decoder {
     fn take_end(&mut self) -> Option<Option<StreamChunk>> {
         match self {
             Decoder::Responses(state) => state.take_end(),
+            Decoder::Converse(state) => state.take_end(),
             Decoder::OpenAi | Decoder::Anthropic(_) | Decoder::Gemini(_) => None,
         }
     }
@@ -57,7 +60,7 @@ impl Decoder {
     fn end_of_body(&mut self) -> Option<Option<StreamChunk>> {
         match self {
             Decoder::Gemini(state) => state.end_of_body(),
-            Decoder::OpenAi | Decoder::Anthropic(_) | Decoder::Responses(_) => None,
+            Decoder::OpenAi | Decoder::Anthropic(_) | Decoder::Responses(_) | Decoder::Converse(_) => None,
         }
     }
 }
@@ -68,7 +71,7 @@ impl Decoder {
 /// event's data alone.
 pub(crate) enum Framing {
     Sse(SseParser),
-    EventStream(eventstream::Decoder),
+    EventStream(eventstream::Decoder, bedrock::Payload),
 }
 
 impl Framing {
@@ -77,21 +80,21 @@ impl Framing {
     }
 
     /// Frames past `max_event_bytes` are refused from their prelude.
-    pub(crate) fn event_stream(limits: AnswerLimits) -> Self {
-        Framing::EventStream(eventstream::Decoder::new(limits.max_event_bytes))
+    pub(crate) fn event_stream(limits: AnswerLimits, payload: bedrock::Payload) -> Self {
+        Framing::EventStream(eventstream::Decoder::new(limits.max_event_bytes), payload)
     }
 
     fn push(&mut self, piece: &[u8]) {
         match self {
             Framing::Sse(parser) => parser.push(piece),
-            Framing::EventStream(decoder) => decoder.push(piece),
+            Framing::EventStream(decoder, _) => decoder.push(piece),
         }
     }
 
     fn pending(&self) -> usize {
         match self {
             Framing::Sse(parser) => parser.pending(),
-            Framing::EventStream(decoder) => decoder.pending(),
+            Framing::EventStream(decoder, _) => decoder.pending(),
         }
     }
 
@@ -100,8 +103,8 @@ impl Framing {
     fn next_event(&mut self) -> Option<Result<Bytes, Failure>> {
         match self {
             Framing::Sse(parser) => parser.next_event().map(|event| Ok(event.data)),
-            Framing::EventStream(decoder) => loop {
-                match bedrock::event_data(decoder.next_frame()?) {
+            Framing::EventStream(decoder, payload) => loop {
+                match bedrock::event_data(decoder.next_frame()?, *payload) {
                     Ok(Some(data)) => return Some(Ok(data)),
                     Ok(None) => {}
                     Err(failure) => return Some(Err(failure)),

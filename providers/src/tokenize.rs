@@ -92,7 +92,7 @@ impl RemoteTokenizer {
                 Dialect::OpenAi | Dialect::OpenAiResponses => openai::auth(key.expose()),
                 Dialect::Anthropic => anthropic::auth(key.expose()),
                 Dialect::Gemini => gemini::auth(key.expose()),
-                Dialect::Bedrock => crate::bedrock::auth(key.expose()),
+                Dialect::Bedrock | Dialect::BedrockConverse => crate::bedrock::auth(key.expose()),
             };
             for (name, value) in auth {
                 let mut value = HeaderValue::from_str(&value).map_err(|_| SettingsError::ApiKey)?;

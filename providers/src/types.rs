@@ -39,6 +39,29 @@ impl ChatRequest {
     }
 }
 
+/// OpenAI chat fields a translated dialect (Gemini, Converse) says in its
+/// own terms or leaves out as hints with no meaning to it: never passed
+/// through at the top level, which those APIs would refuse.
+pub(crate) const TRANSLATED_OR_HINTS: [&str; 17] = [
+    "model",
+    "stream",
+    "stream_options",
+    "n",
+    "user",
+    "store",
+    "service_tier",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "parallel_tool_calls",
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
@@ -150,6 +173,21 @@ pub struct StreamChunk {
     /// protocol passed through: every event of it, `chunk` or not, is what
     /// that protocol's door streams.
     pub native: Option<Value>,
+}
+
+impl StreamChunk {
+    /// The chunk OpenAI ends a stream with when `stream_options.include_usage`
+    /// asked: no choices, the totals (`openai`, OpenAI's `usage` member).
+    pub(crate) fn usage_only(openai: Value, usage: Option<Usage>, raw: Bytes) -> StreamChunk {
+        StreamChunk {
+            chunk: serde_json::json!({"object": "chat.completion.chunk", "choices": [], "usage": openai}),
+            delta: String::new(),
+            finish_reason: None,
+            usage,
+            raw,
+            native: None,
+        }
+    }
 }
 
 /// Who is calling: the job identity travels downstream (R10 in `docs/design.md`).

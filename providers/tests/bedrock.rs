@@ -178,3 +178,37 @@ async fn a_messages_request_passes_through_with_its_betas_in_the_body() {
     assert_eq!(seen.body.unwrap(), expected, "as sent, but for what Bedrock moves into the body");
     assert!(!seen.headers.contains_key("anthropic-beta"));
 }
+
+/// The same faults through `Converse` (a model with a scripted name is
+/// called there when the dialect says so): throttling is `rejected`, a
+/// stream exception after half the answer `rejected` 424, a bad CRC and a
+/// malformed event `bad_output`, a stream cut before its `metadata`
+/// `unknown`; a whole stream decodes into the answer, its usage included.
+#[tokio::test]
+async fn converse_speaks_plain_and_streamed_and_classifies_each_fault() {
+    let sim = sim().await;
+    let converse = |model: &str| provider(&sim, Dialect::BedrockConverse, model);
+    let first = ctx();
+    let response = converse("meta.llama3-3-70b-instruct-v1:0").chat(&hello(), &first).await.unwrap();
+    assert_eq!(response.text, "echo: hello there");
+    let seen = sim.last_request(&first.job_id.to_string()).unwrap();
+    assert_eq!(seen.path, "/model/meta.llama3-3-70b-instruct-v1%3A0/converse");
+    assert_eq!(seen.body.unwrap()["system"], json!([{"text": "be brief"}]));
+
+    let (chunks, failure) = drain(&converse("sim:ok"), &hello(), &ctx()).await.unwrap();
+    assert_eq!(failure, None);
+    assert!(chunks.iter().any(|chunk| chunk.usage.is_some()), "the finish chunk carries the usage");
+    let chunks: Vec<Value> = chunks.into_iter().map(|c| c.chunk).filter(|c| !c.is_null()).collect();
+    assert_eq!(assemble(&chunks)["choices"][0]["message"]["content"], "echo: hello there");
+
+    let throttled = converse("sim:status=429").chat(&hello(), &ctx()).await.unwrap_err();
+    assert!(matches!(throttled, Failure::Rejected { status: 429, .. }), "{throttled:?}");
+    let (_, failure) = drain(&converse("sim:stream-exception"), &hello(), &ctx()).await.unwrap();
+    assert!(matches!(failure, Some(Failure::Rejected { status: 424, .. })), "{failure:?}");
+    for model in ["sim:bad-crc", "sim:malformed-json"] {
+        let (_, failure) = drain(&converse(model), &hello(), &ctx()).await.unwrap();
+        assert!(matches!(failure, Some(Failure::BadOutput { .. })), "{model}: {failure:?}");
+    }
+    let (_, failure) = drain(&converse("sim:stream-no-done"), &hello(), &ctx()).await.unwrap();
+    assert!(matches!(failure, Some(Failure::Unknown { .. })), "{failure:?}");
+}

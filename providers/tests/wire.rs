@@ -97,7 +97,9 @@ async fn unknown_fields_pass_through_and_the_configured_model_wins() {
                 assert_eq!(sent["input"], json!([developer, user]));
                 assert_eq!(sent["store"], false, "the gateway keeps the conversation");
             }
-            Dialect::Gemini | Dialect::Bedrock => unreachable!("tests/gemini.rs, tests/bedrock.rs"),
+            Dialect::Gemini | Dialect::Bedrock | Dialect::BedrockConverse => {
+                unreachable!("tests/gemini.rs, tests/bedrock.rs")
+            }
         }
     }
 }
@@ -121,7 +123,9 @@ async fn job_identity_and_auth_headers_arrive() {
                 assert_eq!(headers["x-api-key"], "k-123");
                 assert_eq!(headers["anthropic-version"], "2023-06-01");
             }
-            Dialect::Gemini | Dialect::Bedrock => unreachable!("tests/gemini.rs, tests/bedrock.rs"),
+            Dialect::Gemini | Dialect::Bedrock | Dialect::BedrockConverse => {
+                unreachable!("tests/gemini.rs, tests/bedrock.rs")
+            }
         }
     }
 }

@@ -506,6 +506,19 @@ impl DialectConfig {
 
 pub use vertex::PublisherConfig;
 
+/// The Bedrock API a `dialect = "bedrock"` provider calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BedrockApi {
+    /// `InvokeModel` with Claude's Messages body: Claude only, and what a
+    /// Messages request carries (thinking, cache breakpoints, betas)
+    /// passes through as sent.
+    Invoke,
+    /// `Converse`, the request translated into Bedrock's one shape for
+    /// every model it hosts (Llama, Mistral, Amazon Nova, Claude…).
+    Converse,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
@@ -546,6 +559,9 @@ pub struct ProviderConfig {
     /// `dialect = "bedrock"`: the AWS region requests are signed for and,
     /// without `base_url`, sent to (required).
     pub region: Option<String>,
+    /// `dialect = "bedrock"`: which of Bedrock's APIs is called (see
+    /// [`BedrockApi`]); default `invoke` for Claude, `converse` otherwise.
+    pub bedrock_api: Option<BedrockApi>,
     /// `dialect = "bedrock"`, signing with AWS keys: the environment
     /// variables holding the access key id (default `AWS_ACCESS_KEY_ID`),
     /// the secret (default `AWS_SECRET_ACCESS_KEY`) and, when that variable
@@ -690,7 +706,10 @@ impl ProviderConfig {
             (DialectConfig::Openai | DialectConfig::Azure, _) => intentgate_providers::Dialect::OpenAi,
             (DialectConfig::Anthropic, _) => intentgate_providers::Dialect::Anthropic,
             (DialectConfig::Gemini | DialectConfig::Vertex, _) => intentgate_providers::Dialect::Gemini,
-            (DialectConfig::Bedrock, _) => intentgate_providers::Dialect::Bedrock,
+            (DialectConfig::Bedrock, _) => match self.bedrock_api() {
+                BedrockApi::Invoke => intentgate_providers::Dialect::Bedrock,
+                BedrockApi::Converse => intentgate_providers::Dialect::BedrockConverse,
+            },
             (DialectConfig::OpenaiResponses | DialectConfig::AzureResponses, _) => {
                 intentgate_providers::Dialect::OpenAiResponses
             }
@@ -750,6 +769,17 @@ impl ProviderConfig {
             }
             _ => self.base_url.clone(),
         }
+    }
+
+    /// The Bedrock API this provider calls: as configured, else `invoke`
+    /// for an Anthropic model id (and the simulator's `sim:` models),
+    /// `converse` for any other.
+    pub fn bedrock_api(&self) -> BedrockApi {
+        self.bedrock_api.unwrap_or(if self.model.contains("anthropic.") || self.model.starts_with("sim:") {
+            BedrockApi::Invoke
+        } else {
+            BedrockApi::Converse
+        })
     }
 
     /// A Bedrock provider's region, and its AWS keys: none with a Bedrock

@@ -238,7 +238,7 @@ fn validate_azure(provider: &ProviderConfig) -> Result<(), Invalid> {
 
 /// Bedrock's addressing: a region (what requests are signed for, and
 /// where they go without `base_url`), AWS key variables only with a
-/// Bedrock provider, and an Anthropic model id (Converse is not spoken).
+/// Bedrock provider, and `InvokeModel` only for Claude.
 fn validate_bedrock(provider: &ProviderConfig) -> Result<(), Invalid> {
     let fields = [
         ("region", &provider.region),
@@ -248,7 +248,8 @@ fn validate_bedrock(provider: &ProviderConfig) -> Result<(), Invalid> {
     ];
     if provider.dialect != super::DialectConfig::Bedrock {
         let file = ("aws_credentials_file", provider.aws_credentials_file.is_some());
-        for (field, set) in fields.iter().map(|(field, value)| (*field, value.is_some())).chain([file]) {
+        let api = ("bedrock_api", provider.bedrock_api.is_some());
+        for (field, set) in fields.iter().map(|(field, value)| (*field, value.is_some())).chain([file, api]) {
             if set {
                 return Err((field.into(), "is for dialect = \"bedrock\" only".into()));
             }
@@ -281,12 +282,14 @@ fn validate_bedrock(provider: &ProviderConfig) -> Result<(), Invalid> {
     if provider.model.is_empty() {
         return Err(("model".into(), "must name a Bedrock model id".into()));
     }
-    if !provider.model.contains("anthropic.") && !provider.model.starts_with("sim:") {
+    let claude = provider.model.contains("anthropic.") || provider.model.starts_with("sim:");
+    if provider.bedrock_api() == super::BedrockApi::Invoke && !claude {
         return Err((
             "model".into(),
             format!(
-                "`{}` is not an Anthropic model: a Bedrock provider calls InvokeModel with Claude's Messages \
-                 body (e.g. \"anthropic.claude-sonnet-4-5-20250929-v1:0\"); Converse is not spoken (docs/bedrock.md)",
+                "`{}` is not an Anthropic model: bedrock_api = \"invoke\" sends Claude's Messages body \
+                 (e.g. \"anthropic.claude-sonnet-4-5-20250929-v1:0\"); other models take bedrock_api = \"converse\" \
+                 (docs/bedrock.md)",
                 provider.model
             ),
         ));

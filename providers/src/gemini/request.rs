@@ -27,35 +27,12 @@ use serde_json::{Map, Value, json};
 
 use super::schema;
 pub(crate) use super::untranslatable::Untranslatable;
-use crate::types::{ChatRequest, Content, Message};
+use crate::types::{ChatRequest, Content, Message, TRANSLATED_OR_HINTS};
 
-/// OpenAI fields with no meaning in Gemini's API (hints about the caller,
-/// or translated here): never passed through, which Gemini would refuse.
-const DROPPED: [&str; 23] = [
-    "model",
-    "stream",
-    "stream_options",
-    "n",
-    "user",
-    "store",
-    "service_tier",
-    "safety_identifier",
-    "prompt_cache_key",
-    "prompt_cache_retention",
-    "parallel_tool_calls",
-    "tools",
-    "tool_choice",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "stop",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "response_format",
-];
+/// Gemini's own translations beside [`TRANSLATED_OR_HINTS`]: never passed
+/// through.
+const DROPPED: [&str; 6] =
+    ["top_k", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format"];
 
 /// OpenAI generation parameters and their `generationConfig` names.
 const GENERATION: [(&str, &str); 6] = [
@@ -74,7 +51,7 @@ pub(crate) fn request_body(req: &ChatRequest) -> Result<Value, Untranslatable> {
     let mut body: Map<String, Value> = req
         .extra
         .iter()
-        .filter(|(k, _)| !DROPPED.contains(&k.as_str()))
+        .filter(|(k, _)| !TRANSLATED_OR_HINTS.contains(&k.as_str()) && !DROPPED.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let (system, conversation): (Vec<&Message>, Vec<&Message>) =

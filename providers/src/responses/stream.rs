@@ -107,14 +107,9 @@ impl StreamState {
         chunk.finish_reason = Some(finish);
         chunk.usage = decoded.usage;
         let usage = response.get("usage").filter(|u| u.is_object());
-        let usage_chunk = usage.filter(|_| self.include_usage && !self.passthrough).map(|usage| StreamChunk {
-            chunk: json!({"object": "chat.completion.chunk", "choices": [], "usage": super::chat_usage(usage)}),
-            delta: String::new(),
-            finish_reason: None,
-            usage: decoded.usage,
-            raw: chunk.raw.clone(),
-            native: None,
-        });
+        let usage_chunk = usage
+            .filter(|_| self.include_usage && !self.passthrough)
+            .map(|usage| StreamChunk::usage_only(super::chat_usage(usage), decoded.usage, chunk.raw.clone()));
         self.end = Some(usage_chunk);
         if self.passthrough {
             chunk.native = Some(event);

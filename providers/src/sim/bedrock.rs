@@ -32,12 +32,14 @@ pub const SECRET_ACCESS_KEY: &str = "intentgate/simulator/SECRETKEY";
 /// The Bedrock API key (`Authorization: Bearer …`) it accepts.
 pub const API_KEY: &str = "sim-bedrock-api-key";
 
-/// Whether the operation (the path's last segment) streams; `None` for
-/// one Bedrock does not have.
-pub(crate) fn target(operation: &str) -> Option<bool> {
+/// Whether the operation (the path's last segment) streams, and whether
+/// it is Converse's; `None` for one Bedrock does not have.
+pub(crate) fn target(operation: &str) -> Option<(bool, bool)> {
     match operation {
-        "invoke" => Some(false),
-        "invoke-with-response-stream" => Some(true),
+        "invoke" => Some((false, false)),
+        "invoke-with-response-stream" => Some((true, false)),
+        "converse" => Some((false, true)),
+        "converse-stream" => Some((true, true)),
         _ => None,
     }
 }
@@ -187,17 +189,21 @@ pub(crate) fn refuse(status: u16, kind: &str, message: &str) -> Response {
     (code, [("x-amzn-errortype", kind)], axum::Json(json!({"message": message}))).into_response()
 }
 
-/// A stream's Anthropic events as event-stream frames, with the scripted
-/// fault: half the events then an exception frame (`stream-exception`) or
-/// a frame whose CRC is wrong (`bad-crc`), or as the SSE dialects do.
-pub(crate) fn frames(events: &[Event], terminator: &Event, fault: Fault) -> Vec<Bytes> {
+/// A stream's Anthropic events as `InvokeModel` frames (each in a
+/// `chunk`), and its terminator's.
+pub(crate) fn chunks(events: &[Event], terminator: &Event) -> (Vec<Bytes>, Vec<Bytes>) {
+    (events.iter().map(chunk).collect(), vec![chunk(terminator)])
+}
+
+/// A stream's event frames with the scripted fault: half the events then
+/// an exception frame (`stream-exception`) or a frame whose CRC is wrong
+/// (`bad-crc`), or as the SSE dialects do.
+pub(crate) fn frames(events: Vec<Bytes>, terminator: Vec<Bytes>, fault: Fault) -> Vec<Bytes> {
     let half = events.len() / 2;
     let mut frames: Vec<Bytes> = match fault {
-        Fault::None => events.iter().chain([terminator]).map(chunk).collect(),
-        Fault::NoDone => events.iter().map(chunk).collect(),
-        Fault::Stall | Fault::Cut | Fault::Exception | Fault::BadCrc => {
-            events[..half].iter().map(chunk).collect()
-        }
+        Fault::None => events.iter().chain(&terminator).cloned().collect(),
+        Fault::NoDone => events.clone(),
+        Fault::Stall | Fault::Cut | Fault::Exception | Fault::BadCrc => events[..half].to_vec(),
     };
     match fault {
         Fault::Exception => frames.push(eventstream::encode(
@@ -209,12 +215,12 @@ pub(crate) fn frames(events: &[Event], terminator: &Event, fault: Fault) -> Vec<
             json!({"message": "scripted stream exception", "originalStatusCode": 500}).to_string().as_bytes(),
         )),
         Fault::BadCrc => {
-            let mut broken = chunk(&events[half]).to_vec();
+            let mut broken = events.get(half).map(|frame| frame.to_vec()).unwrap_or_default();
             if let Some(last) = broken.last_mut() {
                 *last ^= 0xff;
             }
             frames.push(Bytes::from(broken));
-            frames.extend(events[half + 1..].iter().chain([terminator]).map(chunk));
+            frames.extend(events.iter().skip(half + 1).chain(&terminator).cloned());
         }
         _ => {}
     }

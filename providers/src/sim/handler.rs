@@ -41,12 +41,13 @@ pub(crate) enum Api {
         model: String,
         stream: bool,
     },
-    /// Bedrock's `InvokeModel` (or its stream) of the model the path
-    /// names, and whether its credentials hold (the exception and message
-    /// AWS refuses them with).
+    /// Bedrock's `InvokeModel` or `Converse` (`converse`), or its stream,
+    /// of the model the path names, and whether its credentials hold (the
+    /// exception and message AWS refuses them with).
     Bedrock {
         model: String,
         stream: bool,
+        converse: bool,
         auth: Result<(), (String, String)>,
     },
 }
@@ -60,7 +61,8 @@ impl Api {
             Api::Responses => Dialect::OpenAiResponses,
             Api::Gemini { .. } => Dialect::Gemini,
             Api::Vertex { publisher, .. } => *publisher,
-            Api::Bedrock { .. } => Dialect::Bedrock,
+            Api::Bedrock { converse: false, .. } => Dialect::Bedrock,
+            Api::Bedrock { converse: true, .. } => Dialect::BedrockConverse,
         }
     }
 }
@@ -145,7 +147,8 @@ pub(crate) async fn handle(
             super::gemini::view(&json, model, *stream)
         }
         Api::Vertex { model, .. } => super::vertex::claude_view(json, model),
-        Api::Bedrock { model, stream, .. } => super::bedrock::view(&json, model, *stream),
+        Api::Bedrock { model, stream, converse: false, .. } => super::bedrock::view(&json, model, *stream),
+        Api::Bedrock { model, stream, converse: true, .. } => super::converse::view(&json, model, *stream),
         _ => json,
     };
     ending(dialect, &sim, &json, script, &parts.headers, kill).await
@@ -235,7 +238,11 @@ fn answer(
     }
     let said = prompt.said(dialect, sim.seed, output);
     if !prompt.stream {
-        let full = reply::body(dialect, &prompt, json, &said).to_string();
+        let mut full = reply::body(dialect, &prompt, json, &said);
+        if dialect == Dialect::BedrockConverse {
+            full = super::converse::body(&full);
+        }
+        let full = full.to_string();
         let sent =
             if output.malformed_json { super::prompt::truncated(&full).to_owned() } else { full.clone() };
         let content_type = [(CONTENT_TYPE, "application/json".to_owned())];
@@ -262,8 +269,12 @@ fn answer(
     {
         event.data = super::prompt::truncated(&event.data).to_owned();
     }
-    if dialect == Dialect::Bedrock {
-        let frames = super::bedrock::frames(&events, &terminator, output.fault);
+    if matches!(dialect, Dialect::Bedrock | Dialect::BedrockConverse) {
+        let (events, terminator) = match dialect {
+            Dialect::Bedrock => super::bedrock::chunks(&events, &terminator),
+            _ => super::converse::frames(&events),
+        };
+        let frames = super::bedrock::frames(events, terminator, output.fault);
         let body =
             Body::from_stream(stream::iter(frames.into_iter().map(Ok)).chain(tail(output.fault, kill)));
         return ([(CONTENT_TYPE, "application/vnd.amazon.eventstream")], body).into_response();
@@ -314,6 +325,7 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
         Api::Gemini { .. } => return super::gemini::validate(headers, json),
         Api::Vertex { publisher: Dialect::Gemini, .. } => return super::gemini::validate_body(json),
         Api::Vertex { stream, .. } => super::vertex::validate_claude(json, *stream)?,
+        Api::Bedrock { converse: true, .. } => return super::converse::validate(json),
         Api::Bedrock { .. } => super::bedrock::validate(json)?,
         // Checked as it is read (`super::responses::view`).
         Api::Responses => return Ok(()),
@@ -345,7 +357,7 @@ async fn read_json(dialect: Dialect, body: Option<Body>) -> Result<Value, Respon
 }
 
 fn error(dialect: Dialect, status: u16, message: &str) -> Response {
-    if dialect == Dialect::Bedrock {
+    if matches!(dialect, Dialect::Bedrock | Dialect::BedrockConverse) {
         return super::bedrock::error(status, message);
     }
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -33,6 +33,9 @@
 //!   "bedrock-2023-05-31"`); answers are the Anthropic dialect's, streams
 //!   framed in AWS's binary event stream, errors `{"message": …}` with
 //!   `x-amzn-errortype`; the model (and so its script) is the path's
+//! - `POST /model/{modelId}/converse` and `…/converse-stream` — Bedrock's
+//!   Converse API, authenticated and faulted as above, its body checked
+//!   as AWS does (see `converse.rs`)
 //! - `POST /v1/responses` — OpenAI's Responses API (provider base_url
 //!   `http://ADDR/v1`), strict about its fields and items, with reasoning
 //!   items whose encrypted content must come back unchanged (see
@@ -179,6 +182,7 @@
 
 mod bedrock;
 mod conn;
+mod converse;
 mod embed;
 mod format;
 mod gemini;
@@ -498,7 +502,7 @@ async fn bedrock_api(
     Path((model, operation)): Path<(String, String)>,
     request: axum::extract::Request,
 ) -> Response {
-    let Some(stream) = bedrock::target(&operation) else {
+    let Some((stream, converse)) = bedrock::target(&operation) else {
         return bedrock::refuse(404, "UnknownOperationException", "");
     };
     let (parts, body) = request.into_parts();
@@ -508,7 +512,7 @@ async fn bedrock_api(
     };
     let auth = bedrock::authenticate(&parts.headers, &parts.uri, &body);
     let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
-    handler::handle(handler::Api::Bedrock { model, stream, auth }, sim, kill, request).await
+    handler::handle(handler::Api::Bedrock { model, stream, converse, auth }, sim, kill, request).await
 }
 
 async fn embeddings(

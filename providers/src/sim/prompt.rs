@@ -159,7 +159,9 @@ impl Prompt {
             return (0..n)
                 .map(|i| {
                     let id = match (dialect, i) {
-                        (Dialect::Anthropic | Dialect::Bedrock, _) => format!("toolu_sim{:016x}", self.nonce),
+                        (Dialect::Anthropic | Dialect::Bedrock | Dialect::BedrockConverse, _) => {
+                            format!("toolu_sim{:016x}", self.nonce)
+                        }
                         // Gemini's calls carry no id: the dialect makes one.
                         (Dialect::OpenAi | Dialect::Gemini | Dialect::OpenAiResponses, 0) => {
                             format!("call_sim{:016x}", self.nonce)

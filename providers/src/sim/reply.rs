@@ -38,7 +38,7 @@ pub(crate) fn body(dialect: Dialect, prompt: &Prompt, request: &Value, said: &[S
                 "usage": openai_usage(input, output),
             })
         }
-        Dialect::Anthropic | Dialect::Bedrock => {
+        Dialect::Anthropic | Dialect::Bedrock | Dialect::BedrockConverse => {
             let thinking = super::thinking::block(prompt, request);
             let output = output + super::thinking::tokens(thinking.as_ref());
             let content: Vec<Value> =
@@ -67,7 +67,9 @@ pub(crate) fn events(
     match dialect {
         Dialect::OpenAiResponses => super::responses::events(prompt, request, said),
         Dialect::OpenAi => openai_events(prompt, said),
-        Dialect::Anthropic | Dialect::Bedrock => anthropic_events(prompt, request, said),
+        Dialect::Anthropic | Dialect::Bedrock | Dialect::BedrockConverse => {
+            anthropic_events(prompt, request, said)
+        }
         Dialect::Gemini => super::gemini::events(prompt, said),
     }
 }
@@ -169,7 +171,7 @@ pub(crate) fn error(dialect: Dialect, status: u16, message: &str) -> Value {
             json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": status}})
         }
         Dialect::Gemini => super::gemini::error(status, message, None),
-        Dialect::Bedrock => json!({"message": message}),
+        Dialect::Bedrock | Dialect::BedrockConverse => json!({"message": message}),
         Dialect::Anthropic => {
             let kind = match status {
                 400 => "invalid_request_error",
@@ -192,7 +194,9 @@ pub(crate) fn content_policy(dialect: Dialect) -> Value {
             "type": "invalid_request_error", "param": null, "code": "content_policy_violation"}}),
         Dialect::Anthropic => json!({"type": "error", "error": {
             "type": "invalid_request_error", "message": "Output blocked by content filtering policy"}}),
-        Dialect::Bedrock => json!({"message": "Output blocked by content filtering policy"}),
+        Dialect::Bedrock | Dialect::BedrockConverse => {
+            json!({"message": "Output blocked by content filtering policy"})
+        }
         // Gemini says a refusal in a 200 (`super::gemini::blocked`); a 400
         // that says so is the closest error it has.
         Dialect::Gemini => super::gemini::error(400, "The request was blocked by the safety filters.", None),

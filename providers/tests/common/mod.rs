@@ -52,7 +52,7 @@ pub fn base_url(sim: &SimHandle, dialect: Dialect) -> String {
         Dialect::OpenAi | Dialect::OpenAiResponses => sim.base_url_openai(),
         Dialect::Anthropic => sim.base_url_anthropic(),
         Dialect::Gemini => sim.base_url_gemini(),
-        Dialect::Bedrock => sim.base_url_bedrock(),
+        Dialect::Bedrock | Dialect::BedrockConverse => sim.base_url_bedrock(),
     }
 }
 
@@ -63,7 +63,7 @@ pub fn config(sim: &SimHandle, dialect: Dialect, model: &str) -> ProviderSetting
     if dialect == Dialect::Gemini {
         config.api_key = Some(intentgate_providers::Secret::new(GEMINI_KEY));
     }
-    if dialect == Dialect::Bedrock {
+    if matches!(dialect, Dialect::Bedrock | Dialect::BedrockConverse) {
         config.bedrock = Some(bedrock_address(intentgate_providers::sim::BEDROCK_SECRET_ACCESS_KEY, None));
     }
     config
