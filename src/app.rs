@@ -195,6 +195,11 @@ async fn start_with_simulator(
     });
     engine.load_spend_limits().await?;
     engine.spawn_spend_limit_feed();
+    // What the other replicas know of the providers, before serving.
+    if let Err(err) = engine.read_shared_health().await {
+        tracing::warn!(error = %err, "shared provider health not read; starting with none");
+    }
+    engine.spawn_health_feed();
     engine.spawn_sweeper();
     engine.spawn_settled_listener();
     engine.tasks().spawn_watch(crate::telemetry::upkeep());

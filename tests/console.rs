@@ -29,6 +29,7 @@ store_matrix!(
     the_timeline_shows_who_won_the_race_and_the_tool_calls,
     a_hedged_attempt_is_marked_on_its_job_page,
     an_admin_makes_and_revokes_a_key_and_reads_a_teams_spend_by_tag,
+    a_failed_jobs_page_says_each_attempts_failure_once,
 );
 
 /// A gateway whose attempts time out fast, with settled jobs of alice and
@@ -539,6 +540,33 @@ async fn a_hedged_attempt_is_marked_on_its_job_page(store: TestStore) {
     assert!(label.as_str().unwrap().contains("hedged: started beside an open attempt"), "{label}");
     let facts = browser.text("#job-facts").await;
     assert!(facts.contains("2 answered — the intent ran more than once"), "{facts}");
+    browser.close().await;
+}
+
+/// A failed job's page: each attempt's detail is said once, in its row of
+/// the attempts table; the error names the attempts without repeating it.
+async fn a_failed_jobs_page_says_each_attempts_failure_once(store: TestStore) {
+    let Some(browser) = Browser::start().await else { return };
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        common::set_provider(doc, "sim-primary", "model", "sim:status=400");
+        common::set_provider(doc, "sim-fallback", "model", "sim:status=400");
+    })
+    .await;
+    let created: Value = gw.create(ALICE, "failed-1", &chat_body("No luck")).await.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["attempts"].as_array().unwrap().len(), 2, "{job}");
+
+    sign_in(&browser, &gw, ADMIN).await;
+    browser.script(&format!("location.hash = '#/job/{id}'"), json!([])).await;
+    browser
+        .wait_for("the failed job", "document.getElementById('page-job').dataset.status === 'failed'")
+        .await;
+    let page = browser.text("#page-job").await;
+    assert_eq!(page.matches("scripted failure").count(), 2, "once per attempt: {page}");
+    let listed = browser.text("#failed-attempts").await;
+    assert!(listed.contains("attempt 1 on sim-primary: failed (rejected)"), "{listed}");
     browser.close().await;
 }
 

@@ -19,6 +19,7 @@ store_matrix!(
     the_shipped_config_derives_a_key_bound_to_the_caller,
     a_plain_retry_of_a_cut_stream_is_the_same_job,
     a_streamed_retry_of_a_plain_request_replays_it_as_a_stream,
+    each_door_reads_its_own_section,
 );
 
 async fn keyless(gw: &TestGateway, text: &str) -> Response {
@@ -147,4 +148,25 @@ async fn a_streamed_retry_of_a_plain_request_replays_it_as_a_stream(store: TestS
     let text = streamed.text().await.unwrap();
     assert!(text.contains("event: message_start") && text.contains("event: message_stop"), "{text}");
     assert_eq!(gw.sim().calls().total, 1, "one upstream call");
+}
+
+/// `[openai] mint_idempotency_keys` governs the OpenAI doors only: the
+/// Messages door reads `[anthropic]`, so its keyless retry is still the
+/// same job while chat completions mint a key for each request.
+async fn each_door_reads_its_own_section(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let mut openai = toml::Table::new();
+        openai.insert("mint_idempotency_keys".into(), true.into());
+        doc.insert("openai".into(), toml::Value::Table(openai));
+    })
+    .await;
+    for _ in 0..2 {
+        assert_eq!(keyless(&gw, "minted").await.status(), 200);
+    }
+    assert_eq!(gw.job_count().await, 2, "chat completions mint, as [openai] says");
+    let first = messages(&gw, false).await;
+    assert_eq!(first.status(), 200);
+    let retry = messages(&gw, false).await;
+    assert_eq!(retry.headers()["x-intentgate-job-id"], first.headers()["x-intentgate-job-id"]);
+    assert_eq!(gw.job_count().await, 3, "Messages derive, as [anthropic] (unset) says");
 }

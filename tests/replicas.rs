@@ -1,6 +1,7 @@
 //! Several gateway instances on one database (R10), and a gateway killed in
 //! the middle of an attempt (R5): one job, one upstream call, and an attempt
-//! that may have been sent is `unknown`, never `failed`, never re-sent.
+//! that may have been sent is `unknown`, never `failed`, never re-sent. A
+//! provider one replica found dead is passed over by the others too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,7 +20,8 @@ use tokio::sync::Barrier;
 store_matrix!(
     two_gateways_one_job_one_call,
     killed_gateway_leaves_the_attempt_unknown,
-    sigterm_drains_a_late_answer_before_exit
+    sigterm_drains_a_late_answer_before_exit,
+    a_provider_one_replica_saw_fail_is_passed_over_by_the_other,
 );
 
 /// SIGTERM while an attempt is `unknown` and its answer still to come: the
@@ -461,4 +463,41 @@ mod wake_ups {
             -(earlier.duration_since(later).as_secs_f64() * 1000.0)
         }
     }
+}
+
+/// Provider health is shared through the store: two replicas, a primary
+/// that answers 503. Replica A sees it fail twice and opens its circuit;
+/// replica B, which never called it, passes it over within a second, and
+/// its request is answered by the fallback without a call to the primary.
+async fn a_provider_one_replica_saw_fail_is_passed_over_by_the_other(store: TestStore) {
+    let sim = Simulator::new(9).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut gateways = Vec::new();
+    for name in ["gw-a", "gw-b"] {
+        let mut doc = test_config_doc(&store.url, Some(sim.addr()));
+        set_engine(&mut doc, "instance_id", name);
+        set_provider(&mut doc, "sim-primary", "model", "sim:status=503");
+        let mut health = toml::Table::new();
+        health.insert("failures".into(), 2.into());
+        health.insert("cooldown".into(), "60s".into());
+        set_provider(&mut doc, "sim-primary", "health", health);
+        gateways.push(TestGateway::start_with(config_from_doc(&doc)).await);
+    }
+    let (a, b) = (&gateways[0], &gateways[1]);
+    let hello = serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": "hello"}]});
+    let primary_calls = || sim.calls().by_path.get("/v1/chat/completions").copied().unwrap_or(0);
+    for key in ["a-1", "a-2"] {
+        let response = a.chat_completion(key, &hello).await;
+        assert_eq!(response.status(), 200, "{:?}", response.text().await);
+    }
+    assert_eq!(primary_calls(), 2);
+    assert_eq!(a.gateway.engine.provider_health("sim-primary").state, "cooling_down");
+
+    let started = std::time::Instant::now();
+    while b.gateway.engine.provider_health("sim-primary").state != "cooling_down" {
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "replica B never learned it");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let response = b.chat_completion("b-1", &hello).await;
+    assert_eq!(response.headers()["x-intentgate-provider"], "sim-fallback");
+    assert_eq!(primary_calls(), 2, "B passed the primary over without calling it");
 }

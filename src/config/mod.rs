@@ -38,8 +38,12 @@ pub struct Config {
     pub store: StoreConfig,
     #[serde(default)]
     pub engine: EngineConfig,
+    /// The OpenAI doors' settings: chat completions, Responses, embeddings.
     #[serde(default)]
-    pub openai: OpenAiConfig,
+    pub openai: DoorConfig,
+    /// The Anthropic Messages door's settings.
+    #[serde(default)]
+    pub anthropic: DoorConfig,
     #[serde(default)]
     pub contracts: ContractsConfig,
     #[serde(default)]
@@ -345,10 +349,12 @@ fn default_contracts_dir() -> std::path::PathBuf {
     std::path::PathBuf::from("contract-tests")
 }
 
-/// The OpenAI-compatible endpoint, `POST /v1/chat/completions`.
+/// A compatible door's settings, per protocol: `[openai]` for the OpenAI
+/// doors (chat completions, Responses, embeddings), `[anthropic]` for
+/// Messages; each door reads its own (see `Door::settings`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OpenAiConfig {
+pub struct DoorConfig {
     /// Mint an `Idempotency-Key` when a request has none, instead of
     /// answering 400. This gives up deduplication for such requests: every
     /// one becomes a new job.
@@ -356,17 +362,17 @@ pub struct OpenAiConfig {
     pub mint_idempotency_keys: bool,
     /// How long a request waits for its job (or a duplicate for the running
     /// job) before answering 409 with `Retry-After`.
-    #[serde(default = "default_openai_wait")]
+    #[serde(default = "default_door_wait")]
     pub wait: HumanDuration,
 }
 
-impl Default for OpenAiConfig {
+impl Default for DoorConfig {
     fn default() -> Self {
-        OpenAiConfig { mint_idempotency_keys: false, wait: default_openai_wait() }
+        DoorConfig { mint_idempotency_keys: false, wait: default_door_wait() }
     }
 }
 
-fn default_openai_wait() -> HumanDuration {
+fn default_door_wait() -> HumanDuration {
     HumanDuration::secs(60)
 }
 
@@ -899,9 +905,9 @@ pub struct RouteConfig {
     pub require_contract_for_fallback: bool,
     /// What a compatible door (chat completions, Responses, Messages,
     /// embeddings) does with a request on this route that carries no
-    /// `Idempotency-Key`. Unset: `mint` with `[openai] mint_idempotency_keys
-    /// = true`, else `derive` (see [`Config::keyless`]). The jobs API always
-    /// requires the header.
+    /// `Idempotency-Key`. Unset: `mint` where the door's section says
+    /// `mint_idempotency_keys = true`, else `derive` (see
+    /// [`Config::keyless`]). The jobs API always requires the header.
     pub keyless: Option<Keyless>,
     /// Other names a client may use for this route as `model` (some only
     /// accept names they know, such as `gpt-4o-mini`); `GET /v1/models`
@@ -1178,15 +1184,15 @@ impl Config {
     }
 
     /// What a compatible door does with a keyless request on `route`: the
-    /// route's `keyless`, else `mint` where `[openai]
-    /// mint_idempotency_keys` asks for it, else `derive`. Derivation is the
+    /// route's `keyless`, else `mint` where the door's section (`door`:
+    /// `[openai]`, `[anthropic]`) asks for it, else `derive`. Derivation is the
     /// default because no SDK or agent sends a key of its own: refusing
     /// them would refuse every client that only changed its base URL, and
     /// minting would turn each of their retries into a second execution.
-    pub fn keyless(&self, route: Option<&RouteConfig>) -> Keyless {
+    pub fn keyless(&self, route: Option<&RouteConfig>, door: &DoorConfig) -> Keyless {
         match route.and_then(|route| route.keyless) {
             Some(policy) => policy,
-            None if self.openai.mint_idempotency_keys => Keyless::Mint,
+            None if door.mint_idempotency_keys => Keyless::Mint,
             None => Keyless::Derive,
         }
     }

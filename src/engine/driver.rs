@@ -178,15 +178,7 @@ impl Engine {
         let (mut next, mut just_created, mut request) = match first {
             First::New(job, attempt, Kickoff { request, refused, outgoing }) => {
                 refused_so_far = refused;
-                let next = match (attempt, outgoing) {
-                    (Some(attempt), Some(outgoing)) => First::Started(*attempt, outgoing),
-                    // Never inserted without a provider: rendered here if so.
-                    (Some(attempt), None) => {
-                        let outgoing = self.outgoing(job.payer(), &request, &attempt.provider);
-                        First::Started(*attempt, Box::new(outgoing))
-                    }
-                    (None, _) => First::Plan,
-                };
+                let next = self.first_of_new(&job, attempt, outgoing, &request);
                 (next, Some(*job), Some(request))
             }
             other => (other, None, None),
@@ -246,6 +238,26 @@ impl Engine {
                     next = First::Provider(provider);
                 }
             }
+        }
+    }
+
+    /// Where the drive of a job this instance just created begins: its
+    /// attempt 1 with what it sends, when one was inserted with it.
+    fn first_of_new(
+        &self,
+        job: &Job,
+        attempt: Option<Box<Attempt>>,
+        outgoing: Option<Box<Outgoing>>,
+        request: &PreparedRequest,
+    ) -> First {
+        match (attempt, outgoing) {
+            (Some(attempt), Some(outgoing)) => First::Started(*attempt, outgoing),
+            // Never inserted without its provider's body: rendered here if so.
+            (Some(attempt), None) => {
+                let outgoing = self.outgoing(job.payer(), request, &attempt.provider);
+                First::Started(*attempt, Box::new(outgoing))
+            }
+            (None, _) => First::Plan,
         }
     }
 

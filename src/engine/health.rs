@@ -1,7 +1,7 @@
 //! Provider health: a provider whose calls keep failing is passed over for
 //! a cool-down, then given one probe; the first answer puts it back.
 //!
-//! A circuit per provider, per process. Closed, every call goes ahead; after
+//! A circuit per provider. Closed, every call goes ahead; after
 //! `[providers.health] failures` signs of trouble in a row (a refused
 //! connection, a 429 or 5xx, a garbled answer, silence) it opens for
 //! `cooldown`, and the chain's next provider serves instead. When the
@@ -9,6 +9,14 @@
 //! answer closes the circuit, its failure opens it again. A rejection that
 //! is about the request (another 4xx: too long, refused by content policy)
 //! says nothing about the provider and counts neither way.
+//!
+//! Every replica keeps its own circuits and shares each change through the
+//! store (`shared_health.rs`): a circuit another replica opened or closed
+//! is adopted here within a second, and a replica that starts reads them
+//! all first. So a dead provider is passed over everywhere once one
+//! replica has seen it fail; each replica still lets its own probe through
+//! when the cool-down ends. When the store cannot be reached, each replica
+//! goes on with what it knows.
 //!
 //! Skipping a provider never sends anything twice — it only changes which
 //! provider the next attempt goes to — so health needs no safety argument,
@@ -23,6 +31,7 @@ use std::sync::Mutex;
 use intentgate_providers::Failure;
 
 use crate::config::HealthConfig;
+use crate::store::SharedCircuit;
 
 /// What a provider's call said about the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +72,36 @@ pub enum Verdict {
     CoolingDown(String),
 }
 
+/// A change of a circuit, for the other replicas to adopt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// It opened (again): passed over until then.
+    Opened { until_ms: i64, failures: u32 },
+    /// An answer closed it.
+    Closed,
+}
+
+impl Change {
+    /// The change as the store shares it.
+    pub fn shared(self, provider: &str, now_ms: i64, replica: &str) -> SharedCircuit {
+        let (open_until, failures) = match self {
+            Change::Opened { until_ms, failures } => (Some(until_ms), i64::from(failures)),
+            Change::Closed => (None, 0),
+        };
+        SharedCircuit {
+            provider: provider.to_owned(),
+            open_until,
+            failures,
+            changed_at: now_ms,
+            changed_by: replica.to_owned(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Circuit {
+    /// When it last opened or closed, here or on another replica.
+    changed_at_ms: i64,
     /// Signs of trouble since the last answer.
     failures: u32,
     /// Open (cooling down) until then.
@@ -123,25 +160,45 @@ impl Health {
         }
     }
 
-    /// Records what a call to `provider` said; returns true when this
-    /// opened its circuit.
-    pub fn observe(&self, provider: &str, config: &HealthConfig, sign: Sign, now_ms: i64) -> bool {
+    /// Records what a call to `provider` said; the change of its circuit,
+    /// when this opened or closed it.
+    pub fn observe(&self, provider: &str, config: &HealthConfig, sign: Sign, now_ms: i64) -> Option<Change> {
         if config.failures == 0 || sign == Sign::Neutral {
-            return false;
+            return None;
         }
         let mut circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let circuit = circuits.entry(provider.to_owned()).or_default();
         if sign == Sign::Answered {
-            *circuit = Circuit::default();
-            return false;
+            let was_open = circuit.open_until_ms.is_some();
+            *circuit = Circuit { changed_at_ms: now_ms, ..Circuit::default() };
+            return was_open.then_some(Change::Closed);
         }
         circuit.failures = circuit.failures.saturating_add(1);
         let probing = circuit.probe_since_ms.take().is_some();
         if circuit.failures >= config.failures && (circuit.open_until_ms.is_none() || probing) {
-            circuit.open_until_ms = Some(now_ms + crate::engine::clock::millis(config.cooldown.into()));
-            return true;
+            let until_ms = now_ms + crate::engine::clock::millis(config.cooldown.into());
+            circuit.open_until_ms = Some(until_ms);
+            circuit.changed_at_ms = now_ms;
+            return Some(Change::Opened { until_ms, failures: circuit.failures });
         }
-        false
+        None
+    }
+
+    /// Takes on a change another replica made (`shared`), unless this
+    /// circuit changed later; whether it did.
+    pub fn adopt(&self, shared: &SharedCircuit) -> bool {
+        let mut circuits = self.circuits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let circuit = circuits.entry(shared.provider.clone()).or_default();
+        if shared.changed_at <= circuit.changed_at_ms {
+            return false;
+        }
+        *circuit = Circuit {
+            changed_at_ms: shared.changed_at,
+            failures: u32::try_from(shared.failures).unwrap_or(u32::MAX),
+            open_until_ms: shared.open_until,
+            probe_since_ms: None,
+        };
+        true
     }
 
     /// Gives back the probe [`Health::check`] let through when nothing was
@@ -188,18 +245,40 @@ mod tests {
     #[test]
     fn opens_after_failures_in_a_row_then_lets_one_probe_through() {
         let (health, config) = (Health::default(), config());
-        assert!(!health.observe("p", &config, Sign::Trouble, 0));
+        assert_eq!(health.observe("p", &config, Sign::Trouble, 0), None);
         assert_eq!(health.check("p", &config, 1), Verdict::Healthy, "one failure is not a pattern");
-        assert!(health.observe("p", &config, Sign::Trouble, 10), "the second opens it");
+        let opened = health.observe("p", &config, Sign::Trouble, 10);
+        assert_eq!(opened, Some(Change::Opened { until_ms: 1010, failures: 2 }), "the second opens it");
         assert!(matches!(health.check("p", &config, 500), Verdict::CoolingDown(_)));
         assert_eq!(health.check("p", &config, 1010), Verdict::Probe, "the probe");
         assert!(matches!(health.check("p", &config, 1011), Verdict::CoolingDown(_)), "only one probe");
-        assert!(health.observe("p", &config, Sign::Trouble, 1020), "a failed probe opens it again");
+        assert!(health.observe("p", &config, Sign::Trouble, 1020).is_some(), "a failed probe opens it again");
         assert!(matches!(health.check("p", &config, 1500), Verdict::CoolingDown(_)));
         assert_eq!(health.check("p", &config, 2100), Verdict::Probe, "the next probe");
-        assert!(!health.observe("p", &config, Sign::Answered, 2110));
+        assert_eq!(health.observe("p", &config, Sign::Answered, 2110), Some(Change::Closed));
+        assert_eq!(health.observe("p", &config, Sign::Answered, 2111), None, "closed already");
         assert_eq!(health.check("p", &config, 2111), Verdict::Healthy, "an answer closes it");
         assert!(health.unhealthy().is_empty());
+    }
+
+    #[test]
+    fn another_replicas_change_is_adopted_unless_this_one_changed_later() {
+        let (health, config) = (Health::default(), config());
+        let opened = |at: i64, until: Option<i64>| SharedCircuit {
+            provider: "p".into(),
+            open_until: until,
+            failures: 5,
+            changed_at: at,
+            changed_by: "other".into(),
+        };
+        assert!(health.adopt(&opened(100, Some(5000))), "opened elsewhere");
+        assert!(matches!(health.check("p", &config, 200), Verdict::CoolingDown(_)));
+        assert!(!health.adopt(&opened(100, Some(5000))), "the same change again");
+        assert_eq!(health.observe("p", &config, Sign::Answered, 300), Some(Change::Closed), "closed here");
+        assert!(!health.adopt(&opened(250, Some(6000))), "an older change");
+        assert_eq!(health.check("p", &config, 400), Verdict::Healthy);
+        assert!(health.adopt(&opened(500, None)), "closed elsewhere, later");
+        assert_eq!(health.check("p", &config, 600), Verdict::Healthy);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! | driving: the chain's next provider, an attempt's call, the hedge | `driver.rs`, `plan.rs`, `hedge.rs`, `stream_attempt.rs`, `request.rs` |
 //! | concluding: what an outcome means, settling it, late answers | `decide.rs`, `conclude.rs`, `late.rs` |
 //! | recovery: leases, the sweep, jobs other replicas settle | `leases.rs`, `recovery.rs`, `remote.rs` |
-//! | which provider may serve: contracts, health, balance | `gate.rs`, `health.rs`, `balance.rs` |
+//! | which provider may serve: contracts, health (shared between replicas), balance | `gate.rs`, `health.rs`, `shared_health.rs`, `balance.rs` |
 //! | money and limits: an attempt's body and reservation, stored limits, token counts | `outgoing.rs`, `spend.rs`, `spend_limits.rs`, `token_counts.rs` |
 //! | operators: attempts by hand, settling unknown ones | `operator.rs` |
 //! | plumbing: tasks, configuration snapshots, clock, metrics | `tasks.rs`, `configured.rs`, `clock.rs`, `series.rs`, `random.rs` |
@@ -46,6 +46,7 @@ mod recovery;
 mod remote;
 mod request;
 mod series;
+mod shared_health;
 mod spend;
 mod spend_limits;
 mod stream_attempt;
@@ -121,6 +122,8 @@ struct Inner {
     leases: leases::HeldLeases,
     streams: StreamHub,
     health: health::Health,
+    /// The newest circuit change read from the store (`shared_health.rs`).
+    shared_seen: shared_health::SharedSeen,
     /// Each provider's time to first byte, for least-latency pools.
     latencies: balance::Latencies,
     events: tokio::sync::broadcast::Sender<EngineEvent>,
@@ -198,6 +201,7 @@ impl Engine {
                 leases: leases::HeldLeases::default(),
                 streams: StreamHub::default(),
                 health: health::Health::default(),
+                shared_seen: shared_health::SharedSeen::default(),
                 latencies: balance::Latencies::default(),
                 events: tokio::sync::broadcast::channel(4096).0,
                 clock: Clock::default(),
@@ -382,12 +386,17 @@ impl Engine {
     /// Records what a call to `provider` said about its health.
     pub(super) fn observe_health(&self, provider: &str, sign: health::Sign) {
         let Some(entry) = self.provider(provider) else { return };
-        if self.inner.health.observe(provider, &entry.config.health, sign, self.now_ms()) {
+        let Some(change) = self.inner.health.observe(provider, &entry.config.health, sign, self.now_ms())
+        else {
+            return;
+        };
+        if let health::Change::Opened { .. } = change {
             tracing::warn!(provider, failures = entry.config.health.failures, cooldown = %entry.config.health.cooldown,
                 "provider unhealthy: passed over while it cools down");
             metrics::counter!(crate::telemetry::PROVIDER_OPENED, "provider" => provider.to_owned())
                 .increment(1);
         }
+        self.share_circuit(provider, change);
     }
 
     /// Whether `provider` may be sent the next attempt now.

@@ -54,15 +54,9 @@ impl Engine {
     /// Keeps the limits current, reading the audit's head every `POLL`.
     pub fn spawn_spend_limit_feed(&self) {
         let engine = self.clone();
-        self.tasks().spawn_watch(async move {
-            let mut tick = tokio::time::interval(POLL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                if let Err(err) = engine.refresh_spend_limits().await {
-                    tracing::debug!(error = %err, "stored limits not read; keeping the ones in force");
-                }
-            }
+        self.tasks().spawn_poll(POLL, "stored limits not read; keeping the ones in force", move || {
+            let engine = engine.clone();
+            async move { engine.refresh_spend_limits().await }
         });
     }
 }

@@ -119,6 +119,26 @@ impl Tasks {
         self.watches.spawn(until_stopped(self.stop.clone(), work))
     }
 
+    /// A watch that runs `poll` every `period` (the first at once), and logs
+    /// a failure as `what` went wrong; the next tick tries again.
+    pub fn spawn_poll<P, Fut, E>(&self, period: std::time::Duration, what: &'static str, mut poll: P)
+    where
+        P: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send,
+        E: std::fmt::Display,
+    {
+        self.spawn_watch(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(err) = poll().await {
+                    tracing::debug!(error = %err, "{what}");
+                }
+            }
+        });
+    }
+
     /// Shutdown has begun (or is about to): not ready any more.
     pub fn begin_drain(&self) {
         self.draining.store(true, Ordering::SeqCst);

@@ -57,6 +57,10 @@ impl Door for Messages {
         Ok(Translated { job, stream, continues: None, background: false })
     }
 
+    fn settings(config: &crate::config::Config) -> &crate::config::DoorConfig {
+        &config.anthropic
+    }
+
     fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {
         render::message_body(&render::Identity::of(job), &result)
     }

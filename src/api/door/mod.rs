@@ -107,6 +107,12 @@ pub trait Door: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// This door's settings (`wait`, `mint_idempotency_keys`): `[openai]`
+    /// unless the door speaks another protocol.
+    fn settings(config: &crate::config::Config) -> &crate::config::DoorConfig {
+        &config.openai
+    }
+
     /// The `Content-Type` of [`Door::error`]'s body.
     const ERROR_CONTENT_TYPE: &'static str = "application/problem+json";
 }

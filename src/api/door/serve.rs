@@ -18,6 +18,7 @@ use crate::api::idempotency::{IDEMPOTENCY_KEY, idempotency_key};
 use crate::api::submit::{new_job, submit};
 use crate::api::view::JOB_ID_HEADER;
 use crate::api::{AppState, Caller, IDEMPOTENT_REPLAYED, Problem, ProblemType};
+use crate::config::DoorConfig;
 use crate::config::Keyless;
 use crate::engine::{StreamEvent, Subscription};
 use crate::jobs::{IdempotencyKey, Job, JobResult, JobStatus, NewJob};
@@ -58,10 +59,11 @@ pub async fn serve<D: Door>(
         if state.config().route_named(new.route()).is_none() {
             return Err(Problem::model_not_found(new.route(), &state.config()));
         }
-        new.idempotency_key = keyless_key(state, &new).await?;
+        let door = D::settings(&state.config()).clone();
+        new.idempotency_key = keyless_key(state, &new, &door).await?;
     }
     let wait: Duration =
-        if translated.background { Duration::ZERO } else { state.config().openai.wait.into() };
+        if translated.background { Duration::ZERO } else { D::settings(&state.config()).wait.into() };
     let new = std::sync::Arc::new(new);
     let submitted = submit(state, &new, wait, translated.stream).await.map_err(|problem| {
         // A door's `model` is the route: a missing one is its 404.
@@ -93,10 +95,10 @@ pub async fn serve<D: Door>(
 /// the caller and the request — the key of the window it falls in, or of
 /// the window before when that one's job is younger than the window (so a
 /// retry just past a window's end still finds it).
-async fn keyless_key(state: &AppState, new: &NewJob) -> Result<IdempotencyKey, Problem> {
+async fn keyless_key(state: &AppState, new: &NewJob, door: &DoorConfig) -> Result<IdempotencyKey, Problem> {
     let config = state.config();
     let route = config.route(new.route());
-    match config.keyless(route) {
+    match config.keyless(route, door) {
         Keyless::Refuse => Err(Problem::keyless_refused(new.route())),
         Keyless::Mint => Ok(new.idempotency_key.clone()),
         Keyless::Derive => {

@@ -460,8 +460,9 @@ function fmtDuration(ms) {
       const error = job.error;
       return el('div', { class: 'error' },
         el('p', {}, el('b', { text: error.reason || 'failed' })),
-        (error.attempts || []).length ? el('ul', {}, error.attempts.map((a) =>
-          el('li', { text: `attempt ${a.attempt} on ${a.provider}: ${a.state}${a.outcome ? ' (' + a.outcome + ')' : ''}${a.detail ? ' — ' + a.detail : ''}` }))) : null,
+        // Each attempt's detail is its row's in the attempts table: said once.
+        (error.attempts || []).length ? el('ul', { id: 'failed-attempts' }, error.attempts.map((a) =>
+          el('li', { text: `attempt ${a.attempt} on ${a.provider}: ${a.state}${a.outcome ? ' (' + a.outcome + ')' : ''}` }))) : null,
         (error.refused || []).length ? [el('p', { text: 'Refused by the contract gate:' }),
           el('ul', {}, error.refused.map((r) => el('li', { text: r })))] : null);
     }
