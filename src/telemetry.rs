@@ -51,6 +51,7 @@ pub const HEDGES: &str = "intentgate_hedged_attempts_total";
 pub const LIMIT_REMAINING: &str = "intentgate_limit_remaining";
 pub const PROVIDER_TOKENS: &str = "intentgate_provider_tokens_total";
 pub const PROVIDER_TOKEN_DETAILS: &str = "intentgate_provider_token_details_total";
+pub const STREAM_EVENTS_SKIPPED: &str = "intentgate_stream_events_skipped_total";
 pub const TIME_TO_FIRST_TOKEN: &str = "intentgate_time_to_first_token_seconds";
 pub const HEDGES_NOT_STARTED: &str = "intentgate_hedges_not_started_total";
 pub const DUPLICATE_EXECUTIONS: &str = "intentgate_duplicate_executions_total";
@@ -219,6 +220,10 @@ fn describe() {
     metrics::describe_counter!(
         PROVIDER_TOKEN_DETAILS,
         "Of the tokens providers reported: input read from (cached_input) or written to (cache_write) their cache, output spent reasoning."
+    );
+    metrics::describe_counter!(
+        STREAM_EVENTS_SKIPPED,
+        "Streamed events a provider sent that could not be read and were skipped (skip_malformed_events)."
     );
     metrics::describe_counter!(
         POSSIBLE_DUPLICATES,

@@ -5,7 +5,8 @@
 //! Every scenario counts the upstream calls at the simulator. Beside them,
 //! the edges of the surface around jobs: text no tokenizer input should
 //! break, the bound on concurrent token counts, and a client that hangs up
-//! while its job is being created.
+//! while its job is being created, and a provider's unreadable stream event
+//! skipped where it opts in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,6 +31,7 @@ store_matrix!(
     a_megabyte_of_pathological_text_is_counted,
     a_count_finding_every_slot_taken_is_refused_at_once,
     a_request_dropped_as_its_job_is_created_still_drives_it,
+    a_malformed_stream_event_is_skipped_where_the_provider_opts_in,
 );
 
 async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) -> reqwest::Response {
@@ -236,4 +238,35 @@ async fn a_request_dropped_as_its_job_is_created_still_drives_it(store: TestStor
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["attempts"][0]["provider"], "sim-primary");
     assert_eq!(gw.sim().calls().total, 1);
+}
+
+/// An unreadable event in a provider's stream (the crash test's S10), with
+/// the provider's `skip_malformed_events`: the event is skipped and
+/// counted, the client's stream ends as one that went well, and the stored
+/// answer says what was skipped; one upstream call. Without the opt-in the
+/// same stream is `bad_output` (`providers/tests/outcomes.rs`).
+async fn a_malformed_stream_event_is_skipped_where_the_provider_opts_in(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_provider(doc, "sim-primary", "model", "sim:malformed-json");
+        set_provider(doc, "sim-primary", "skip_malformed_events", true);
+    })
+    .await;
+    let body = json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hello"}]});
+    let response = gw.chat_completion("s10", &body).await;
+    assert_eq!(response.status(), 200);
+    let job = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    let text = response.text().await.unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let view = settled_job(&gw, ALICE, &job).await;
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["attempts"][0]["provider"], "sim-primary", "{view}");
+    let skipped = &view["result"]["completion"]["skipped_events"];
+    assert_eq!(skipped["count"], 1, "{view}");
+    assert!(skipped["first"].as_str().unwrap().contains("not a chunk"), "{skipped}");
+    assert_eq!(gw.sim().calls().total, 1, "one upstream call");
+    let metrics = gw.client.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("intentgate_stream_events_skipped_total{provider=\"sim-primary\"}"),
+        "{metrics}"
+    );
 }

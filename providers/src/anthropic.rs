@@ -306,6 +306,7 @@ impl StreamState {
             usage: None,
             raw: Bytes::new(),
             native: None,
+            skipped: None,
         };
         if self.passthrough && !matches!(event.kind.as_str(), "message_stop" | "error" | "ping") {
             chunk.native = serde_json::from_slice(&data).ok();

@@ -63,6 +63,10 @@ pub struct ProviderSettings {
     /// (llama-cpp-python 0.3 validates assistant content as a string).
     pub null_content_as_empty: bool,
     pub answer_limits: AnswerLimits,
+    /// A streamed event that cannot be read is skipped (the chunk says so
+    /// in [`crate::StreamChunk::skipped`]) instead of ending the stream
+    /// `bad_output`. Off by default: the answer then lacks what it said.
+    pub skip_malformed_events: bool,
     /// Azure OpenAI's addressing for an OpenAI-dialect provider: the
     /// deployment in the path, `api-version` in the query, the key in
     /// `api-key` (no `Authorization`). The body is OpenAI's.
@@ -138,6 +142,7 @@ impl ProviderSettings {
             max_temperature: None,
             null_content_as_empty: false,
             answer_limits: AnswerLimits::default(),
+            skip_malformed_events: false,
             azure: None,
             vertex: None,
             bedrock: None,

@@ -286,6 +286,7 @@ impl StreamState {
             usage: None,
             raw: data,
             native: None,
+            skipped: None,
         })
     }
 
@@ -312,6 +313,7 @@ fn chunk(delta: Value, finish_reason: Option<String>, raw: Bytes) -> StreamChunk
         usage: None,
         raw,
         native: None,
+        skipped: None,
     }
 }
 

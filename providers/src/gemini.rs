@@ -369,6 +369,7 @@ impl StreamState {
             usage: None,
             raw: data,
             native: None,
+            skipped: None,
         };
         if chunk.delta.is_empty() && !called && chunk.finish_reason.is_none() {
             return Ok(StreamEvent::Chunk(chunk)); // nothing a client would see (usage so far)

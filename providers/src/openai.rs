@@ -125,5 +125,6 @@ pub(crate) fn decode_event(data: Bytes) -> Result<StreamEvent, Failure> {
         usage: chunk.usage,
         raw: data,
         native: None,
+        skipped: None,
     }))
 }

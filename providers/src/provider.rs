@@ -21,7 +21,7 @@ use crate::outcome::{Failure, Outcome, OutcomeClass};
 use crate::overrides;
 use crate::rendered::Rendered;
 use crate::responses;
-use crate::stream::{ChunkStream, Decoder, Framing, chunk_stream};
+use crate::stream::{ChunkStream, Decoder, Framing, Reading, chunk_stream};
 use crate::transport::{Endpoint, Paths, read_body};
 use crate::types::{CallContext, ChatRequest, ChatResponse};
 use crate::vertex;
@@ -346,7 +346,9 @@ impl Provider {
             Provider::Converse(_) => Framing::event_stream(endpoint.answer_limits, bedrock::Payload::Event),
             _ => Framing::sse(),
         };
-        Ok(chunk_stream(response, framing, decoder, endpoint.timeouts, endpoint.answer_limits, deadline))
+        let reading = Reading { timeouts: endpoint.timeouts, limits: endpoint.answer_limits, deadline };
+        let skip = endpoint.skip_malformed_events;
+        Ok(chunk_stream(response, framing, decoder, reading, skip))
     }
 
     /// Sends a chat body (with the headers the client's own request carries,

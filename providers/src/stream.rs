@@ -125,6 +125,8 @@ struct Driver {
     deadline: Instant,
     finished: bool,
     limits: AnswerLimits,
+    /// An event the decoder cannot read is skipped, not the end.
+    skip_malformed: bool,
     /// Bytes of the stream read so far.
     read: usize,
     /// A chunk carried a finish reason, and one carried usage: the answer is
@@ -135,14 +137,24 @@ struct Driver {
     ended: bool,
 }
 
+/// How a stream is read: its provider's timeouts and limits, and the
+/// call's deadline.
+pub(crate) struct Reading {
+    pub(crate) timeouts: Timeouts,
+    pub(crate) limits: AnswerLimits,
+    pub(crate) deadline: Instant,
+}
+
+/// The chunks of `response`'s body; `skip_malformed`: an event the decoder
+/// cannot read is skipped (a chunk that says why) instead of ending it.
 pub(crate) fn chunk_stream(
     response: reqwest::Response,
     framing: Framing,
     decoder: Decoder,
-    timeouts: Timeouts,
-    limits: AnswerLimits,
-    deadline: Instant,
+    reading: Reading,
+    skip_malformed: bool,
 ) -> ChunkStream {
+    let Reading { timeouts, limits, deadline } = reading;
     let driver = Driver {
         body: Box::pin(response.bytes_stream()),
         framing,
@@ -152,6 +164,7 @@ pub(crate) fn chunk_stream(
         deadline,
         finished: false,
         limits,
+        skip_malformed,
         read: 0,
         saw_finish: false,
         saw_usage: false,
@@ -164,6 +177,26 @@ pub(crate) fn chunk_stream(
 }
 
 impl Driver {
+    /// One event's data decoded; an unreadable one skipped when the
+    /// provider says so: a framing error (a bad CRC, a frame too large) is
+    /// never skipped, as what follows it cannot be trusted.
+    fn decode(&mut self, data: Bytes) -> Result<StreamEvent, Failure> {
+        match self.decoder.decode(data) {
+            Err(Failure::BadOutput { reason, raw }) if self.skip_malformed => {
+                Ok(StreamEvent::Chunk(StreamChunk {
+                    chunk: serde_json::Value::Null,
+                    delta: String::new(),
+                    finish_reason: None,
+                    usage: None,
+                    raw,
+                    native: None,
+                    skipped: Some(reason),
+                }))
+            }
+            other => other,
+        }
+    }
+
     async fn next(&mut self) -> Option<Result<StreamChunk, Failure>> {
         if self.finished {
             return None;
@@ -185,7 +218,11 @@ impl Driver {
                 return last.map(Ok);
             }
             if let Some(event) = self.framing.next_event() {
-                return match event.and_then(|data| self.decoder.decode(data)) {
+                let decoded = match event {
+                    Ok(data) => self.decode(data),
+                    Err(failure) => Err(failure),
+                };
+                return match decoded {
                     Ok(StreamEvent::Chunk(chunk)) => {
                         self.saw_finish |= chunk.finish_reason.is_some();
                         self.saw_usage |= chunk.usage.is_some();

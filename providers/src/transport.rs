@@ -78,6 +78,7 @@ pub(crate) struct Endpoint {
     pub(crate) max_temperature: Option<f64>,
     pub(crate) answer_limits: AnswerLimits,
     pub(crate) null_content_as_empty: bool,
+    pub(crate) skip_malformed_events: bool,
 }
 
 impl Endpoint {
@@ -133,6 +134,7 @@ impl Endpoint {
             max_temperature: config.max_temperature,
             answer_limits: config.answer_limits,
             null_content_as_empty: config.null_content_as_empty,
+            skip_malformed_events: config.skip_malformed_events,
         })
     }
 

@@ -173,6 +173,9 @@ pub struct StreamChunk {
     /// protocol passed through: every event of it, `chunk` or not, is what
     /// that protocol's door streams.
     pub native: Option<Value>,
+    /// Why an event could not be read, when it was skipped in this chunk's
+    /// place (`skip_malformed_events`); such a chunk carries nothing else.
+    pub skipped: Option<String>,
 }
 
 impl StreamChunk {
@@ -186,6 +189,7 @@ impl StreamChunk {
             usage,
             raw,
             native: None,
+            skipped: None,
         }
     }
 }

@@ -278,3 +278,20 @@ async fn stream_failures_before_the_first_chunk_keep_their_class() {
         assert_eq!(failure.map(|f| f.class()), Some(OutcomeClass::BadOutput), "{dialect}");
     }
 }
+
+/// `skip_malformed_events`: the undecodable event is skipped — a chunk that
+/// says why and carries nothing — and the stream goes on to its end, in
+/// every dialect; the answer lacks only what that event said.
+#[tokio::test]
+async fn a_malformed_event_is_skipped_when_the_provider_says_so() {
+    let sim = sim().await;
+    for dialect in DIALECTS {
+        let mut config = config(&sim, dialect, "sim:malformed-json");
+        config.skip_malformed_events = true;
+        let (chunks, failure) = drain(&Provider::new(config).unwrap(), &hello(), &ctx()).await.unwrap();
+        assert_eq!(failure, None, "{dialect}: the stream went on to its end");
+        let skipped: Vec<_> = chunks.iter().filter_map(|chunk| chunk.skipped.as_deref()).collect();
+        assert_eq!(skipped.len(), 1, "{dialect}: {skipped:?}");
+        assert!(chunks.iter().any(|chunk| chunk.finish_reason.is_some()), "{dialect}: finished");
+    }
+}

@@ -624,6 +624,14 @@ pub struct ProviderConfig {
     /// the contract fingerprint.
     #[serde(default)]
     pub null_content_as_empty: bool,
+    /// A streamed event this provider sends that cannot be read is skipped
+    /// (counted in `intentgate_stream_events_skipped_total`, and named in
+    /// the stored answer's `skipped_events`) instead of ending the attempt
+    /// `bad_output`. Off by default: the answer then lacks what that event
+    /// said, which only a route that prefers a partial answer to a failed
+    /// one should accept.
+    #[serde(default)]
+    pub skip_malformed_events: bool,
     /// The largest answer accepted from this provider, in bytes: a whole
     /// body, or all of a stream. Past it the answer is refused unread as
     /// `bad_output` (charged its reservation; the chain may fail over).
@@ -753,6 +761,7 @@ impl ProviderConfig {
         config.request_overrides = self.request.clone();
         config.max_temperature = self.max_temperature;
         config.null_content_as_empty = self.null_content_as_empty;
+        config.skip_malformed_events = self.skip_malformed_events;
         let defaults = intentgate_providers::AnswerLimits::default();
         config.answer_limits = intentgate_providers::AnswerLimits {
             max_response_bytes: self.max_response_bytes.unwrap_or(defaults.max_response_bytes),

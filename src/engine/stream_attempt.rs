@@ -108,8 +108,13 @@ impl Engine {
             // Each delivered chunk's text, to scrub a secret split across them.
             let mut deltas: Vec<String> = Vec::new();
             let mut chat_chunks: Vec<Arc<serde_json::Value>> = Vec::new();
+            let mut skipped = Skipped::default();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
+                    Ok(chunk) if chunk.skipped.is_some() => {
+                        skipped.note(provider.name(), chunk.skipped);
+                        continue;
+                    }
                     Ok(chunk) => chunk,
                     Err(failure) => {
                         return Streamed { outcome: Err(failure), after_first_chunk: first_chunk.is_none() };
@@ -141,7 +146,7 @@ impl Engine {
                 let _ = signal.send(());
             }
             scrub_split_secrets(&provider, &mut chunks, &deltas);
-            let completion = assembled(&chat_chunks, usage);
+            let completion = skipped.named_in(assembled(&chat_chunks, usage));
             let native = chat.native.as_ref().and_then(|native| native_answer(native.protocol, &chunks));
             let response = provider.redact_assembled(ChatResponse {
                 completion,
@@ -195,6 +200,32 @@ fn replace_text(value: &mut serde_json::Value, old: &str, new: &str) {
 /// The chat completion the stream's chunks make. A dialect that reports
 /// usage the client did not ask to see in the stream (a translated one)
 /// still reports it to the charge.
+/// The events of a stream that were skipped (`skip_malformed_events`).
+#[derive(Debug, Default)]
+struct Skipped {
+    count: usize,
+    first: Option<String>,
+}
+
+impl Skipped {
+    fn note(&mut self, provider: &str, reason: Option<String>) {
+        metrics::counter!(crate::telemetry::STREAM_EVENTS_SKIPPED, "provider" => provider.to_owned())
+            .increment(1);
+        tracing::warn!(provider, reason = reason.as_deref(), "a malformed stream event was skipped");
+        self.count += 1;
+        self.first = self.first.take().or(reason);
+    }
+
+    /// The assembled answer, saying how many events were skipped and why
+    /// the first was (`skipped_events`), when any was: it lacks what they said.
+    fn named_in(self, mut completion: serde_json::Value) -> serde_json::Value {
+        if let (Some(first), Some(fields)) = (self.first, completion.as_object_mut()) {
+            fields.insert("skipped_events".into(), serde_json::json!({"count": self.count, "first": first}));
+        }
+        completion
+    }
+}
+
 fn assembled(
     chat_chunks: &[Arc<serde_json::Value>],
     usage: Option<intentgate_providers::Usage>,

@@ -49,6 +49,7 @@ impl StreamState {
             usage: None,
             raw: data.clone(),
             native: None,
+            skipped: None,
         };
         match kind.as_str() {
             "response.completed" | "response.incomplete" => return self.finish(event, chunk),
