@@ -27,7 +27,7 @@ store_matrix!(
 
 /// Raw SQL against the test database, bypassing the store's code.
 enum Raw {
-    Sqlite(sqlx::SqlitePool),
+    Sqlite(std::sync::Mutex<rusqlite::Connection>),
     Postgres(sqlx::PgPool),
 }
 
@@ -38,15 +38,22 @@ impl Raw {
         let real = intentgate::store::Store::connect(&config.store).await.unwrap();
         real.migrate().await.unwrap();
         match store.backend {
-            Backend::Sqlite => Raw::Sqlite(sqlx::SqlitePool::connect(&store.url).await.unwrap()),
+            Backend::Sqlite => {
+                let path = intentgate::config::StoreConfig::sqlite_path(&store.url).unwrap();
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+                conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+                Raw::Sqlite(std::sync::Mutex::new(conn))
+            }
             Backend::Postgres => Raw::Postgres(sqlx::PgPool::connect(&store.url).await.unwrap()),
         }
     }
 
     async fn exec(&self, sql: String) -> Result<u64, String> {
         let result = match self {
-            Raw::Sqlite(pool) => {
-                sqlx::raw_sql(AssertSqlSafe(sql)).execute(pool).await.map(|r| r.rows_affected())
+            Raw::Sqlite(conn) => {
+                let conn = conn.lock().unwrap();
+                return conn.execute(&sql, []).map(|rows| rows as u64).map_err(|e| e.to_string());
             }
             Raw::Postgres(pool) => {
                 sqlx::raw_sql(AssertSqlSafe(sql)).execute(pool).await.map(|r| r.rows_affected())

@@ -242,6 +242,25 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// The file a `sqlite:` URL names: `sqlite://data/x.db` (relative to
+    /// the working directory), `sqlite:///var/lib/x.db` (absolute), or
+    /// `sqlite:x.db`. An in-memory database and URL parameters are refused:
+    /// the store is one file that outlives the process.
+    pub fn sqlite_path(url: &str) -> Result<std::path::PathBuf, String> {
+        let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"));
+        match path {
+            None => Err("is not a sqlite: URL".into()),
+            Some("") => Err("names no file (e.g. sqlite://data/intentgate.db)".into()),
+            Some(path) if path.contains("memory:") || path.starts_with("file::memory") => {
+                Err("names an in-memory database: the store must be a file that outlives the process".into())
+            }
+            Some(path) if path.contains('?') => {
+                Err("has parameters (`?…`): none are read; the store sets its own (WAL, synchronous)".into())
+            }
+            Some(path) => Ok(std::path::PathBuf::from(path)),
+        }
+    }
+
     /// Where `url` was set, for error messages: the file's key, or the
     /// environment variable that overrode it.
     pub fn url_key(&self) -> String {

@@ -107,8 +107,11 @@ fn validate_store(config: &Config) -> Result<(), Invalid> {
     let store = &config.store;
     let url = &store.url;
     let key = store.url_key();
+    if url.starts_with("sqlite:") {
+        super::StoreConfig::sqlite_path(url).map_err(|why| (key.clone(), why))?;
+    }
     let parsed = if url.starts_with("sqlite:") {
-        sqlx::sqlite::SqliteConnectOptions::from_str(url).map(drop)
+        Ok(())
     } else if is_postgres_url(url) {
         sqlx::postgres::PgConnectOptions::from_str(url).map(drop)
     } else {

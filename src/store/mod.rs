@@ -52,6 +52,7 @@ mod spend_limits;
 mod sql;
 mod sqlite;
 mod sqlite_files;
+mod sqlite_migrate;
 mod sqlite_readers;
 mod sqlite_statements;
 mod sqlite_wal_vfs;

@@ -7,68 +7,58 @@
 //! caller's thread ([`Readers`]), which WAL lets proceed while the writer
 //! writes.
 
-use std::path::Path;
-use std::str::FromStr;
-
-use sqlx::Connection as _;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::sqlite_readers::Readers;
 use super::sqlite_writer::{Writer, WriterOptions};
 use super::{DbError, StoreError};
 use crate::config::StoreConfig;
 
+/// The migration files, embedded; run by `sqlite_migrate.rs`.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     /// The writer: one connection, one thread (idle writes run inline).
     pub(super) writer: Writer,
-    /// How to connect for migrations (which sqlx runs, before any write).
-    options: std::sync::Arc<SqliteConnectOptions>,
+    /// The database file, which migrations open a connection of their own to.
+    path: Arc<PathBuf>,
     /// Read-only connections, up to `[store] max_connections` kept open.
-    pub(super) readers: std::sync::Arc<Readers>,
+    pub(super) readers: Arc<Readers>,
     /// How long `/readyz` waits for the writer (`[store] acquire_timeout`:
     /// the writer is the one connection a write waits for).
     ready_timeout: std::time::Duration,
+    busy_timeout: std::time::Duration,
 }
 
 impl SqliteStore {
     pub(super) async fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(&config.url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // NORMAL in WAL mode survives a process crash; FULL also survives
-            // power loss at the cost of an fsync per commit.
-            .synchronous(match config.sqlite_synchronous {
-                crate::config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
-                crate::config::SqliteSynchronous::Full => SqliteSynchronous::Full,
-            })
-            .busy_timeout(config.busy_timeout.into())
-            .foreign_keys(true);
+        let path = StoreConfig::sqlite_path(&config.url).map_err(|why| {
+            StoreError::Database(DbError::Sqlx(sqlx::Error::Configuration(format!("store.url {why}").into())))
+        })?;
         // Directory 0700, file 0600 (and so its -wal and -shm) before
         // SQLite creates anything.
-        super::sqlite_files::prepare(Path::new(options.get_filename()))
+        super::sqlite_files::prepare(&path)
             .map_err(|err| StoreError::Unavailable(DbError::Sqlx(sqlx::Error::Io(err))))?;
         // The writer opens first: it creates the file and switches it to WAL.
+        // NORMAL in WAL mode survives a process crash; FULL also survives
+        // power loss at the cost of an fsync per commit.
         let writer = Writer::open(&WriterOptions {
-            path: options.get_filename().to_path_buf(),
+            path: path.clone(),
             synchronous: match config.sqlite_synchronous {
                 crate::config::SqliteSynchronous::Normal => "NORMAL",
                 crate::config::SqliteSynchronous::Full => "FULL",
             },
             busy_timeout: config.busy_timeout.into(),
         })?;
-        let readers = Readers::new(
-            options.get_filename().to_path_buf(),
-            config.busy_timeout.into(),
-            config.max_connections as usize,
-        );
+        let readers = Readers::new(path.clone(), config.busy_timeout.into(), config.max_connections as usize);
         Ok(SqliteStore {
             writer,
-            options: std::sync::Arc::new(options),
-            readers: std::sync::Arc::new(readers),
+            path: Arc::new(path),
+            readers: Arc::new(readers),
             ready_timeout: config.acquire_timeout.into(),
+            busy_timeout: config.busy_timeout.into(),
         })
     }
 
@@ -78,12 +68,14 @@ impl SqliteStore {
         self.writer.check(self.ready_timeout).await
     }
 
-    /// Runs sqlx's migrations on a connection of their own, closed after.
+    /// Runs the migrations on a connection of their own, closed after.
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        let mut conn = SqliteConnection::connect_with(&self.options).await?;
-        MIGRATOR.run(&mut conn).await?;
-        conn.close().await?;
-        Ok(())
+        let (path, busy_timeout) = (Arc::clone(&self.path), self.busy_timeout);
+        tokio::task::spawn_blocking(move || super::sqlite_migrate::run(&path, &MIGRATOR, busy_timeout))
+            .await
+            .map_err(|err| {
+                StoreError::Unavailable(DbError::Writer(format!("the migrations did not run: {err}")))
+            })?
     }
 }
 
