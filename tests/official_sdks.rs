@@ -1,7 +1,8 @@
 //! The official Python SDKs pointed at intentgate with `base_url`: `openai`
 //! on chat completions (tests/sdk/openai_sdk.py), `anthropic` on Messages
-//! (tests/sdk/anthropic_sdk.py), and `openai-agents` running a tool agent
-//! on Responses (tests/sdk/agents_sdk.py). They are installed from PyPI into a
+//! (tests/sdk/anthropic_sdk.py), `openai-agents` running a tool agent
+//! on Responses (tests/sdk/agents_sdk.py), and LangChain and instructor on
+//! the shipped routes without a key (tests/sdk/frameworks.py). They are installed from PyPI into a
 //! throwaway virtualenv, cached between runs under the target directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +14,12 @@ use std::process::Command;
 
 use common::{ALICE, TestGateway, TestStore, set_route};
 
-store_matrix!(official_openai_sdk, official_anthropic_sdk, openai_agents_sdk_runs_a_tool_agent);
+store_matrix!(
+    official_openai_sdk,
+    official_anthropic_sdk,
+    openai_agents_sdk_runs_a_tool_agent,
+    langchain_and_instructor_run_on_the_shipped_routes,
+);
 
 async fn official_openai_sdk(store: TestStore) {
     let gw =
@@ -44,8 +50,18 @@ async fn openai_agents_sdk_runs_a_tool_agent(store: TestStore) {
     run_script(&gw, "tests/sdk/agents_sdk.py").await;
 }
 
+/// LangChain (OpenAI and Anthropic) and instructor, on the shipped routes
+/// with no config change and no key sent (tests/sdk/frameworks.py).
+async fn langchain_and_instructor_run_on_the_shipped_routes(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    run_in(&virtualenv("frameworks-venv", &FRAMEWORKS), &gw, "tests/sdk/frameworks.py").await;
+}
+
 async fn run_script(gw: &TestGateway, script: &str) {
-    let python = virtualenv_with_sdks();
+    run_in(&virtualenv("openai-sdk-venv", &SDKS), gw, script).await;
+}
+
+async fn run_in(python: &Path, gw: &TestGateway, script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let output = tokio::process::Command::new(&python)
         .arg(&script)
@@ -64,23 +80,27 @@ async fn run_script(gw: &TestGateway, script: &str) {
 /// The SDKs the scripts import.
 const SDKS: [&str; 3] = ["openai>=1.40", "anthropic>=0.40", "openai-agents>=0.2"];
 
-/// `python3 -m venv` + `pip install` the [`SDKS`], once per target
-/// directory (again when the list changes); concurrent tests take a lock
-/// file so only one installs.
-fn virtualenv_with_sdks() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("openai-sdk-venv");
+/// The frameworks tests/sdk/frameworks.py imports, in a virtualenv of
+/// their own: their pins and `openai-agents`' leave pip no one answer.
+const FRAMEWORKS: [&str; 3] = ["langchain-openai>=0.3", "langchain-anthropic>=0.3", "instructor>=1.7"];
+
+/// `python3 -m venv` + `pip install` the `packages` into the virtualenv
+/// `name`, once per target directory (again when the list changes);
+/// concurrent tests take a lock file so only one installs.
+fn virtualenv(name: &str, packages: &[&str]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let python = dir.join("bin/python");
     let ready = dir.join(".ready");
-    let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("openai-sdk-venv.lock");
+    let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.lock"));
     let lock = std::fs::File::create(&lock_path).unwrap();
     lock.lock().unwrap();
-    let wanted = SDKS.join(" ");
+    let wanted = packages.join(" ");
     if std::fs::read_to_string(&ready).ok().as_deref() != Some(wanted.as_str()) {
         let _ = std::fs::remove_dir_all(&dir);
         run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
         run(Command::new(&python)
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(SDKS));
+            .args(packages));
         std::fs::write(&ready, wanted).unwrap();
     }
     lock.unlock().unwrap();

@@ -1,0 +1,116 @@
+"""The frameworks people build agents with, pointed at intentgate by base URL
+alone: LangChain (`bind_tools`, `with_structured_output` on the OpenAI and
+the Anthropic integrations) and instructor (a structured answer, with a
+re-ask after a failed validation). No Idempotency-Key anywhere, the shipped
+routes: each to completion, with the frameworks' own retries on, one job
+and one upstream call per model call. One call of each framework's client
+is slower than its timeout, so it retries: still one upstream call.
+
+Run by tests/official_sdks.rs with INTENTGATE_URL, INTENTGATE_KEY and
+SIM_URL set. Exits non-zero (with the failed assertion) on any deviation.
+"""
+
+import json
+import os
+import sys
+import urllib.request
+import uuid
+
+import pydantic
+
+BASE = os.environ["INTENTGATE_URL"]
+KEY = os.environ["INTENTGATE_KEY"]
+SIM = os.environ["SIM_URL"]
+
+
+def sim_calls():
+    with urllib.request.urlopen(f"{SIM}/sim/calls") as response:
+        return json.load(response)["total"]
+
+
+def slow_next_call(delay_ms=1500):
+    """The simulator's next call waits longer than a client's 0.6 s timeout."""
+    body = json.dumps({"model": None, "script": f"delay={delay_ms}", "times": 1}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{SIM}/sim/scripts", data=body,
+                                                  headers={"content-type": "application/json"}))
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return "rain"
+
+
+def langchain_openai_tools_and_structured_output():
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model="chat", base_url=f"{BASE}/v1", api_key=KEY, max_retries=3, timeout=20)
+    before = sim_calls()
+    called = llm.bind_tools([weather], tool_choice="weather").invoke(f"Weather in Utrecht? {uuid.uuid4()}")
+    assert called.tool_calls and called.tool_calls[0]["name"] == "weather", called
+    person = llm.with_structured_output(Person, method="json_schema").invoke(f"Ann is 31. {uuid.uuid4()}")
+    assert isinstance(person, Person), person
+    assert sim_calls() - before == 2, "one upstream call per model call"
+
+
+def langchain_openai_retry_is_one_job():
+    from langchain_openai import ChatOpenAI
+
+    impatient = ChatOpenAI(model="chat", base_url=f"{BASE}/v1", api_key=KEY, max_retries=5, timeout=0.6)
+    slow_next_call()
+    before = sim_calls()
+    answer = impatient.invoke(f"slow {uuid.uuid4()}")
+    assert answer.content.startswith("echo: slow"), answer
+    assert sim_calls() - before == 1, "the client's retries found the same job"
+
+
+def langchain_anthropic_tools_and_structured_output():
+    from langchain_anthropic import ChatAnthropic
+
+    llm = ChatAnthropic(model="claude-sonnet-4-5", base_url=BASE, api_key=KEY, max_retries=3, timeout=20)
+    before = sim_calls()
+    called = llm.bind_tools([weather], tool_choice="weather").invoke(f"Weather in Utrecht? {uuid.uuid4()}")
+    assert called.tool_calls and called.tool_calls[0]["name"] == "weather", called
+    person = llm.with_structured_output(Person).invoke(f"Ann is 31. {uuid.uuid4()}")
+    assert isinstance(person, Person), person
+    assert sim_calls() - before == 2, "one upstream call per model call"
+
+
+def instructor_reasks_after_a_failed_validation():
+    import instructor
+    import openai
+
+    asked = []
+
+    class Checked(pydantic.BaseModel):
+        name: str
+        age: int
+
+        @pydantic.field_validator("name")
+        @classmethod
+        def not_the_first_answer(cls, name):
+            asked.append(name)
+            if len(asked) == 1:
+                raise ValueError("give the name again")
+            return name
+
+    client = instructor.from_openai(openai.OpenAI(base_url=f"{BASE}/v1", api_key=KEY, max_retries=3))
+    before = sim_calls()
+    person = client.chat.completions.create(
+        model="chat", response_model=Checked, max_retries=2,
+        messages=[{"role": "user", "content": f"Ann is 31. {uuid.uuid4()}"}])
+    assert isinstance(person, Checked) and len(asked) == 2, (person, asked)
+    assert sim_calls() - before == 2, "the re-ask is a new request: one upstream call each"
+
+
+if __name__ == "__main__":
+    for test in [langchain_openai_tools_and_structured_output, langchain_openai_retry_is_one_job,
+                 langchain_anthropic_tools_and_structured_output, instructor_reasks_after_a_failed_validation]:
+        test()
+        print(f"ok {test.__name__}")
+    print("all passed")
+    sys.exit(0)
