@@ -63,7 +63,7 @@ async fn run_script(gw: &TestGateway, script: &str) {
 
 async fn run_in(python: &Path, gw: &TestGateway, script: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
-    let output = tokio::process::Command::new(&python)
+    let output = tokio::process::Command::new(python)
         .arg(&script)
         .env("INTENTGATE_URL", gw.gateway.url())
         .env("INTENTGATE_KEY", ALICE)
