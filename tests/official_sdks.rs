@@ -2,7 +2,8 @@
 //! on chat completions (tests/sdk/openai_sdk.py), `anthropic` on Messages
 //! (tests/sdk/anthropic_sdk.py), `openai-agents` running a tool agent
 //! on Responses (tests/sdk/agents_sdk.py), and LangChain and instructor on
-//! the shipped routes without a key (tests/sdk/frameworks.py). They are installed from PyPI into a
+//! the shipped routes without a key (tests/sdk/frameworks.py); and the
+//! Vercel AI SDK from npm (tests/sdk/vercel_ai.mjs). They are installed from PyPI into a
 //! throwaway virtualenv, cached between runs under the target directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +20,7 @@ store_matrix!(
     official_anthropic_sdk,
     openai_agents_sdk_runs_a_tool_agent,
     langchain_and_instructor_run_on_the_shipped_routes,
+    the_vercel_ai_sdk_runs_a_tool_loop_and_an_object,
 );
 
 async fn official_openai_sdk(store: TestStore) {
@@ -57,23 +59,61 @@ async fn langchain_and_instructor_run_on_the_shipped_routes(store: TestStore) {
     run_in(&virtualenv("frameworks-venv", &FRAMEWORKS), &gw, "tests/sdk/frameworks.py").await;
 }
 
+/// The Vercel AI SDK from npm, on the shipped routes with no key sent
+/// (tests/sdk/vercel_ai.mjs, run beside the packages it imports).
+async fn the_vercel_ai_sdk_runs_a_tool_loop_and_an_object(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let dir = npm_installed("vercel-ai", &VERCEL_AI);
+    let script = dir.join(format!("vercel_ai-{}.mjs", uuid::Uuid::now_v7()));
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/vercel_ai.mjs"), &script).unwrap();
+    run_with(Path::new("node"), &gw, &script).await;
+    let _ = std::fs::remove_file(&script);
+}
+
+/// The packages the Vercel AI SDK script imports.
+const VERCEL_AI: [&str; 3] = ["ai@6", "@ai-sdk/openai@3", "zod@4"];
+
+/// `npm install` the `packages` into the directory `name`, once per target
+/// directory (again when the list changes), under a lock file.
+fn npm_installed(name: &str, packages: &[&str]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
+    lock.lock().unwrap();
+    let (ready, wanted) = (dir.join(".ready"), packages.join(" "));
+    if std::fs::read_to_string(&ready).ok().as_deref() != Some(wanted.as_str()) {
+        run(Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .args(packages));
+        std::fs::write(&ready, wanted).unwrap();
+    }
+    lock.unlock().unwrap();
+    dir
+}
+
 async fn run_script(gw: &TestGateway, script: &str) {
     run_in(&virtualenv("openai-sdk-venv", &SDKS), gw, script).await;
 }
 
 async fn run_in(python: &Path, gw: &TestGateway, script: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
-    let output = tokio::process::Command::new(python)
-        .arg(&script)
+    run_with(python, gw, &Path::new(env!("CARGO_MANIFEST_DIR")).join(script)).await;
+}
+
+/// Runs `script` with `interpreter` against `gw` and its simulator; it
+/// must end well and say `all passed`.
+async fn run_with(interpreter: &Path, gw: &TestGateway, script: &Path) {
+    let output = tokio::process::Command::new(interpreter)
+        .arg(script)
         .env("INTENTGATE_URL", gw.gateway.url())
         .env("INTENTGATE_KEY", ALICE)
         .env("SIM_URL", format!("http://{}", gw.sim().addr()))
         .output()
         .await
-        .unwrap();
+        .unwrap_or_else(|err| panic!("cannot run {}: {err}", interpreter.display()));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the SDK script failed:\n{stdout}\n{stderr}");
+    assert!(output.status.success(), "the script failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("all passed"), "{stdout}");
 }
 
