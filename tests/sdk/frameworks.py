@@ -4,7 +4,8 @@ the Anthropic integrations) and instructor (a structured answer, with a
 re-ask after a failed validation). No Idempotency-Key anywhere, the shipped
 routes: each to completion, with the frameworks' own retries on, one job
 and one upstream call per model call. One call of each framework's client
-is slower than its timeout, so it retries: still one upstream call.
+(LangChain's OpenAI, instructor's) is slower than its timeout, so it
+retries: still one upstream call.
 
 Run by tests/official_sdks.rs with INTENTGATE_URL, INTENTGATE_KEY and
 SIM_URL set. Exits non-zero (with the failed assertion) on any deviation.
@@ -35,6 +36,13 @@ def slow_next_call(delay_ms=1500):
                                                   headers={"content-type": "application/json"}))
 
 
+def counting(sent):
+    """An HTTP client that notes every request it really sends, retries included."""
+    import httpx
+
+    return httpx.Client(event_hooks={"request": [sent.append]})
+
+
 class Person(pydantic.BaseModel):
     name: str
     age: int
@@ -60,11 +68,14 @@ def langchain_openai_tools_and_structured_output():
 def langchain_openai_retry_is_one_job():
     from langchain_openai import ChatOpenAI
 
-    impatient = ChatOpenAI(model="chat", base_url=f"{BASE}/v1", api_key=KEY, max_retries=5, timeout=0.6)
+    sent = []
+    impatient = ChatOpenAI(model="chat", base_url=f"{BASE}/v1", api_key=KEY, max_retries=5, timeout=0.6,
+                           http_client=counting(sent))
     slow_next_call()
     before = sim_calls()
     answer = impatient.invoke(f"slow {uuid.uuid4()}")
     assert answer.content.startswith("echo: slow"), answer
+    assert len(sent) >= 2, f"the client retried ({len(sent)} requests)"
     assert sim_calls() - before == 1, "the client's retries found the same job"
 
 
@@ -78,6 +89,22 @@ def langchain_anthropic_tools_and_structured_output():
     person = llm.with_structured_output(Person).invoke(f"Ann is 31. {uuid.uuid4()}")
     assert isinstance(person, Person), person
     assert sim_calls() - before == 2, "one upstream call per model call"
+
+
+def instructor_retry_is_one_job():
+    import instructor
+    import openai
+
+    sent = []
+    client = instructor.from_openai(openai.OpenAI(base_url=f"{BASE}/v1", api_key=KEY, max_retries=5, timeout=0.6,
+                                                  http_client=counting(sent)))
+    slow_next_call()
+    before = sim_calls()
+    person = client.chat.completions.create(
+        model="chat", response_model=Person, messages=[{"role": "user", "content": f"Ann is 31. {uuid.uuid4()}"}])
+    assert isinstance(person, Person), person
+    assert len(sent) >= 2, f"the client retried ({len(sent)} requests)"
+    assert sim_calls() - before == 1, "the client's retries found the same job"
 
 
 def instructor_reasks_after_a_failed_validation():
@@ -109,7 +136,8 @@ def instructor_reasks_after_a_failed_validation():
 
 if __name__ == "__main__":
     for test in [langchain_openai_tools_and_structured_output, langchain_openai_retry_is_one_job,
-                 langchain_anthropic_tools_and_structured_output, instructor_reasks_after_a_failed_validation]:
+                 langchain_anthropic_tools_and_structured_output,
+                 instructor_reasks_after_a_failed_validation, instructor_retry_is_one_job]:
         test()
         print(f"ok {test.__name__}")
     print("all passed")
