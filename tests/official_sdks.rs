@@ -1,8 +1,8 @@
 //! The official Python SDKs pointed at intentgate with `base_url`: `openai`
 //! on chat completions (tests/sdk/openai_sdk.py), `anthropic` on Messages
 //! (tests/sdk/anthropic_sdk.py), `openai-agents` running a tool agent
-//! on Responses (tests/sdk/agents_sdk.py), and LangChain and instructor on
-//! the shipped routes without a key (tests/sdk/frameworks.py); and the
+//! on Responses (tests/sdk/agents_sdk.py), and LangChain, instructor and
+//! pydantic-ai on the shipped routes without a key (tests/sdk/frameworks.py); and the
 //! Vercel AI SDK from npm (tests/sdk/vercel_ai.mjs). They are installed from PyPI into a
 //! throwaway virtualenv, cached between runs under the target directory.
 
@@ -19,7 +19,7 @@ store_matrix!(
     official_openai_sdk,
     official_anthropic_sdk,
     openai_agents_sdk_runs_a_tool_agent,
-    langchain_and_instructor_run_on_the_shipped_routes,
+    langchain_instructor_and_pydantic_ai_run_on_the_shipped_routes,
     the_vercel_ai_sdk_runs_a_tool_loop_and_an_object,
 );
 
@@ -52,9 +52,9 @@ async fn openai_agents_sdk_runs_a_tool_agent(store: TestStore) {
     run_script(&gw, "tests/sdk/agents_sdk.py").await;
 }
 
-/// LangChain (OpenAI and Anthropic) and instructor, on the shipped routes
+/// LangChain (OpenAI and Anthropic), instructor and pydantic-ai, on the shipped routes
 /// with no config change and no key sent (tests/sdk/frameworks.py).
-async fn langchain_and_instructor_run_on_the_shipped_routes(store: TestStore) {
+async fn langchain_instructor_and_pydantic_ai_run_on_the_shipped_routes(store: TestStore) {
     let gw = TestGateway::start(&store).await;
     run_in(&virtualenv("frameworks-venv", &FRAMEWORKS), &gw, "tests/sdk/frameworks.py").await;
 }
@@ -122,7 +122,8 @@ const SDKS: [&str; 3] = ["openai>=1.40", "anthropic>=0.40", "openai-agents>=0.2"
 
 /// The frameworks tests/sdk/frameworks.py imports, in a virtualenv of
 /// their own: their pins and `openai-agents`' leave pip no one answer.
-const FRAMEWORKS: [&str; 3] = ["langchain-openai>=0.3", "langchain-anthropic>=0.3", "instructor>=1.7"];
+const FRAMEWORKS: [&str; 4] =
+    ["langchain-openai>=0.3", "langchain-anthropic>=0.3", "instructor>=1.7", "pydantic-ai-slim[openai]>=1.0"];
 
 /// `python3 -m venv` + `pip install` the `packages` into the virtualenv
 /// `name`, once per target directory (again when the list changes);

@@ -1,7 +1,7 @@
 """The frameworks people build agents with, pointed at intentgate by base URL
 alone: LangChain (`bind_tools`, `with_structured_output` on the OpenAI and
-the Anthropic integrations) and instructor (a structured answer, with a
-re-ask after a failed validation). No Idempotency-Key anywhere, the shipped
+the Anthropic integrations), instructor (a structured answer, with a
+re-ask after a failed validation) and a pydantic-ai agent with a tool. No Idempotency-Key anywhere, the shipped
 routes: each to completion, with the frameworks' own retries on, one job
 and one upstream call per model call. One call of each framework's client
 (LangChain's OpenAI, instructor's) is slower than its timeout, so it
@@ -134,10 +134,32 @@ def instructor_reasks_after_a_failed_validation():
     assert sim_calls() - before == 2, "the re-ask is a new request: one upstream call each"
 
 
+def pydantic_ai_agent_calls_a_tool():
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel("chat", provider=OpenAIProvider(base_url=f"{BASE}/v1", api_key=KEY))
+    agent = Agent(model)
+    called = []
+
+    @agent.tool_plain
+    def forecast(city: str) -> str:
+        """The weather in a city."""
+        called.append(city)
+        return "rain"
+
+    before = sim_calls()
+    result = agent.run_sync(f"Weather in Utrecht? {uuid.uuid4()}")
+    assert len(called) == 1 and "rain" in result.output, (called, result.output)
+    assert sim_calls() - before == 2, "a call, then an answer: one upstream call each"
+
+
 if __name__ == "__main__":
     for test in [langchain_openai_tools_and_structured_output, langchain_openai_retry_is_one_job,
                  langchain_anthropic_tools_and_structured_output,
-                 instructor_reasks_after_a_failed_validation, instructor_retry_is_one_job]:
+                 instructor_reasks_after_a_failed_validation, instructor_retry_is_one_job,
+                 pydantic_ai_agent_calls_a_tool]:
         test()
         print(f"ok {test.__name__}")
     print("all passed")
