@@ -1,10 +1,11 @@
 //! The agents people run, from npm, pointed at the shipped config by base
 //! URL alone: Codex CLI (`codex exec`, a model provider with
 //! `wire_api = "responses"`) runs a tool turn through the `codex` route,
-//! and Claude Code (`claude -p`, `ANTHROPIC_BASE_URL`) answers through the
-//! `claude` route — neither sends an idempotency key, both are refused
-//! nothing. Counted at the simulator, on both stores. The packages are
-//! installed from the npm registry once per target directory.
+//! and Claude Code (`claude -p`, `ANTHROPIC_BASE_URL`) reads a file with
+//! its `Read` tool and answers from it through the `claude` route —
+//! neither sends an idempotency key, both are refused nothing. Counted at
+//! the simulator, on both stores. The packages are installed from the npm
+//! registry once per target directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,7 +18,7 @@ use common::{ALICE, TestGateway, TestStore};
 
 store_matrix!(
     codex_cli_runs_a_tool_turn_through_the_codex_route,
-    claude_code_answers_through_the_claude_route
+    claude_code_reads_a_file_through_the_claude_route
 );
 
 /// The agents, pinned: a new release is a deliberate change here.
@@ -53,11 +54,18 @@ async fn codex_cli_runs_a_tool_turn_through_the_codex_route(store: TestStore) {
     assert_eq!(gw.job_count().await, 2, "one job per step of the loop");
 }
 
-async fn claude_code_answers_through_the_claude_route(store: TestStore) {
+async fn claude_code_reads_a_file_through_the_claude_route(store: TestStore) {
     let gw = TestGateway::start(&store).await;
     let home = scratch("claude");
+    let notes = home.join("work/notes.txt");
+    std::fs::create_dir_all(home.join("work")).unwrap();
+    std::fs::write(&notes, "The meeting moved to Thursday.\n").unwrap();
+    // The simulator calls the tool the prompt names, with the path it
+    // spells out (Claude Code's first tool is Agent); Claude Code reads
+    // the file and sends its lines back; the answer says what they say.
+    let prompt = format!("Use Read with file_path={} and tell me what it says.", notes.display());
     let output = agent(&home, "claude")
-        .args(["-p", "Reply with one word.", "--max-turns", "3"])
+        .args(["-p", &prompt, "--max-turns", "3"])
         .env("ANTHROPIC_BASE_URL", gw.url(""))
         .env("ANTHROPIC_API_KEY", ALICE)
         .env("DISABLE_TELEMETRY", "1")
@@ -66,11 +74,15 @@ async fn claude_code_answers_through_the_claude_route(store: TestStore) {
         .unwrap();
     let said = transcript(&output);
     assert!(output.status.success(), "{said}");
+    assert!(said.contains("The meeting moved to Thursday."), "answered from the file it read: {said}");
     let calls = gw.sim().calls();
-    let messages = calls.by_path.get("/v1/messages").copied().unwrap_or(0);
-    assert!(messages >= 1, "Claude Code's turns reached the Anthropic provider: {calls:?}\n{said}");
-    assert_eq!(calls.total, messages, "through the first provider of the chain, nothing else: {calls:?}");
-    assert_eq!(gw.job_count().await, i64::try_from(messages).unwrap(), "one job per model call");
+    assert_eq!(
+        calls.by_path.get("/v1/messages"),
+        Some(&2),
+        "two model calls (the Read, then the answer), both passed through: {calls:?}\n{said}"
+    );
+    assert_eq!(calls.total, 2, "through the first provider of the chain, nothing else: {calls:?}");
+    assert_eq!(gw.job_count().await, 2, "one job per model call");
 }
 
 /// An agent's command, in a fresh home and working directory of its own.

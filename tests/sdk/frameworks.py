@@ -1,11 +1,11 @@
 """The frameworks people build agents with, pointed at intentgate by base URL
 alone: LangChain (`bind_tools`, `with_structured_output` on the OpenAI and
 the Anthropic integrations), instructor (a structured answer, with a
-re-ask after a failed validation) and a pydantic-ai agent with a tool. No Idempotency-Key anywhere, the shipped
-routes: each to completion, with the frameworks' own retries on, one job
-and one upstream call per model call. One call of each framework's client
-(LangChain's OpenAI, instructor's) is slower than its timeout, so it
-retries: still one upstream call.
+re-ask after a failed validation) and a pydantic-ai agent with a tool. No
+Idempotency-Key anywhere, the shipped routes: each to completion, with the
+frameworks' own retries on, one job and one upstream call per model call.
+One call of each framework's client is slower than its timeout, so it
+retries (counted at its HTTP client): still one upstream call.
 
 Run by tests/official_sdks.rs with INTENTGATE_URL, INTENTGATE_KEY and
 SIM_URL set. Exits non-zero (with the failed assertion) on any deviation.
@@ -41,6 +41,46 @@ def counting(sent):
     import httpx
 
     return httpx.Client(event_hooks={"request": [sent.append]})
+
+
+def counting_async(sent):
+    """The same, for a framework that sends with httpx's async client."""
+    import httpx
+
+    async def note(request):
+        sent.append(request)
+
+    return httpx.AsyncClient(event_hooks={"request": [note]})
+
+
+class counted_sends:
+    """Every request an httpx transport sends while this is open, noted: for a
+    framework that builds its HTTP client itself (LangChain's Anthropic,
+    whose SDK sends through httpx's successor, httpx2)."""
+
+    def __enter__(self):
+        import importlib
+
+        self.sent, self.patched = [], []
+        for name in ("httpx", "httpx2"):
+            try:
+                transport = importlib.import_module(name).HTTPTransport
+            except ImportError:
+                continue
+            self.patched.append((transport, transport.handle_request))
+            transport.handle_request = self.noting(transport.handle_request)
+        return self.sent
+
+    def noting(self, original):
+        def handle_request(transport, request):
+            self.sent.append(request)
+            return original(transport, request)
+
+        return handle_request
+
+    def __exit__(self, *_):
+        for transport, original in self.patched:
+            transport.handle_request = original
 
 
 class Person(pydantic.BaseModel):
@@ -89,6 +129,20 @@ def langchain_anthropic_tools_and_structured_output():
     person = llm.with_structured_output(Person).invoke(f"Ann is 31. {uuid.uuid4()}")
     assert isinstance(person, Person), person
     assert sim_calls() - before == 2, "one upstream call per model call"
+
+
+def langchain_anthropic_retry_is_one_job():
+    from langchain_anthropic import ChatAnthropic
+
+    impatient = ChatAnthropic(model="claude-sonnet-4-5", base_url=BASE, api_key=KEY, max_retries=5,
+                              default_request_timeout=0.6)
+    slow_next_call()
+    before = sim_calls()
+    with counted_sends() as sent:
+        answer = impatient.invoke(f"slow {uuid.uuid4()}")
+    assert "echo: slow" in str(answer.content), answer
+    assert len(sent) >= 2, f"the client retried ({len(sent)} requests)"
+    assert sim_calls() - before == 1, "the client's retries found the same job"
 
 
 def instructor_retry_is_one_job():
@@ -155,11 +209,29 @@ def pydantic_ai_agent_calls_a_tool():
     assert sim_calls() - before == 2, "a call, then an answer: one upstream call each"
 
 
+def pydantic_ai_retry_is_one_job():
+    import openai
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    sent = []
+    client = openai.AsyncOpenAI(base_url=f"{BASE}/v1", api_key=KEY, max_retries=5, timeout=0.6,
+                                http_client=counting_async(sent))
+    agent = Agent(OpenAIChatModel("chat", provider=OpenAIProvider(openai_client=client)))
+    slow_next_call()
+    before = sim_calls()
+    result = agent.run_sync(f"slow {uuid.uuid4()}")
+    assert result.output.startswith("echo: slow"), result.output
+    assert len(sent) >= 2, f"the client retried ({len(sent)} requests)"
+    assert sim_calls() - before == 1, "the client's retries found the same job"
+
+
 if __name__ == "__main__":
     for test in [langchain_openai_tools_and_structured_output, langchain_openai_retry_is_one_job,
-                 langchain_anthropic_tools_and_structured_output,
+                 langchain_anthropic_tools_and_structured_output, langchain_anthropic_retry_is_one_job,
                  instructor_reasks_after_a_failed_validation, instructor_retry_is_one_job,
-                 pydantic_ai_agent_calls_a_tool]:
+                 pydantic_ai_agent_calls_a_tool, pydantic_ai_retry_is_one_job]:
         test()
         print(f"ok {test.__name__}")
     print("all passed")

@@ -3,7 +3,8 @@
 // (`generateText` calling a tool, then answering from its result) and a
 // structured object (`generateObject`), through chat completions and
 // through the Responses API (the provider's default). One upstream call per
-// model call, counted at the simulator.
+// model call, counted at the simulator. And a call slower than the client's
+// timeout, which the SDK retries: still one upstream call.
 //
 // Run by tests/official_sdks.rs with INTENTGATE_URL, INTENTGATE_KEY and
 // SIM_URL set. Exits non-zero (with the failed assertion) on any deviation.
@@ -16,6 +17,35 @@ import { z } from 'zod';
 const { INTENTGATE_URL: base, INTENTGATE_KEY: apiKey, SIM_URL: sim } = process.env;
 const provider = createOpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 3 });
 const simCalls = async () => (await (await fetch(`${sim}/sim/calls`)).json()).total;
+
+/** A fetch that gives up after `ms` as a network failure would (which the
+ * SDK retries; an abort it would not), noting each request it sends. */
+function impatientFetch(ms, sent) {
+  return async (url, init) => {
+    sent.push(url);
+    const signal = AbortSignal.timeout(ms);
+    try {
+      return await fetch(url, { ...init, signal });
+    } catch (error) {
+      if (signal.aborted) throw new TypeError('fetch failed', { cause: error });
+      throw error;
+    }
+  };
+}
+
+async function retryIsOneJob() {
+  const sent = [];
+  const impatient = createOpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 5, fetch: impatientFetch(600, sent) });
+  await fetch(`${sim}/sim/scripts`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: null, script: 'delay=1500', times: 1 }),
+  });
+  const before = await simCalls();
+  const { text } = await generateText({ model: impatient.chat('chat'), prompt: `slow ${crypto.randomUUID()}` });
+  assert.match(text, /^echo: slow/);
+  assert.ok(sent.length >= 2, `the SDK retried (${sent.length} requests)`);
+  assert.equal((await simCalls()) - before, 1, 'the retries found the same job');
+}
 
 async function toolLoop(model, via) {
   const before = await simCalls();
@@ -49,4 +79,6 @@ for (const [model, via] of [[provider.chat('chat'), 'chat completions'], [provid
   await object(model, via);
   console.log(`ok ${via}`);
 }
+await retryIsOneJob();
+console.log('ok retry');
 console.log('all passed');

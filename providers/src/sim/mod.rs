@@ -146,6 +146,13 @@
 //!   words, so an agent's loop ends;
 //! - `none` (Gemini mode `NONE`) — words.
 //!
+//! "The first tool" is the first offered tool the last line of the last
+//! user message names as a word, if it names one (`Use Read with
+//! file_path=/tmp/notes.txt`): a prompt steers an agent to the tool it
+//! means, as a person would. Such a call carries only the tool's required
+//! arguments and those the line spells out as `name=value` words (a string
+//! argument takes the value as written).
+//!
 //! The scripts `tool_call`, `tool=TAG` and `tool_args=bad` answer a call
 //! whatever `tool_choice` says and whether or not tools are offered (the
 //! tool TAG, else the forced one, else the first, else `sim_tool`), and

@@ -129,6 +129,7 @@ impl Prompt {
                 .unwrap_or_default()
         });
         let prompt_words = messages.iter().map(|m| words(&text_of(m))).sum::<u64>() + words(&top_system);
+        let tools = Offered::read(body).steered_by(&last_user);
         Prompt {
             model: body.get("model").and_then(Value::as_str).unwrap_or("sim").to_owned(),
             format: Format::read(body, &system),
@@ -142,7 +143,7 @@ impl Prompt {
                 .unwrap_or(false),
             nonce: fnv1a(seed, body.to_string().as_bytes()),
             n: body.get("n").and_then(Value::as_u64).unwrap_or(1).clamp(1, MAX_CHOICES),
-            tools: Offered::read(body),
+            tools,
             reported_output: None,
         }
     }

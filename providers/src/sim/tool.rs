@@ -15,6 +15,19 @@ pub(crate) struct Offered {
     /// `(name, parameters schema)` in the order offered.
     tools: Vec<(String, Value)>,
     choice: Choice,
+    steering: Steering,
+}
+
+/// What the last line of the user's message asks of the tools, the way a
+/// person would steer a model: the first offered tool it names as a word
+/// (`Use Read …`) and the string arguments it spells out as `name=value`
+/// words (`file_path=/tmp/notes.txt`, a trailing `,`, `;` or `.` left out). So a test can lead an agent whose
+/// first tool is not the one it wants (Claude Code's is `Agent`) through
+/// a real tool call, without a script.
+#[derive(Debug, Default)]
+struct Steering {
+    tool: Option<String>,
+    values: Map<String, Value>,
 }
 
 /// A request's `tool_choice`, in the words common to the dialects.
@@ -59,7 +72,25 @@ impl Offered {
                 Some((name.to_owned(), schema.cloned().unwrap_or(Value::Null)))
             })
             .collect();
-        Offered { tools, choice: Choice::read(body.get("tool_choice")) }
+        Offered { tools, choice: Choice::read(body.get("tool_choice")), steering: Steering::default() }
+    }
+
+    /// The offered tools steered by `prompt`'s last line (see [`Steering`]).
+    pub(crate) fn steered_by(mut self, prompt: &str) -> Offered {
+        let line = prompt.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
+        let named = |name: &str| {
+            line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).any(|word| word == name)
+        };
+        let tool = self.tools.iter().map(|(name, _)| name).find(|name| named(name)).cloned();
+        let values = line
+            .split_whitespace()
+            .filter_map(|word| word.split_once('='))
+            .map(|(name, value)| (name, value.trim_end_matches([',', ';', '.'])))
+            .filter(|(name, value)| !name.is_empty() && !value.is_empty())
+            .map(|(name, value)| (name.to_owned(), Value::String(value.to_owned())))
+            .collect();
+        self.steering = Steering { tool, values };
+        self
     }
 
     /// The tool the answer calls, or `None` for words. A forced choice
@@ -72,7 +103,8 @@ impl Offered {
         if output.ignore_tools && !output.tool_call {
             return None;
         }
-        let first = self.tools.first().map(|(name, _)| name.as_str());
+        let first =
+            self.steering.tool.as_deref().or_else(|| self.tools.first().map(|(name, _)| name.as_str()));
         let forced = match &self.choice {
             Choice::Named(name) => Some(name.as_str()),
             Choice::Required => first,
@@ -91,11 +123,39 @@ impl Offered {
     }
 
     /// The call of `name`: arguments that validate against its schema
-    /// (strings from `text`), or, when `bad`, that break it.
+    /// (strings from `text`), or, when `bad`, that break it. A call the
+    /// prompt steered carries what a model asked that way would send: the
+    /// required arguments and the ones the prompt spelled out.
     pub(crate) fn call(&self, name: &str, bad: bool, text: &str, id: String) -> Call {
         let schema = self.tools.iter().find(|(n, _)| n == name).map_or(&Value::Null, |(_, schema)| schema);
-        let input = if bad { invalid(schema) } else { arguments(schema, text) };
+        let input = match (bad, self.steering.tool.as_deref() == Some(name)) {
+            (true, _) => invalid(schema),
+            (false, true) => self.steering.applied(schema, arguments(schema, text)),
+            (false, false) => arguments(schema, text),
+        };
         Call { id, name: name.to_owned(), arguments: input.to_string(), input }
+    }
+}
+
+impl Steering {
+    /// `built` cut down to the schema's required properties and those
+    /// spelled out, a string property spelled out taking its value.
+    fn applied(&self, root: &Value, built: Value) -> Value {
+        let Value::Object(built) = built else { return built };
+        let schema = schema::resolve(root, root);
+        let required = |key: &str| {
+            schema.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|k| k == key))
+        };
+        let strings: Vec<&String> = properties(root, schema)
+            .filter(|(_, p)| schema::kind(p) == Kind::String)
+            .map(|(k, _)| k)
+            .collect();
+        let kept = built.into_iter().filter_map(|(key, value)| match self.values.get(&key) {
+            Some(given) if strings.contains(&&key) => Some((key, given.clone())),
+            _ if required(&key) || self.values.contains_key(&key) => Some((key, value)),
+            _ => None,
+        });
+        Value::Object(kept.collect())
     }
 }
 
@@ -218,6 +278,32 @@ mod tests {
         assert_eq!(Offered::default().pick(&scripted, false).as_deref(), Some(FALLBACK_NAME));
         let deaf = Output { ignore_tools: true, ..Output::default() };
         assert_eq!(pick(json!("required"), &deaf, false), None, "ignore-tools: words, whatever is forced");
+    }
+
+    #[test]
+    fn a_prompt_steers_the_call_to_the_tool_it_names() {
+        let read = json!({"type": "object", "required": ["file_path"], "properties": {
+            "file_path": {"type": "string"}, "limit": {"type": "integer"}, "pages": {"type": "string"}}});
+        let body = json!({"tools": [
+            {"name": "Agent", "input_schema": {"type": "object", "properties": {"prompt": {"type": "string"}}}},
+            {"name": "Read", "input_schema": read}]});
+        let prompt = "<system-reminder>Agent, Bash and Read are yours.</system-reminder>\n\
+                      Use Read with file_path=/tmp/notes.txt, then answer.";
+        let steered = Offered::read(&body).steered_by(prompt);
+        assert_eq!(
+            steered.pick(&Output::default(), false).as_deref(),
+            Some("Read"),
+            "named in the last line"
+        );
+        let call = steered.call("Read", false, prompt, "toolu_1".into());
+        assert_eq!(call.input, json!({"file_path": "/tmp/notes.txt"}), "required and spelled out");
+        let unsteered = Offered::read(&body).steered_by("What does notes.txt say?");
+        assert_eq!(unsteered.pick(&Output::default(), false).as_deref(), Some("Agent"), "else the first");
+        assert_eq!(
+            unsteered.call("Read", false, "p", "t".into()).input["pages"],
+            json!("p"),
+            "every property"
+        );
     }
 
     #[test]
