@@ -472,7 +472,8 @@ async fn the_timeline_shows_who_won_the_race_and_the_tool_calls(store: TestStore
     assert_eq!(marks, json!([["unknown", "late-answer"], []]), "{marks}");
     let facts = browser.text("#job-facts").await;
     assert!(facts.contains("attempt 2 on sim-fallback"), "{facts}");
-    assert!(facts.contains("Door") && facts.contains("jobs API or chat completions"), "{facts}");
+    assert!(facts.contains("Door") && facts.contains("jobs API"), "named as recorded: {facts}");
+    assert!(!facts.contains("or chat completions"), "not guessed: {facts}");
     if store.backend == common::Backend::Sqlite {
         browser.screenshot("job-race").await;
     }

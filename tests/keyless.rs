@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{ALICE, BOB, TestGateway, TestStore, assert_problem, set_route};
+use common::{ALICE, BOB, TestGateway, TestStore, assert_problem, job_of, set_route};
 use reqwest::Response;
 use serde_json::{Value, json};
 
@@ -20,6 +20,7 @@ store_matrix!(
     a_plain_retry_of_a_cut_stream_is_the_same_job,
     a_streamed_retry_of_a_plain_request_replays_it_as_a_stream,
     each_door_reads_its_own_section,
+    each_job_names_the_door_it_came_through,
 );
 
 async fn keyless(gw: &TestGateway, text: &str) -> Response {
@@ -169,4 +170,34 @@ async fn each_door_reads_its_own_section(store: TestStore) {
     let retry = messages(&gw, false).await;
     assert_eq!(retry.headers()["x-intentgate-job-id"], first.headers()["x-intentgate-job-id"]);
     assert_eq!(gw.job_count().await, 3, "Messages derive, as [anthropic] (unset) says");
+}
+
+/// The job view (and so the console) names the door a job came through,
+/// for every door; the door is not part of the intent, so the same key
+/// and request through another door is the same job, its first door kept.
+async fn each_job_names_the_door_it_came_through(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let door_of = async |job: &str| -> Value {
+        let view: Value = gw.get(ALICE, &format!("/v1/jobs/{job}")).await.json().await.unwrap();
+        view["entered_through"].clone()
+    };
+    let chat = keyless(&gw, "which door?").await;
+    assert_eq!(door_of(&job_of(&chat)).await, "chat-completions");
+    assert_eq!(door_of(&job_of(&messages(&gw, false).await)).await, "messages");
+    let responses =
+        gw.post_door("/v1/responses", "door-responses", &json!({"model": "chat", "input": "hi"})).await;
+    assert_eq!(door_of(&job_of(&responses)).await, "responses");
+    let embeddings = gw
+        .post_door("/v1/embeddings", "door-embeddings", &json!({"model": "embeddings", "input": "hi"}))
+        .await;
+    assert_eq!(door_of(&job_of(&embeddings)).await, "embeddings");
+
+    let body = json!({"route": "chat", "input": {"messages": [{"role": "user", "content": "first door"}]}});
+    let created: Value = gw.create(ALICE, "door-kept", &body).await.json().await.unwrap();
+    let job = created["id"].as_str().unwrap();
+    assert_eq!(created["entered_through"], "jobs");
+    let again = json!({"model": "chat", "messages": [{"role": "user", "content": "first door"}]});
+    let replay = gw.chat_completion("door-kept", &again).await;
+    assert_eq!(job_of(&replay), job, "the same intent through another door");
+    assert_eq!(door_of(job).await, "jobs", "the first door is kept");
 }

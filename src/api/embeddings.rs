@@ -23,7 +23,7 @@ use super::door::errors::door_errors;
 use super::door::{Door, StreamRender, Translated};
 use super::submit::invalid_params;
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Job, JobResult, validate_embedding};
+use crate::jobs::{Entrance, Job, JobResult, validate_embedding};
 
 /// This door's routes; their problems answer in OpenAI's error shape.
 pub(super) fn routes() -> Router<AppState> {
@@ -48,6 +48,7 @@ pub struct Embeddings;
 
 impl Door for Embeddings {
     type Stream = Unstreamed;
+    const ENTRANCE: Entrance = Entrance::Embeddings;
 
     fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         translate(body)

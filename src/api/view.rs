@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::budgets::{TokenUsage, nanos_to_decimal};
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobStatus, rfc3339};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Entrance, Job, JobStatus, rfc3339};
 
 /// The response header naming the job a response is about: on OpenAI
 /// answers (whose body has no job id), and on a problem met after the job
@@ -22,6 +22,11 @@ pub struct JobView<'a> {
     pub route: &'a str,
     pub status: JobStatus,
     pub version: i64,
+    /// The door its request came through (`jobs`, `chat-completions`,
+    /// `responses`, `messages`, `embeddings`); absent for a job made before
+    /// doors were recorded. Not part of the intent: the first door is kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entered_through: Option<Entrance>,
     /// The request as stored (canonical form), embedded without re-parsing.
     #[schema(value_type = Option<crate::jobs::JobRequest>)]
     pub request: Option<&'a RawValue>,
@@ -162,6 +167,7 @@ impl<'a> JobView<'a> {
             key_id: job.attribution.key_id,
             team: job.attribution.team.as_deref(),
             tags: &job.attribution.tags,
+            entered_through: job.entered_through,
             executions: Executions::of(attempts),
             attempts: attempts
                 .iter()

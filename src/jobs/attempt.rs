@@ -52,10 +52,7 @@ impl std::str::FromStr for AttemptState {
     type Err = UnknownState;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        AttemptState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| UnknownState { kind: "attempt", value: s.to_owned() })
+        UnknownState::parse("attempt", &AttemptState::ALL, AttemptState::as_str, s)
     }
 }
 

@@ -2,7 +2,7 @@ use serde::Serialize;
 use serde_json::Map;
 use uuid::Uuid;
 
-use super::{Attribution, Fingerprint, IdempotencyKey, JobRequest, Payer, UnknownState};
+use super::{Attribution, Entrance, Fingerprint, IdempotencyKey, JobRequest, Payer, UnknownState};
 
 /// Lifecycle of a job (`docs/design.md`, "State machines": "Job").
 ///
@@ -51,10 +51,7 @@ impl std::str::FromStr for JobStatus {
     type Err = UnknownState;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        JobStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| UnknownState { kind: "job", value: s.to_owned() })
+        UnknownState::parse("job", &JobStatus::ALL, JobStatus::as_str, s)
     }
 }
 
@@ -79,6 +76,8 @@ pub struct NewJob {
     pub canonical: String,
     /// Its key, team and tags: not part of the intent.
     pub attribution: Attribution,
+    /// The door it came through: not part of the intent either.
+    pub entrance: Entrance,
 }
 
 impl NewJob {
@@ -113,12 +112,18 @@ impl NewJob {
             request,
             canonical,
             attribution,
+            entrance: Entrance::Jobs,
         })
     }
 
     /// The job, its spend attributed to `attribution` as well as its owner.
     pub fn attributed(self, attribution: Attribution) -> Self {
         NewJob { attribution, ..self }
+    }
+
+    /// The job, come through `entrance` (the jobs API unless said).
+    pub fn entered_through(self, entrance: Entrance) -> Self {
+        NewJob { entrance, ..self }
     }
 
     /// A job of `body` (a job request as JSON), for callers that build
@@ -161,6 +166,9 @@ pub struct Job {
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     pub attribution: Attribution,
+    /// The door the request that made it came through; `None` for a job
+    /// made before doors were recorded.
+    pub entered_through: Option<Entrance>,
 }
 
 impl Job {

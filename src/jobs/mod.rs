@@ -9,6 +9,7 @@ mod attempt;
 mod attribution;
 mod charge;
 mod embedding;
+mod entrance;
 mod fingerprint;
 mod idempotency_key;
 mod job;
@@ -23,6 +24,7 @@ pub use attempt::{Attempt, AttemptState};
 pub use attribution::{Attribution, InvalidTags, Payer, Tags};
 pub use charge::{Amounts, charge};
 pub use embedding::validate_embedding;
+pub use entrance::Entrance;
 pub use fingerprint::{Fingerprint, canonical_json, sha256_hex};
 pub use idempotency_key::{IdempotencyKey, InvalidIdempotencyKey};
 pub use job::{Job, JobStatus, NewJob};
@@ -54,4 +56,20 @@ pub fn rfc3339(ms: i64) -> String {
 pub struct UnknownState {
     pub kind: &'static str,
     pub value: String,
+}
+
+impl UnknownState {
+    /// The one of `all` whose stored `name` is `value`, else the error
+    /// naming `kind`: every stored name reads back the same way.
+    fn parse<T: Copy>(
+        kind: &'static str,
+        all: &[T],
+        name: fn(T) -> &'static str,
+        value: &str,
+    ) -> Result<T, Self> {
+        all.iter()
+            .copied()
+            .find(|each| name(*each) == value)
+            .ok_or_else(|| UnknownState { kind, value: value.to_owned() })
+    }
 }

@@ -62,10 +62,7 @@ impl std::str::FromStr for AttemptOutcome {
     type Err = UnknownState;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        AttemptOutcome::ALL
-            .into_iter()
-            .find(|outcome| outcome.as_str() == s)
-            .ok_or_else(|| UnknownState { kind: "attempt outcome", value: s.to_owned() })
+        UnknownState::parse("attempt outcome", &AttemptOutcome::ALL, AttemptOutcome::as_str, s)
     }
 }
 

@@ -11,7 +11,7 @@ use super::rows::{JobRow, first};
 use super::sqlite_statements::{execute, fetch_optional};
 use super::{Created, Store, StoreError, sql};
 use crate::budgets::Hold;
-use crate::jobs::{Amounts, Attempt, Job, JobStatus, NewJob};
+use crate::jobs::{Amounts, Attempt, Entrance, Job, JobStatus, NewJob};
 
 /// A lease held by one gateway instance on one job (R10).
 #[derive(Debug, Clone, Copy)]
@@ -255,7 +255,8 @@ async fn create_job_sqlite(
                 };
             }
             let tags = job.attribution.tags.to_stored();
-            let args: [&dyn rusqlite::ToSql; 18] = [
+            let entrance = job.entered_through.map(Entrance::as_str);
+            let args: [&dyn rusqlite::ToSql; 19] = [
                 &job.id,
                 &job.owner,
                 &job.idempotency_key,
@@ -274,6 +275,7 @@ async fn create_job_sqlite(
                 &job.attribution.key_id,
                 &job.attribution.team,
                 &tags,
+                &entrance,
             ];
             if execute(conn, sql::INSERT_JOB, &args)? == 1 {
                 if provider.is_some() {
@@ -313,6 +315,7 @@ fn inserted(new: &NewJob, status: JobStatus, now_ms: i64) -> Job {
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         attribution: new.attribution.clone(),
+        entered_through: Some(new.entrance),
     }
 }
 
@@ -344,6 +347,7 @@ impl Store {
             first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
             open_attempts: first.open_attempts,
             attribution: new.attribution.clone(),
+            entrance: new.entrance,
         };
         let inserted = if attempt_holds.is_empty() {
             store.batches.inserts.write(insert).await?

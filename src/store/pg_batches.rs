@@ -56,7 +56,7 @@ use super::cas::CasOutcome;
 use super::pg_statements::OneStatement;
 use super::rows::JobRow;
 use super::{DbError, StoreError, sql};
-use crate::jobs::{Amounts, AttemptState, Attribution};
+use crate::jobs::{Amounts, AttemptState, Attribution, Entrance};
 
 /// What one statement writes at most. Past a few dozen jobs a batch saves
 /// little more per job and holds its row locks longer. The byte limit
@@ -89,6 +89,7 @@ pub(super) struct JobInsert {
     /// The job's bound on open attempts (its route's hedge, or 1).
     pub open_attempts: i32,
     pub attribution: Attribution,
+    pub entrance: Entrance,
 }
 
 impl JobInsert {
@@ -197,6 +198,7 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.attribution.key_id))
         .bind(column(jobs, |job| job.attribution.team.as_deref()))
         .bind(column(jobs, |job| job.attribution.tags.to_stored()))
+        .bind(column(jobs, |job| job.entrance.as_str()))
         .persistent(named)
         .fetch_all(executor)
         .await?;
@@ -401,6 +403,7 @@ mod tests {
             first_attempt: with_attempt.then(|| (Uuid::now_v7(), "sim".to_owned(), Amounts::default())),
             open_attempts: 1,
             attribution: Attribution::default(),
+            entrance: Entrance::Jobs,
         }
     }
 

@@ -25,6 +25,7 @@ pub(super) struct JobRow {
     key_id: Option<Uuid>,
     team: Option<String>,
     tags: Option<String>,
+    entered_through: Option<String>,
 }
 
 impl TryFrom<JobRow> for Job {
@@ -51,6 +52,11 @@ impl TryFrom<JobRow> for Job {
                 tags: Tags::from_stored(row.tags.as_deref())
                     .map_err(|e| StoreError::Corrupt(format!("a job's tags: {e}")))?,
             },
+            entered_through: row
+                .entered_through
+                .map(|door| door.parse())
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("{e}")))?,
         })
     }
 }
@@ -135,6 +141,7 @@ impl JobRow {
             key_id: row.get(13)?,
             team: row.get(14)?,
             tags: row.get(15)?,
+            entered_through: row.get(16)?,
         })
     }
 }

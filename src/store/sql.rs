@@ -6,7 +6,7 @@
 macro_rules! job_columns {
     () => {
         "id, owner_id, idempotency_key, fingerprint, route, request, status, version, \
-         completed_by, result, error, created_at, updated_at, key_id, team, tags"
+         completed_by, result, error, created_at, updated_at, key_id, team, tags, entered_through"
     };
 }
 
@@ -33,8 +33,8 @@ macro_rules! attempt_columns {
 /// reading the row back after the write is one seek on a page the write
 /// has just touched, and building it from the values written is none.
 pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, \
-     status, version, created_at, updated_at, lease_owner, lease_expires_at, open_attempts, key_id, team, tags) \
-     VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9, $15, $16, $17, $18) \
+     status, version, created_at, updated_at, lease_owner, lease_expires_at, open_attempts, key_id, team, tags, \
+     entered_through) VALUES ($1, $2, $3, $4, $5, $6, $10, 0, $7, $7, $8, $9, $15, $16, $17, $18, $19) \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING";
 
 /// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
@@ -53,13 +53,15 @@ pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id,
 pub(super) const INSERT_JOBS_PG: &str = concat!(
     "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
      $6::text[], $7::bigint[], $8::text[], $9::bigint[], $10::text[], $11::uuid[], $12::text[], \
-     $13::bigint[], $14::bigint[], $15::integer[], $16::uuid[], $17::text[], $18::text[]) AS i(id, owner_id, \
-     idempotency_key, fingerprint, route, request, at_ms, lease_owner, lease_expires_at, status, attempt_id, \
-     provider, reserved_nanos, reserved_tokens, open_attempts, key_id, team, tags)), \
+     $13::bigint[], $14::bigint[], $15::integer[], $16::uuid[], $17::text[], $18::text[], $19::text[]) \
+     AS i(id, owner_id, idempotency_key, fingerprint, route, request, at_ms, lease_owner, lease_expires_at, \
+     status, attempt_id, provider, reserved_nanos, reserved_tokens, open_attempts, key_id, team, tags, \
+     entered_through)), \
      job AS (INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, status, version, \
-     created_at, updated_at, lease_owner, lease_expires_at, open_attempts, key_id, team, tags) \
+     created_at, updated_at, lease_owner, lease_expires_at, open_attempts, key_id, team, tags, entered_through) \
      SELECT id, owner_id, idempotency_key, fingerprint, route, request, status, 0, at_ms, at_ms, \
-     lease_owner, lease_expires_at, open_attempts, key_id, team, tags FROM input ORDER BY owner_id, idempotency_key \
+     lease_owner, lease_expires_at, open_attempts, key_id, team, tags, entered_through FROM input \
+     ORDER BY owner_id, idempotency_key \
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING ",
     job_columns!(),
     "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \

@@ -112,6 +112,20 @@ impl Browser {
     /// One WebDriver command; its `value`. A WebDriver error panics with
     /// what the driver said.
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        match self.try_call(method.clone(), path, body).await {
+            Ok(value) => value,
+            Err((status, value)) => panic!("{method} {path}: {status} {value}"),
+        }
+    }
+
+    /// One WebDriver command: its `value`, or the status and `value` of
+    /// the error the driver answered.
+    async fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, (reqwest::StatusCode, Value)> {
         let url = format!("{}{path}", self.base);
         let mut request = self.http.request(method.clone(), &url);
         if let Some(body) = body {
@@ -122,8 +136,7 @@ impl Browser {
         let response = request.send().await.unwrap_or_else(|err| panic!("{method} {path}: {err}"));
         let status = response.status();
         let body: Value = response.json().await.unwrap_or_else(|err| panic!("{method} {path}: {err}"));
-        assert!(status.is_success(), "{method} {path}: {status} {}", body["value"]);
-        body["value"].clone()
+        if status.is_success() { Ok(body["value"].clone()) } else { Err((status, body["value"].clone())) }
     }
 
     fn session_path(&self, rest: &str) -> String {
@@ -147,10 +160,20 @@ impl Browser {
     }
 
     /// A real click (scrolled into view, refused when covered or hidden).
+    /// A page that re-renders between the find and the click (a poll's
+    /// answer) leaves a stale element: it is found again, as a person would
+    /// click what is on the screen now.
     pub async fn click(&self, css: &str) {
-        let element = self.find(css).await;
-        self.call(reqwest::Method::POST, &self.session_path(&format!("/element/{element}/click")), None)
-            .await;
+        for _ in 0..5 {
+            let element = self.find(css).await;
+            let path = self.session_path(&format!("/element/{element}/click"));
+            match self.try_call(reqwest::Method::POST, &path, None).await {
+                Ok(_) => return,
+                Err((_, value)) if value["error"] == "stale element reference" => continue,
+                Err((status, value)) => panic!("POST {path}: {status} {value}"),
+            }
+        }
+        panic!("{css} went stale five times in a row");
     }
 
     /// Clears the field and types `text` into it, key by key.

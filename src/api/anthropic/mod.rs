@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Job, JobResult};
+use crate::jobs::{Entrance, Job, JobResult};
 
 /// This door's routes; their problems answer in Anthropic's error shape.
 pub(super) fn routes() -> Router<AppState> {
@@ -49,6 +49,7 @@ pub struct Messages;
 
 impl Door for Messages {
     type Stream = render::EventStream;
+    const ENTRANCE: Entrance = Entrance::Messages;
     const ERROR_CONTENT_TYPE: &'static str = "application/json";
 
     fn translate(body: &Bytes, headers: &HeaderMap) -> Result<Translated, Problem> {

@@ -28,7 +28,7 @@ use axum::body::Bytes;
 use serde_json::{Map, Value};
 
 use super::{AppState, Caller, Problem};
-use crate::jobs::{Job, JobResult};
+use crate::jobs::{Entrance, Job, JobResult};
 pub use serve::{AnswerAs, answer, serve};
 
 /// How a part of a door's request reaches a provider whose dialect does
@@ -66,6 +66,9 @@ pub struct Translated {
 pub trait Door: Send + Sync + 'static {
     /// Its stream renderer.
     type Stream: StreamRender;
+
+    /// What its jobs record as the door they came through.
+    const ENTRANCE: Entrance;
 
     /// The door's request body (and the headers that are part of its
     /// intent, for a door that carries its protocol natively) → the job

@@ -51,8 +51,8 @@ pub async fn serve<D: Door>(
     let mut translated = D::translate(&body, headers)?;
     D::prepare(state, caller, &mut translated).await?;
     let keyless = sent.is_none();
-    let mut new =
-        new_job(state, caller, sent.unwrap_or_else(IdempotencyKey::minted), translated.job, headers)?;
+    let key = sent.unwrap_or_else(IdempotencyKey::minted);
+    let mut new = new_job(state, caller, key, translated.job, headers)?.entered_through(D::ENTRANCE);
     if keyless {
         // Without a key there is no job to find: an unknown route is refused
         // before the key policy is asked (see `submit`).

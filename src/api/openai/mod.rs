@@ -31,7 +31,7 @@ use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::submit::{invalid_messages, invalid_params};
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Job, JobResult, validate_messages, validate_params};
+use crate::jobs::{Entrance, Job, JobResult, validate_messages, validate_params};
 pub use render::error_body;
 pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
 
@@ -57,6 +57,7 @@ pub struct ChatCompletions;
 
 impl Door for ChatCompletions {
     type Stream = render::ChunkStream;
+    const ENTRANCE: Entrance = Entrance::ChatCompletions;
 
     fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         translate(body)

@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Job, JobResult, JobStatus};
+use crate::jobs::{Entrance, Job, JobResult, JobStatus};
 
 /// This door's routes; their problems answer in OpenAI's error shape.
 pub(super) fn routes() -> Router<AppState> {
@@ -53,6 +53,7 @@ pub struct Responses;
 
 impl Door for Responses {
     type Stream = render::EventStream;
+    const ENTRANCE: Entrance = Entrance::Responses;
 
     fn translate(body: &Bytes, headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         let fields = super::door::json_object(body, "Invalid Responses request")?;

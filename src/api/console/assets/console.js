@@ -344,12 +344,16 @@ function fmtDuration(ms) {
     if (!UNSETTLED_JOB.includes(job.status)) generation += 1; // settled: stop polling
   }
 
-  /** The door a job came through, as `request.door` records it. */
-  function doorName(door) {
+  /** The door a job came through: `entered_through`, or for a job made
+   * before doors were recorded the protocol its request is in. */
+  function doorName(job) {
     const names = {
+      jobs: 'jobs API', 'chat-completions': 'OpenAI chat completions', responses: 'OpenAI Responses',
+      messages: 'Anthropic Messages', embeddings: 'OpenAI embeddings',
       'anthropic-messages': 'Anthropic Messages', 'openai-responses': 'OpenAI Responses',
       'openai-embeddings': 'OpenAI embeddings',
     };
+    const door = job.entered_through || (job.request && job.request.door);
     return names[door] || 'jobs API or chat completions';
   }
 
@@ -369,7 +373,7 @@ function fmtDuration(ms) {
     const winner = job.attempts.find((a) => a.id === job.completed_by);
     const facts = [
       ['Owner', job.owner], ['Idempotency-Key', el('code', { text: job.idempotency_key })],
-      ['Route', job.route], ['Door', doorName(job.request && job.request.door)], ['Version', job.version],
+      ['Route', job.route], ['Door', doorName(job)], ['Version', job.version],
       ['Created', fmtTime(job.created_at)], ['Updated', fmtTime(job.updated_at)],
       ['Completed by', winner ? `attempt ${winner.number} on ${winner.provider}` : '–'],
       ['Executions', executionsText(job.executions)],
