@@ -4,8 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::auth::Admin;
 use super::extract::{JsonBody, LimitedBody, PathParams};
@@ -253,9 +252,9 @@ pub async fn resolve_provider(
         .resolve_provider(&provider, resolution, &reason, &caller.0.name)
         .await
         .map_err(|err| Problem::engine(err, StoreStage::Partway))?;
-    let views: Vec<_> =
-        settled.iter().map(|a| json!({"job_id": a.job_id, "attempt": AttemptView::new(a)})).collect();
-    Ok(Json(json!({"provider": provider, "resolved": views})).into_response())
+    let resolved =
+        settled.iter().map(|a| ResolvedAttempt { job_id: a.job_id, attempt: AttemptView::new(a) }).collect();
+    Ok(Json(ProviderResolved { provider: &provider, resolved }).into_response())
 }
 
 /// `POST /v1/jobs/{id}/cancel`: the job will not complete; 409 if it
@@ -300,8 +299,8 @@ pub async fn cancel(
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
 }
 
-// Schema-only types for the OpenAPI document, never constructed: `resolve`
-// reads `as` as a string, and `resolve_provider` answers with a `json!` value.
+// A schema-only type for the OpenAPI document, never constructed: `resolve`
+// reads `as` as a string, to say in its own words what else it could be.
 
 /// How an operator settles an `unknown` attempt.
 #[derive(utoipa::ToSchema)]
@@ -315,16 +314,14 @@ pub enum ResolveAs {
 }
 
 /// `POST /v1/providers/{name}/resolve`: what was settled.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct ProviderResolved {
-    provider: String,
-    resolved: Vec<ResolvedAttempt>,
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ProviderResolved<'a> {
+    provider: &'a str,
+    resolved: Vec<ResolvedAttempt<'a>>,
 }
 
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct ResolvedAttempt {
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ResolvedAttempt<'a> {
     job_id: uuid::Uuid,
-    attempt: AttemptView<'static>,
+    attempt: AttemptView<'a>,
 }

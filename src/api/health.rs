@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::{AppState, Problem};
 
@@ -16,8 +16,8 @@ use super::{AppState, Problem};
     description = "Needs no API key.",
     responses((status = 200, description = "Up", body = Health))
 )]
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+pub async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
 }
 
 /// `GET /readyz`: the job store answers too — on SQLite both a reader and
@@ -36,7 +36,7 @@ pub async fn healthz() -> Json<Value> {
         (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Ready>, Problem> {
     if state.engine.tasks().is_draining() {
         return Err(Problem::new(
             super::ProblemType::Draining,
@@ -44,30 +44,27 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, Proble
         ));
     }
     state.store.ping().await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
-    Ok(Json(
-        json!({"status": "ready", "store": state.store.backend(), "config_version": state.config().version}),
-    ))
+    Ok(Json(Ready {
+        status: "ready",
+        store: state.store.backend(),
+        config_version: state.config().version.clone(),
+    }))
 }
 
-// Schema-only types for the OpenAPI document, never constructed: the answers
-// above are built as `json!` values of these shapes.
-
 /// `GET /healthz`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok`
-    status: String,
+    status: &'static str,
 }
 
 /// `GET /readyz`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Ready {
     /// `ready`
-    status: String,
+    status: &'static str,
     /// `sqlite` or `postgres`
-    store: String,
+    store: &'static str,
     /// The configuration this replica runs: the first 12 hex digits of the
     /// SHA-256 of its file.
     config_version: String,

@@ -3,9 +3,10 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::{AppState, Caller, Problem};
+use crate::config::RouteConfig;
 
 #[utoipa::path(
     get,
@@ -23,66 +24,64 @@ use super::{AppState, Caller, Problem};
         (status = 503, response = super::problem::StoreUnavailable),
     )
 )]
-pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<Value>, Problem> {
+pub async fn list(State(state): State<AppState>, _caller: Caller) -> Result<Json<RouteList>, Problem> {
     let gate = state.engine.gate();
     gate.refresh(&state.store).await.map_err(|err| Problem::store(err, super::StoreStage::Lookup))?;
     let config = state.config();
-    let routes: Vec<Value> = config
+    let routes = config
         .routes
         .iter()
-        .map(|route| {
-            let chain: Vec<Value> = route
+        .map(|route| RouteInfo {
+            name: route.name.clone(),
+            chain: route
                 .chain
                 .iter()
                 .enumerate()
-                .map(|(index, provider)| {
-                    let verdict = gate.verdict(route, provider);
-                    let health = state.engine.provider_health(provider);
-                    let max_execution = config
-                        .providers
-                        .iter()
-                        .find(|p| p.name == *provider)
-                        .and_then(|p| p.max_execution)
-                        .map(|limit| crate::engine::millis(limit.into()));
-                    json!({
-                        "provider": provider,
-                        "role": if route.step(index).start == 0 { "primary" } else { "fallback" },
-                        "contract_required": gate.check(route, provider, index).is_some(),
-                        "eligible": verdict.is_eligible(),
-                        "reason": verdict.reason(),
-                        "max_execution_ms": max_execution,
-                        "health": {
-                            "state": health.state,
-                            "failures": health.failures,
-                            "cooling_until": health.cooling_until_ms.map(crate::jobs::rfc3339),
-                        },
-                    })
-                })
-                .collect();
-            json!({
-                "name": route.name,
-                "chain": chain,
-                "attempt_timeout": route.attempt_timeout.to_string(),
-                "retries": route.retries,
-                "contract_max_age": route.contract_max_age.to_string(),
-            })
+                .map(|(index, provider)| entry(&state, route, index, provider))
+                .collect(),
+            attempt_timeout: route.attempt_timeout.to_string(),
+            retries: route.retries,
+            contract_max_age: route.contract_max_age.to_string(),
         })
         .collect();
-    Ok(Json(json!({"routes": routes})))
+    Ok(Json(RouteList { routes }))
 }
 
-// Schema-only types for the OpenAPI document, never constructed: the answers
-// above are built as `json!` values of these shapes.
+/// The `index`th provider of `route`'s chain, as the gate and its health
+/// see it now.
+fn entry(state: &AppState, route: &RouteConfig, index: usize, provider: &str) -> ChainEntry {
+    let gate = state.engine.gate();
+    let verdict = gate.verdict(route, provider);
+    let health = state.engine.provider_health(provider);
+    let max_execution = state
+        .config()
+        .providers
+        .iter()
+        .find(|p| p.name == *provider)
+        .and_then(|p| p.max_execution)
+        .map(|limit| crate::engine::millis(limit.into()));
+    ChainEntry {
+        provider: provider.to_owned(),
+        role: if route.step(index).start == 0 { ChainRole::Primary } else { ChainRole::Fallback },
+        contract_required: gate.check(route, provider, index).is_some(),
+        eligible: verdict.is_eligible(),
+        reason: verdict.reason().to_owned(),
+        max_execution_ms: max_execution,
+        health: ProviderHealth {
+            state: health.state,
+            failures: health.failures,
+            cooling_until: health.cooling_until_ms.map(crate::jobs::rfc3339),
+        },
+    }
+}
 
 /// `GET /v1/routes`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct RouteList {
     routes: Vec<RouteInfo>,
 }
 
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct RouteInfo {
     name: String,
     /// Providers in the order they are tried.
@@ -94,8 +93,7 @@ pub struct RouteInfo {
     contract_max_age: String,
 }
 
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ChainEntry {
     provider: String,
     role: ChainRole,
@@ -113,21 +111,19 @@ pub struct ChainEntry {
 }
 
 /// A provider's circuit, as `GET /v1/routes` shows it.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ProviderHealth {
     /// `healthy`, `cooling_down` (passed over), `awaiting_probe` (the next
     /// attempt probes it) or `probing` (a probe is out).
-    state: String,
+    state: &'static str,
     /// Signs of trouble in a row.
     failures: u32,
     /// While it cools down, until when (RFC 3339).
     cooling_until: Option<String>,
 }
 
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum ChainRole {
     Primary,
     Fallback,
