@@ -23,7 +23,7 @@ use axum::extract::Request;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::middleware;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
@@ -33,7 +33,7 @@ use super::submit::{invalid_messages, invalid_params};
 use super::{AppState, Caller, Problem, ProblemType};
 use crate::jobs::{Entrance, Job, JobResult, validate_messages, validate_params};
 pub use render::error_body;
-pub use schema::{ChatCompletion, ChatCompletionRequest, ModelList};
+pub use schema::{AnthropicModelList, ChatCompletion, ChatCompletionRequest, ModelList};
 
 /// This door's routes; their problems answer in OpenAI's error shape.
 pub(super) fn routes() -> Router<AppState> {
@@ -48,7 +48,7 @@ pub(super) fn routes() -> Router<AppState> {
 #[derive(utoipa::OpenApi)]
 #[openapi(
     paths(chat_completions, models, model),
-    components(schemas(ModelList, ChatCompletionRequest, ChatCompletion))
+    components(schemas(ModelList, AnthropicModelList, ChatCompletionRequest, ChatCompletion))
 )]
 pub(super) struct Api;
 
@@ -89,20 +89,16 @@ impl Door for ChatCompletions {
         (status = 401, response = super::problem::Unauthorized),
     )
 )]
-pub async fn models(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Json<Value> {
+pub async fn models(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Response {
     let config = state.config();
     let names = config.routes.iter().flat_map(|route| std::iter::once(&route.name).chain(&route.aliases));
-    let names = names.map(String::as_str);
+    let names: Vec<&str> = names.map(String::as_str).collect();
     if headers.contains_key("anthropic-version") {
         // An Anthropic SDK listing models: its list shape.
-        let data: Vec<Value> = names
-            .map(|name| json!({"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}))
-            .collect();
-        let (first, last) = (data.first().map(|m| m["id"].clone()), data.last().map(|m| m["id"].clone()));
-        return Json(json!({"data": data, "has_more": false, "first_id": first, "last_id": last}));
+        return Json(schema::AnthropicModelList::of(&names)).into_response();
     }
-    let data: Vec<Value> = names.map(model_object).collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(schema::ModelList { object: "list", data: names.into_iter().map(schema::Model::of).collect() })
+        .into_response()
 }
 
 /// `GET /v1/models/{id}`: one route, as OpenAI describes a model.
@@ -125,18 +121,14 @@ pub async fn model(
     State(state): State<AppState>,
     _caller: Caller,
     super::extract::PathParams(id): super::extract::PathParams<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Response, Problem> {
     match state.config().route_named(&id) {
-        Some(_) => Ok(Json(model_object(&id))),
+        Some(_) => Ok(Json(schema::Model::of(&id)).into_response()),
         None => Err(Problem::new(
             ProblemType::NotFound,
             format!("no model (route) `{id}`; GET /v1/models lists them"),
         )),
     }
-}
-
-fn model_object(route: &str) -> Value {
-    json!({"id": route, "object": "model", "created": 0, "owned_by": "intentgate"})
 }
 
 /// `POST /v1/chat/completions`.

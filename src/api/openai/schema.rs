@@ -1,32 +1,74 @@
-//! The OpenAI shapes as the OpenAPI document describes them: schema-only
-//! types (never constructed; the answers are rendered by `render.rs` and
-//! the request is read as JSON), kept beside the handler they document.
+//! The OpenAI shapes as the OpenAPI document describes them, kept beside
+//! the handler they document: the model lists are the answers themselves;
+//! the chat completion's request and answer are schema-only (the request
+//! is read as JSON, the answer rendered by `render.rs`).
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 /// `GET /v1/models`: the routes, as OpenAI lists models.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct ModelList {
+#[derive(Serialize, ToSchema)]
+pub struct ModelList<'a> {
     /// `list`
-    object: String,
-    data: Vec<Model>,
+    pub(super) object: &'static str,
+    pub(super) data: Vec<Model<'a>>,
 }
 
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct Model {
+#[derive(Serialize, ToSchema)]
+pub struct Model<'a> {
     /// A route name: pass it as `model`.
-    id: String,
+    id: &'a str,
     /// `model`
-    object: String,
+    object: &'static str,
     created: i64,
     /// `intentgate`
-    owned_by: String,
+    owned_by: &'static str,
+}
+
+impl<'a> Model<'a> {
+    pub(super) fn of(route: &'a str) -> Self {
+        Model { id: route, object: "model", created: 0, owned_by: "intentgate" }
+    }
+}
+
+/// `GET /v1/models` with `anthropic-version`: the routes, as Anthropic
+/// lists models (its SDKs send that header).
+#[derive(Serialize, ToSchema)]
+pub struct AnthropicModelList<'a> {
+    data: Vec<AnthropicModel<'a>>,
+    has_more: bool,
+    first_id: Option<&'a str>,
+    last_id: Option<&'a str>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AnthropicModel<'a> {
+    /// `model`
+    r#type: &'static str,
+    /// A route name: pass it as `model`.
+    id: &'a str,
+    display_name: &'a str,
+    created_at: &'static str,
+}
+
+impl<'a> AnthropicModelList<'a> {
+    pub(super) fn of(routes: &[&'a str]) -> Self {
+        let model = |id: &'a str| AnthropicModel {
+            r#type: "model",
+            id,
+            display_name: id,
+            created_at: "1970-01-01T00:00:00Z",
+        };
+        AnthropicModelList {
+            data: routes.iter().copied().map(model).collect(),
+            has_more: false,
+            first_id: routes.first().copied(),
+            last_id: routes.last().copied(),
+        }
+    }
 }
 
 /// An OpenAI chat completion request. `model` names a route; every field
