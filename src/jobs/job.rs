@@ -77,7 +77,7 @@ pub struct NewJob {
     /// Its key, team and tags: not part of the intent.
     pub attribution: Attribution,
     /// The door it came through: not part of the intent either.
-    pub entrance: Entrance,
+    pub entered_through: Entrance,
 }
 
 impl NewJob {
@@ -112,7 +112,7 @@ impl NewJob {
             request,
             canonical,
             attribution,
-            entrance: Entrance::Jobs,
+            entered_through: Entrance::Jobs,
         })
     }
 
@@ -123,7 +123,7 @@ impl NewJob {
 
     /// The job, come through `entrance` (the jobs API unless said).
     pub fn entered_through(self, entrance: Entrance) -> Self {
-        NewJob { entrance, ..self }
+        NewJob { entered_through: entrance, ..self }
     }
 
     /// A job of `body` (a job request as JSON), for callers that build

@@ -315,7 +315,7 @@ fn inserted(new: &NewJob, status: JobStatus, now_ms: i64) -> Job {
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         attribution: new.attribution.clone(),
-        entered_through: Some(new.entrance),
+        entered_through: Some(new.entered_through),
     }
 }
 
@@ -347,7 +347,7 @@ impl Store {
             first_attempt: first_provider.map(|provider| (attempt_id, provider.to_owned(), reserved)),
             open_attempts: first.open_attempts,
             attribution: new.attribution.clone(),
-            entrance: new.entrance,
+            entered_through: new.entered_through,
         };
         let inserted = if attempt_holds.is_empty() {
             store.batches.inserts.write(insert).await?

@@ -89,7 +89,7 @@ pub(super) struct JobInsert {
     /// The job's bound on open attempts (its route's hedge, or 1).
     pub open_attempts: i32,
     pub attribution: Attribution,
-    pub entrance: Entrance,
+    pub entered_through: Entrance,
 }
 
 impl JobInsert {
@@ -198,7 +198,7 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.attribution.key_id))
         .bind(column(jobs, |job| job.attribution.team.as_deref()))
         .bind(column(jobs, |job| job.attribution.tags.to_stored()))
-        .bind(column(jobs, |job| job.entrance.as_str()))
+        .bind(column(jobs, |job| job.entered_through.as_str()))
         .persistent(named)
         .fetch_all(executor)
         .await?;
@@ -403,7 +403,7 @@ mod tests {
             first_attempt: with_attempt.then(|| (Uuid::now_v7(), "sim".to_owned(), Amounts::default())),
             open_attempts: 1,
             attribution: Attribution::default(),
-            entrance: Entrance::Jobs,
+            entered_through: Entrance::Jobs,
         }
     }
 

@@ -21,9 +21,10 @@ pub(crate) struct Offered {
 /// What the last line of the user's message asks of the tools, the way a
 /// person would steer a model: the first offered tool it names as a word
 /// (`Use Read …`) and the string arguments it spells out as `name=value`
-/// words (`file_path=/tmp/notes.txt`, a trailing `,`, `;` or `.` left out). So a test can lead an agent whose
-/// first tool is not the one it wants (Claude Code's is `Agent`) through
-/// a real tool call, without a script.
+/// words (`file_path=/tmp/notes.txt`, a trailing `,`, `;` or `.` left
+/// out). So a test can lead an agent whose first tool is not the one it
+/// wants (Claude Code's is `Agent`) through a real tool call, without a
+/// script.
 #[derive(Debug, Default)]
 struct Steering {
     tool: Option<String>,
