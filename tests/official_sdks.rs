@@ -1,10 +1,12 @@
 //! The official Python SDKs pointed at intentgate with `base_url`: `openai`
 //! on chat completions (tests/sdk/openai_sdk.py), `anthropic` on Messages
-//! (tests/sdk/anthropic_sdk.py), `openai-agents` running a tool agent
-//! on Responses (tests/sdk/agents_sdk.py), and LangChain, instructor and
-//! pydantic-ai on the shipped routes without a key (tests/sdk/frameworks.py); and the
-//! Vercel AI SDK from npm (tests/sdk/vercel_ai.mjs). They are installed from PyPI into a
-//! throwaway virtualenv, cached between runs under the target directory.
+//! (tests/sdk/anthropic_sdk.py), `openai-agents` running a tool agent on
+//! Responses (tests/sdk/agents_sdk.py), and the openai SDK without a key,
+//! LangChain, instructor and pydantic-ai on the shipped routes
+//! (tests/sdk/frameworks.py); and the Vercel AI SDK from npm
+//! (tests/sdk/vercel_ai.mjs). Each with a call slower than its client's
+//! timeout, retried: one upstream call. The Python packages are installed
+//! from PyPI into throwaway virtualenvs, cached under the target directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -48,7 +50,7 @@ async fn official_anthropic_sdk(store: TestStore) {
 }
 
 async fn openai_agents_sdk_runs_a_tool_agent(store: TestStore) {
-    let gw = TestGateway::start_tweaked(&store, |doc| set_route(doc, "tools", "keyless", "derive")).await;
+    let gw = TestGateway::start(&store).await;
     run_script(&gw, "tests/sdk/agents_sdk.py").await;
 }
 

@@ -1,5 +1,6 @@
 """The frameworks people build agents with, pointed at intentgate by base URL
-alone: LangChain (`bind_tools`, `with_structured_output` on the OpenAI and
+alone: the openai SDK itself (chat completions, Responses, embeddings),
+LangChain (`bind_tools`, `with_structured_output` on the OpenAI and
 the Anthropic integrations), instructor (a structured answer, with a
 re-ask after a failed validation) and a pydantic-ai agent with a tool. No
 Idempotency-Key anywhere, the shipped routes: each to completion, with the
@@ -91,6 +92,30 @@ class Person(pydantic.BaseModel):
 def weather(city: str) -> str:
     """The weather in a city."""
     return "rain"
+
+
+def openai_sdk_retries_are_one_job():
+    """The openai SDK itself, no key: chat completions, the Responses API and
+    embeddings, each call slower than the client's timeout."""
+    import openai
+
+    sent = []
+    client = openai.OpenAI(base_url=f"{BASE}/v1", api_key=KEY, max_retries=5, timeout=0.6,
+                           http_client=counting(sent))
+    calls = [
+        lambda text: client.chat.completions.create(model="chat", messages=[{"role": "user", "content": text}])
+        .choices[0].message.content,
+        lambda text: client.responses.create(model="chat", input=text).output_text,
+        lambda text: str(len(client.embeddings.create(model="embeddings", input=text).data)),
+    ]
+    for call in calls:
+        sent.clear()
+        slow_next_call()
+        before = sim_calls()
+        answer = call(f"slow {uuid.uuid4()}")
+        assert answer, answer
+        assert len(sent) >= 2, f"the client retried ({len(sent)} requests)"
+        assert sim_calls() - before == 1, f"the client's retries found the same job: {answer}"
 
 
 def langchain_openai_tools_and_structured_output():
@@ -228,7 +253,7 @@ def pydantic_ai_retry_is_one_job():
 
 
 if __name__ == "__main__":
-    for test in [langchain_openai_tools_and_structured_output, langchain_openai_retry_is_one_job,
+    for test in [openai_sdk_retries_are_one_job, langchain_openai_tools_and_structured_output, langchain_openai_retry_is_one_job,
                  langchain_anthropic_tools_and_structured_output, langchain_anthropic_retry_is_one_job,
                  instructor_reasks_after_a_failed_validation, instructor_retry_is_one_job,
                  pydantic_ai_agent_calls_a_tool, pydantic_ai_retry_is_one_job]:
