@@ -32,10 +32,9 @@ async fn official_openai_sdk(store: TestStore) {
 }
 
 async fn official_anthropic_sdk(store: TestStore) {
-    // Requests without a key on `chat` get one derived from the request, so
-    // the SDK's retries of one request are one job.
+    // Requests without a key get one derived from the request (the shipped
+    // default), so the SDK's retries of one request are one job.
     let gw = TestGateway::start_tweaked(&store, |doc| {
-        set_route(doc, "chat", "keyless", "derive");
         // The same providers the other way round: an Anthropic-dialect primary.
         let mut first = toml::Table::new();
         first.insert("name".into(), "anthropic-first".into());
