@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use intentgate_providers::{
-    CallContext, ChatRequest, ChatResponse, Failure, Outcome, Protocol, Provider, Rendered,
+    CallContext, ChatRequest, ChatResponse, Failure, Outcome, Protocol, Provider, Rendered, StreamChunk,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -99,66 +99,25 @@ impl Engine {
                 Err(failure) => return Streamed { outcome: Err(failure), after_first_chunk: false },
             };
             let mut first_chunk = Some(first_chunk);
-            let mut text = String::new();
-            let (mut finish_reason, mut usage) = (None, None);
-            // What the job's readers get and a replay sends again (the
-            // provider's own events when the request passed through), and
-            // the chat chunks the answer is assembled from.
-            let mut chunks: Vec<Arc<serde_json::Value>> = Vec::new();
-            // Each delivered chunk's text, to scrub a secret split across them.
-            let mut deltas: Vec<String> = Vec::new();
-            let mut chat_chunks: Vec<Arc<serde_json::Value>> = Vec::new();
-            let mut skipped = Skipped::default();
+            let mut gathered = Gathered::default();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
-                    Ok(chunk) if chunk.skipped.is_some() => {
-                        skipped.note(provider.name(), chunk.skipped);
-                        continue;
-                    }
                     Ok(chunk) => chunk,
                     Err(failure) => {
                         return Streamed { outcome: Err(failure), after_first_chunk: first_chunk.is_none() };
                     }
                 };
-                let chat = (!chunk.chunk.is_null()).then(|| Arc::new(chunk.chunk));
-                let delivered = match chunk.native {
-                    Some(event) => Arc::new(crate::jobs::JobResult::native_chunk(event)),
-                    None => match &chat {
-                        Some(chat) => chat.clone(),
-                        None => continue, // nothing a client would see (a ping, a block's end)
-                    },
-                };
+                let Some(delivered) = gathered.take(provider.name(), chunk) else { continue };
                 if let Some(signal) = first_chunk.take() {
                     let _ = signal.send(());
                 }
-                engine
-                    .streams()
-                    .publish(job_id, StreamEvent::Chunk { attempt: number, chunk: delivered.clone() });
-                text.push_str(&chunk.delta);
-                deltas.push(chunk.delta);
-                chunks.push(delivered);
-                chat_chunks.extend(chat);
-                finish_reason = chunk.finish_reason.or(finish_reason);
-                usage = chunk.usage.or(usage);
+                engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: delivered });
             }
             let after_first_chunk = first_chunk.is_none();
             if let Some(signal) = first_chunk.take() {
                 let _ = signal.send(());
             }
-            scrub_split_secrets(&provider, &mut chunks, &deltas);
-            let completion = skipped.named_in(assembled(&chat_chunks, usage));
-            let native = chat.native.as_ref().and_then(|native| native_answer(native.protocol, &chunks));
-            let response = provider.redact_assembled(ChatResponse {
-                completion,
-                text,
-                json: None,
-                usage,
-                finish_reason,
-                raw: serde_json::to_vec(&chunks).unwrap_or_default().into(),
-                model: None,
-                native,
-            });
-            Streamed { outcome: Ok(response), after_first_chunk }
+            Streamed { outcome: Ok(gathered.into_response(&provider, &chat)), after_first_chunk }
         })
     }
 
@@ -197,9 +156,61 @@ fn replace_text(value: &mut serde_json::Value, old: &str, new: &str) {
     }
 }
 
-/// The chat completion the stream's chunks make. A dialect that reports
-/// usage the client did not ask to see in the stream (a translated one)
-/// still reports it to the charge.
+/// What a stream has brought so far: what the job's readers got and a
+/// replay sends again (the provider's own events when the request passed
+/// through), the chat chunks the answer is assembled from, each delivered
+/// chunk's text (to scrub a secret split across them), and its totals.
+#[derive(Default)]
+struct Gathered {
+    chunks: Vec<Arc<serde_json::Value>>,
+    chat_chunks: Vec<Arc<serde_json::Value>>,
+    deltas: Vec<String>,
+    text: String,
+    finish_reason: Option<String>,
+    usage: Option<intentgate_providers::Usage>,
+    skipped: Skipped,
+}
+
+impl Gathered {
+    /// Takes `chunk` in: what the job's readers are to get, or `None` for an
+    /// event no client would see (a ping, a block's end, a skipped event).
+    fn take(&mut self, provider: &str, chunk: StreamChunk) -> Option<Arc<serde_json::Value>> {
+        if chunk.skipped.is_some() {
+            self.skipped.note(provider, chunk.skipped);
+            return None;
+        }
+        let chat = (!chunk.chunk.is_null()).then(|| Arc::new(chunk.chunk));
+        let delivered = match chunk.native {
+            Some(event) => Arc::new(crate::jobs::JobResult::native_chunk(event)),
+            None => chat.clone()?,
+        };
+        self.text.push_str(&chunk.delta);
+        self.deltas.push(chunk.delta);
+        self.chunks.push(delivered.clone());
+        self.chat_chunks.extend(chat);
+        self.finish_reason = chunk.finish_reason.or(self.finish_reason.take());
+        self.usage = chunk.usage.or(self.usage);
+        Some(delivered)
+    }
+
+    /// The whole answer, assembled once the stream ended, secrets scrubbed.
+    fn into_response(mut self, provider: &Provider, chat: &ChatRequest) -> ChatResponse {
+        scrub_split_secrets(provider, &mut self.chunks, &self.deltas);
+        let completion = self.skipped.named_in(assembled(&self.chat_chunks, self.usage));
+        let native = chat.native.as_ref().and_then(|native| native_answer(native.protocol, &self.chunks));
+        provider.redact_assembled(ChatResponse {
+            completion,
+            text: self.text,
+            json: None,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+            raw: serde_json::to_vec(&self.chunks).unwrap_or_default().into(),
+            model: None,
+            native,
+        })
+    }
+}
+
 /// The events of a stream that were skipped (`skip_malformed_events`).
 #[derive(Debug, Default)]
 struct Skipped {
@@ -226,6 +237,9 @@ impl Skipped {
     }
 }
 
+/// The chat completion the stream's chunks make. A dialect that reports
+/// usage the client did not ask to see in the stream (a translated one)
+/// still reports it to the charge.
 fn assembled(
     chat_chunks: &[Arc<serde_json::Value>],
     usage: Option<intentgate_providers::Usage>,

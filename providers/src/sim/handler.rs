@@ -138,11 +138,17 @@ pub(crate) async fn handle(
     if let Err((status, message)) = validate(&api, &parts.headers, &json) {
         return error(dialect, status, &message);
     }
-    let json = match &api {
-        Api::Responses => match super::responses::view(&json) {
-            Ok(view) => view,
-            Err((status, message)) => return error(dialect, status, &message),
-        },
+    match chat_view(&api, json) {
+        Ok(json) => ending(dialect, &sim, &json, script, &parts.headers, kill).await,
+        Err((status, message)) => error(dialect, status, &message),
+    }
+}
+
+/// A valid request of `api` in the chat terms the simulator answers in
+/// (the OpenAI and Anthropic dialects are read as they are).
+fn chat_view(api: &Api, json: Value) -> Result<Value, (u16, String)> {
+    Ok(match api {
+        Api::Responses => super::responses::view(&json)?,
         Api::Gemini { model, stream } | Api::Vertex { publisher: Dialect::Gemini, model, stream } => {
             super::gemini::view(&json, model, *stream)
         }
@@ -150,8 +156,7 @@ pub(crate) async fn handle(
         Api::Bedrock { model, stream, converse: false, .. } => super::bedrock::view(&json, model, *stream),
         Api::Bedrock { model, stream, converse: true, .. } => super::converse::view(&json, model, *stream),
         _ => json,
-    };
-    ending(dialect, &sim, &json, script, &parts.headers, kill).await
+    })
 }
 
 /// A chat request's ending, once its waits are over and its body is valid:
