@@ -154,14 +154,7 @@ impl From<AnthropicUsage> for Usage {
 /// `prompt_tokens`, those read from and written to the cache in its
 /// details, so each is priced at its own rate.
 fn openai_usage(usage: AnthropicUsage) -> Value {
-    let total = Usage::from(usage);
-    json!({
-        "prompt_tokens": total.prompt_tokens,
-        "completion_tokens": total.completion_tokens,
-        "total_tokens": total.prompt_tokens + total.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_read_input_tokens,
-            "cache_write_tokens": usage.cache_creation_input_tokens},
-    })
+    Usage::from(usage).openai_with_cache(usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
 }
 
 /// A `tool_use` block as an OpenAI tool call.

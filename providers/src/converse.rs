@@ -64,14 +64,7 @@ impl ConverseUsage {
 
     /// OpenAI's `usage` member, cache reads and writes in its details.
     fn openai(self) -> Value {
-        let usage = self.usage();
-        json!({
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cache_read_input_tokens,
-                "cache_write_tokens": self.cache_write_input_tokens},
-        })
+        self.usage().openai_with_cache(self.cache_read_input_tokens, self.cache_write_input_tokens)
     }
 }
 

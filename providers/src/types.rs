@@ -125,6 +125,20 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+impl Usage {
+    /// OpenAI's `usage` member for a dialect with a prompt cache: every
+    /// prompt token in `prompt_tokens`, those read from and written to the
+    /// cache in its details, so each is priced at its own rate.
+    pub(crate) fn openai_with_cache(self, cache_read: u64, cache_write: u64) -> Value {
+        serde_json::json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cache_read, "cache_write_tokens": cache_write},
+        })
+    }
+}
+
 /// A complete, usable answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
