@@ -22,6 +22,8 @@
 //! `api::router` under [`errors`] for that door.
 
 pub mod errors;
+#[cfg(test)]
+mod fingerprints;
 mod serve;
 
 use axum::body::Bytes;
