@@ -21,9 +21,8 @@ use serde_json::{Map, Value, json};
 
 use super::door::errors::door_errors;
 use super::door::{Door, StreamRender, Translated};
-use super::submit::invalid_params;
-use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Entrance, Job, JobResult, validate_embedding};
+use super::{AppState, Caller, Problem};
+use crate::jobs::{DoorName, Entrance, Job, JobRequest, JobResult, validate_embedding};
 
 /// This door's routes; their problems answer in OpenAI's error shape.
 pub(super) fn routes() -> Router<AppState> {
@@ -145,29 +144,18 @@ fn translate(body: &Bytes) -> Result<Translated, Problem> {
             "stream" => "embeddings are not streamed".to_owned(),
             other => format!("`{other}` is not a field of an embeddings request"),
         };
-        return Err(Problem::new(ProblemType::InvalidBody, reason)
-            .titled(TITLE)
-            .with("path", format!("/{unknown}")));
+        return Err(Problem::invalid_field(TITLE, reason, format!("/{unknown}")));
     }
-    let Some(Value::String(model)) = fields.remove("model") else {
-        return Err(invalid("`model` (a route name; GET /v1/models lists them) is required", "/model"));
-    };
+    let model = super::door::take_model(&mut fields, TITLE)?;
     let Some(input) = fields.remove("input") else {
-        return Err(invalid("`input` is required", "/input"));
+        return Err(Problem::invalid_field(TITLE, "`input` is required", "/input"));
     };
     validate_embedding(&input, &fields).map_err(|err| {
         let path = if err.path.is_empty() { "/input" } else { "" };
-        invalid_params(err.under(path), TITLE)
+        Problem::invalid_params(err.under(path), TITLE)
     })?;
-    let mut job = json!({"route": model, "input": {"embed": input}, "door": "openai-embeddings"});
-    if !fields.is_empty() {
-        job["params"] = Value::Object(fields);
-    }
-    Ok(Translated { job, stream: false, continues: None, background: false })
-}
-
-fn invalid(detail: &str, path: &str) -> Problem {
-    Problem::new(ProblemType::InvalidBody, detail).titled(TITLE).with("path", path)
+    let job = JobRequest::embed(model, input, fields).through(DoorName::OpenAiEmbeddings, None);
+    Ok(Translated::new(job, false))
 }
 
 #[cfg(test)]
@@ -176,7 +164,8 @@ mod tests {
 
     fn translated(body: Value) -> Result<Value, String> {
         let bytes = Bytes::from(body.to_string());
-        translate(&bytes).map(|t| t.job).map_err(|problem| format!("{problem:?}"))
+        let job = translate(&bytes).map(|t| t.job).map_err(|problem| format!("{problem:?}"))?;
+        serde_json::to_value(job).map_err(|err| err.to_string())
     }
 
     #[test]

@@ -78,8 +78,8 @@ pub async fn create(
     let headers = &parts.headers;
     let key = idempotency_key(headers)?;
     let body = super::extract::read_body(body, state.max_body_bytes).await?;
-    let value = super::ijson::parse(&body)?;
-    let new = std::sync::Arc::new(new_job(&state, &caller, key, value, headers)?);
+    let request = super::job_request::parse(super::ijson::parse(&body)?)?;
+    let new = std::sync::Arc::new(new_job(&state, &caller, key, request, headers)?);
     let wait = wait_preference(headers);
     let submitted = submit(&state, &new, wait.unwrap_or_default(), false).await?;
     let status = if submitted.replayed { StatusCode::OK } else { StatusCode::CREATED };

@@ -23,6 +23,7 @@ mod extract;
 mod health;
 mod idempotency;
 mod ijson;
+mod job_request;
 mod jobs;
 mod keys;
 mod limits;

@@ -152,7 +152,7 @@ fn take<T>(
 }
 
 fn to_message(message: &ChatMessage) -> Result<Message, serde_json::Error> {
-    let content = match &message.content {
+    let content = match message.content() {
         Value::Null => Content::None,
         Value::String(text) => Content::Text(text.clone()),
         Value::Array(parts) => Content::Parts(parts.clone()),

@@ -21,8 +21,9 @@ impl Fingerprint {
     }
 }
 
-/// RFC 8785 canonical form of a JSON value.
-pub fn canonical_json(value: &serde_json::Value) -> Result<String, serde_json::Error> {
+/// RFC 8785 canonical form of a JSON value, or of what a typed value
+/// serializes to (written straight from the type, no `Value` between).
+pub fn canonical_json<T: serde::Serialize>(value: &T) -> Result<String, serde_json::Error> {
     serde_json_canonicalizer::to_string(value)
 }
 

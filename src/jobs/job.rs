@@ -1,5 +1,4 @@
-use serde::Serialize;
-use serde_json::Map;
+use serde::{Deserialize as _, Serialize};
 use uuid::Uuid;
 
 use super::{Attribution, Entrance, Fingerprint, IdempotencyKey, JobRequest, Payer, UnknownState};
@@ -81,29 +80,27 @@ pub struct NewJob {
 }
 
 impl NewJob {
-    /// The job of `body` (the job request as JSON, already parsed into
-    /// `request`). The fingerprint is taken of the intent alone: the body
-    /// without the fields that say how the answer is delivered
-    /// ([`JobRequest::DELIVERY_PARAMS`]), so a streamed request and its
-    /// plain retry are one intent, while the stored form keeps them, for
-    /// the driver to stream as the first request asked.
+    /// The job of `request`, parsed and checked at its door. The fingerprint
+    /// is taken of the intent alone: the request without the fields that say
+    /// how the answer is delivered ([`JobRequest::DELIVERY_PARAMS`]), so a
+    /// streamed request and its plain retry are one intent, while the stored
+    /// form keeps them, for the driver to stream as the first request asked.
+    /// Both are written from the typed request, as RFC 8785 canonical JSON.
     pub fn new(
         owner: String,
         idempotency_key: IdempotencyKey,
-        request: JobRequest,
-        mut body: serde_json::Value,
+        mut request: JobRequest,
     ) -> Result<Self, serde_json::Error> {
-        let delivery = take_delivery(&mut body);
-        let intent = super::canonical_json(&body)?;
+        let delivery = request.take_delivery();
+        let intent = super::canonical_json(&request)?;
         let fingerprint = Fingerprint::of_canonical(&intent);
-        let canonical = match delivery {
-            None => intent,
-            Some(delivery) => {
-                put_back_delivery(&mut body, delivery);
-                super::canonical_json(&body)?
+        let canonical = match delivery.is_empty() {
+            true => intent,
+            false => {
+                request.params.extend(delivery);
+                super::canonical_json(&request)?
             }
         };
-        let attribution = Attribution::default();
         Ok(NewJob {
             id: Uuid::now_v7(),
             owner,
@@ -111,7 +108,7 @@ impl NewJob {
             fingerprint,
             request,
             canonical,
-            attribution,
+            attribution: Attribution::default(),
             entered_through: Entrance::Jobs,
         })
     }
@@ -133,8 +130,7 @@ impl NewJob {
         idempotency_key: IdempotencyKey,
         body: &serde_json::Value,
     ) -> Result<Self, serde_json::Error> {
-        let request = serde_json::from_value(body.clone())?;
-        NewJob::new(owner, idempotency_key, request, body.clone())
+        NewJob::new(owner, idempotency_key, JobRequest::deserialize(body)?)
     }
 
     /// The route that serves it.
@@ -175,32 +171,5 @@ impl Job {
     /// Whom its attempts are charged to.
     pub fn payer(&self) -> Payer<'_> {
         Payer { owner: &self.owner, attribution: &self.attribution }
-    }
-}
-
-/// The delivery fields of `body`'s `params`, taken out (and `params` with
-/// them when nothing else was in it, so `{"stream": true}` alone reads as
-/// no params at all); `None` when it has none, the common case, which then
-/// canonicalises once.
-fn take_delivery(body: &mut serde_json::Value) -> Option<Map<String, serde_json::Value>> {
-    let fields = body.as_object_mut()?;
-    let params = fields.get_mut("params")?.as_object_mut()?;
-    let taken: Map<String, serde_json::Value> = JobRequest::DELIVERY_PARAMS
-        .iter()
-        .filter_map(|field| params.remove(*field).map(|value| ((*field).to_owned(), value)))
-        .collect();
-    if params.is_empty() {
-        fields.remove("params");
-    }
-    (!taken.is_empty()).then_some(taken)
-}
-
-/// Undoes [`take_delivery`].
-fn put_back_delivery(body: &mut serde_json::Value, delivery: Map<String, serde_json::Value>) {
-    if let Some(fields) = body.as_object_mut() {
-        let params = fields.entry("params").or_insert_with(|| serde_json::Value::Object(Map::new()));
-        if let Some(params) = params.as_object_mut() {
-            params.extend(delivery);
-        }
     }
 }

@@ -42,12 +42,12 @@ pub struct NativeRequest {
     #[schema(value_type = Object)]
     pub body: Map<String, Value>,
     /// Lower-case names (`anthropic-beta`, `anthropic-version`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Each field or block the chat view leaves out that changes the answer,
     /// named for people: a provider of another dialect is passed over with
     /// this list as the reason rather than sent the request without them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub untranslated: Vec<String>,
 }
 
@@ -56,6 +56,32 @@ impl JobRequest {
     /// left out of the fingerprint (and so of a derived key), so a client
     /// that retries a broken stream as a plain request finds its job.
     pub const DELIVERY_PARAMS: [&'static str; 2] = ["stream", "stream_options"];
+
+    /// A conversation for `route` to answer.
+    pub fn chat(route: String, messages: Vec<ChatMessage>, params: Map<String, Value>) -> Self {
+        let input = JobInput { messages, embed: None };
+        JobRequest { route, input, params, door: None, native: None }
+    }
+
+    /// Inputs for `route` to embed (OpenAI's `input`).
+    pub fn embed(route: String, input: Value, params: Map<String, Value>) -> Self {
+        let input = JobInput { messages: Vec::new(), embed: Some(input) };
+        JobRequest { route, input, params, door: None, native: None }
+    }
+
+    /// The request, come through `door`, with the client's own request
+    /// where the door carries it.
+    pub fn through(self, door: DoorName, native: Option<NativeRequest>) -> Self {
+        JobRequest { door: Some(door), native, ..self }
+    }
+
+    /// Its [`Self::DELIVERY_PARAMS`], taken out of `params`.
+    pub(super) fn take_delivery(&mut self) -> Map<String, Value> {
+        Self::DELIVERY_PARAMS
+            .iter()
+            .filter_map(|field| self.params.remove(*field).map(|value| ((*field).to_owned(), value)))
+            .collect()
+    }
 }
 
 /// A door whose jobs are recorded as its own (see [`JobRequest::door`]).
@@ -109,12 +135,39 @@ impl JobInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChatMessage {
     pub role: String,
-    /// A string, OpenAI-style content parts, or `null` (absent reads as
-    /// `null`: an assistant message that only calls tools may leave it out).
-    /// [`super::validate_messages`] decides which, per role, at the door.
-    #[serde(default)]
-    pub content: Value,
-    /// Vendor fields on a message (`name`, `tool_call_id`…) pass through.
+    /// A string, OpenAI-style content parts, or `null`
+    /// ([`super::validate_messages`] decides which, per role, at the door).
+    /// An assistant message that only calls tools may leave it out: absent
+    /// reads as `null` ([`ChatMessage::content`]) but stays absent in the
+    /// canonical form, which is of what the client wrote.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object)]
+    content: Option<Value>,
+    /// Vendor fields on a message (`name`, `tool_call_id`, `tool_calls`…)
+    /// pass through.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl ChatMessage {
+    /// A message of `role` saying `content` (a string, parts, or `null`).
+    pub fn new(role: impl Into<String>, content: impl Into<Value>) -> Self {
+        ChatMessage { role: role.into(), content: Some(content.into()), extra: Map::new() }
+    }
+
+    /// The message with `field` (`tool_calls`, `tool_call_id`…) set.
+    pub fn with(mut self, field: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(field.to_owned(), value.into());
+        self
+    }
+
+    /// What it says: `null` when it says nothing.
+    pub fn content(&self) -> &Value {
+        self.content.as_ref().unwrap_or(&Value::Null)
+    }
+}
+
+/// A field that is there, `null` included (absent is the `default`).
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }

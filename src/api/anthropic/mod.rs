@@ -55,7 +55,7 @@ impl Door for Messages {
     fn translate(body: &Bytes, headers: &HeaderMap) -> Result<Translated, Problem> {
         let fields = super::door::json_object(body, "Invalid Messages request")?;
         let (job, stream) = translate::to_job(fields, headers)?;
-        Ok(Translated { job, stream, continues: None, background: false })
+        Ok(Translated::new(job, stream))
     }
 
     fn settings(config: &crate::config::Config) -> &crate::config::DoorConfig {
@@ -129,9 +129,7 @@ pub async fn count_tokens(
     let mut fields = super::door::json_object(&body, "Invalid Messages request")?;
     fields.entry("max_tokens").or_insert(1.into());
     fields.remove("stream");
-    let (job, _) = translate::to_job(fields, &headers)?;
-    let request: crate::jobs::JobRequest = serde_json::from_value(job)
-        .map_err(|err| Problem::new(ProblemType::InvalidBody, format!("not a Messages request: {err}")))?;
+    let (request, _) = translate::to_job(fields, &headers)?;
     let config = state.config();
     let Some(route) = config.route_named(&request.route) else {
         return Err(Problem::model_not_found(&request.route, &config));

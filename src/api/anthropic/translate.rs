@@ -9,42 +9,41 @@
 //! says what is), so a provider of another dialect is passed over for it
 //! rather than sent the request without it.
 
+use std::collections::BTreeMap;
+
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::fields::{self, Carried};
+use crate::api::Problem;
 use crate::api::door::required;
-use crate::api::{Problem, ProblemType};
+use crate::jobs::{ChatMessage, DoorName, JobRequest, NativeRequest, validate_params};
+
+/// The problems of this door's requests are titled so.
+const TITLE: &str = "Invalid Messages request";
 
 /// The request body's fields and headers → the job request, and whether
 /// it streams.
-pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<(Value, bool), Problem> {
-    let mut native = fields.clone();
-    native.remove("stream");
+pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<(JobRequest, bool), Problem> {
+    let mut body = fields.clone();
+    body.remove("stream");
     let mut untranslated: Vec<String> = fields
         .iter()
         .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
         .map(|(name, _)| format!("`{name}`"))
         .collect();
-    let (mut job, stream) = chat_view(fields, &mut untranslated)?;
+    let (job, stream) = chat_view(fields, &mut untranslated)?;
     untranslated.sort();
     untranslated.dedup();
-    job["native"] =
-        json!({"body": native, "headers": carried_headers(headers), "untranslated": untranslated});
-    Ok((job, stream))
+    let native = NativeRequest { body, headers: carried_headers(headers), untranslated };
+    Ok((job.through(DoorName::AnthropicMessages, Some(native)), stream))
 }
 
-/// What `model` must be, in every message that says so.
-const MODEL: &str = "a route name or alias (GET /v1/models lists them)";
-
 /// The headers of [`fields::CARRIED_HEADERS`] the request has.
-fn carried_headers(headers: &HeaderMap) -> Map<String, Value> {
+fn carried_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
     fields::CARRIED_HEADERS
         .iter()
-        .filter_map(|name| {
-            let value = headers.get(*name)?.to_str().ok()?;
-            Some(((*name).to_owned(), Value::String(value.to_owned())))
-        })
+        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.to_owned())))
         .collect()
 }
 
@@ -53,11 +52,8 @@ fn carried_headers(headers: &HeaderMap) -> Map<String, Value> {
 fn chat_view(
     mut fields: Map<String, Value>,
     untranslated: &mut Vec<String>,
-) -> Result<(Value, bool), Problem> {
-    let model = match fields.remove("model") {
-        Some(Value::String(model)) => model,
-        other => return Err(invalid(required("model", other.as_ref(), MODEL), "model")),
-    };
+) -> Result<(JobRequest, bool), Problem> {
+    let model = crate::api::door::take_model(&mut fields, TITLE)?;
     let max_tokens = match fields.remove("max_tokens") {
         Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= 1) => Value::Number(n),
         Some(Value::Number(n)) => {
@@ -67,11 +63,8 @@ fn chat_view(
             return Err(invalid(required("max_tokens", other.as_ref(), "a positive integer"), "max_tokens"));
         }
     };
-    let stream = match fields.remove("stream") {
-        None | Some(Value::Null | Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => true,
-        Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
-    };
+    let stream = crate::api::door::stream_flag(&fields, TITLE)?;
+    fields.remove("stream");
     let mut messages = system_messages(fields.remove("system"))?;
     let turns = match fields.remove("messages") {
         Some(Value::Array(turns)) => turns,
@@ -89,9 +82,29 @@ fn chat_view(
         params.insert("stream_options".into(), json!({"include_usage": true}));
     }
     translate_params(&mut fields, &mut params, untranslated)?;
-    let job = json!({"route": model, "input": {"messages": messages}, "params": params,
-        "door": "anthropic-messages"});
-    Ok((job, stream))
+    validate_params(&params).map_err(|mut err| {
+        err.path = client_path(&err.path);
+        Problem::invalid_params(err, TITLE)
+    })?;
+    Ok((JobRequest::chat(model, messages, params), stream))
+}
+
+/// A chat parameter's JSON pointer → that of the Messages request's field
+/// it was translated from, so a fault is named as the client sent it.
+fn client_path(path: &str) -> String {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let (param, rest) = path.split_once('/').unwrap_or((path, ""));
+    let field = match param {
+        "stop" => "stop_sequences",
+        "user" => "metadata/user_id",
+        "parallel_tool_calls" => "tool_choice",
+        "response_format" => "output_config",
+        other => other,
+    };
+    match rest.is_empty() {
+        true => format!("/{field}"),
+        false => format!("/{field}/{rest}"),
+    }
 }
 
 /// Sampling, tools, tool choice, the user and an output schema → chat's
@@ -146,30 +159,26 @@ impl Fault {
     /// The fault under `prefix` (the turn it is in).
     fn at(self, prefix: &str) -> Problem {
         let path = format!("{prefix}{}", self.path);
-        Problem::new(ProblemType::InvalidBody, format!("{}: {}", path, self.detail))
-            .titled("Invalid Messages request")
-            .with("path", path)
+        Problem::invalid_field(TITLE, format!("{}: {}", path, self.detail), path)
     }
 }
 
 fn invalid(detail: impl Into<String>, field: &str) -> Problem {
-    Problem::new(ProblemType::InvalidBody, detail)
-        .titled("Invalid Messages request")
-        .with("path", format!("/{field}"))
+    Problem::invalid_field(TITLE, detail, format!("/{field}"))
 }
 
 /// `system`, a string or text blocks → the leading system message.
-fn system_messages(system: Option<Value>) -> Result<Vec<Value>, Problem> {
+fn system_messages(system: Option<Value>) -> Result<Vec<ChatMessage>, Problem> {
     match system {
         None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::String(text)) => Ok(vec![json!({"role": "system", "content": text})]),
+        Some(Value::String(text)) => Ok(vec![ChatMessage::new("system", text)]),
         Some(Value::Array(blocks)) => {
             let texts = block_texts(&blocks).map_err(|index| {
                 Fault::new("a system block must be a text block", &format!("/{index}")).at("/system")
             })?;
             let parts: Vec<Value> =
                 texts.into_iter().map(|text| json!({"type": "text", "text": text})).collect();
-            Ok(vec![json!({"role": "system", "content": parts})])
+            Ok(vec![ChatMessage::new("system", parts)])
         }
         Some(_) => Err(invalid("`system` must be a string or an array of text blocks", "system")),
     }
@@ -179,7 +188,7 @@ fn system_messages(system: Option<Value>) -> Result<Vec<Value>, Problem> {
 /// text, its `tool_use` blocks as `tool_calls`); a user turn's
 /// `tool_result` blocks become `tool` messages, first, as chat wants them
 /// right after the call, then the rest of its content as a user message.
-fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Value>, Fault> {
+fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<ChatMessage>, Fault> {
     let role = turn["role"].as_str().unwrap_or_default().to_owned();
     if role == "system" {
         return system_turn(&turn["content"]);
@@ -188,7 +197,7 @@ fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Valu
         return Err(Fault::new("`role` must be `user`, `assistant` or `system`", "/role"));
     }
     let blocks = match &turn["content"] {
-        Value::String(text) => return Ok(vec![json!({"role": role, "content": text})]),
+        Value::String(text) => return Ok(vec![ChatMessage::new(role, text.clone())]),
         Value::Array(blocks) => blocks,
         _ => return Err(Fault::new("`content` must be a string or an array of blocks", "/content")),
     };
@@ -236,14 +245,14 @@ fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Valu
             true => Value::Null,
             false => text.into(),
         };
-        let mut message = json!({"role": "assistant", "content": content});
-        if !calls.is_empty() {
-            message["tool_calls"] = calls.into();
-        }
-        return Ok(vec![message]);
+        let message = ChatMessage::new("assistant", content);
+        return Ok(vec![match calls.is_empty() {
+            true => message,
+            false => message.with("tool_calls", calls),
+        }]);
     }
     if !parts.is_empty() {
-        results.push(json!({"role": "user", "content": parts}));
+        results.push(ChatMessage::new("user", parts));
     }
     Ok(results)
 }
@@ -251,7 +260,7 @@ fn turn_messages(turn: Value, untranslated: &mut Vec<String>) -> Result<Vec<Valu
 /// A system turn in the conversation (Claude Code's environment notes, sent
 /// where they apply rather than in the top-level `system`): a system
 /// message in the same place, its text blocks joined.
-fn system_turn(content: &Value) -> Result<Vec<Value>, Fault> {
+fn system_turn(content: &Value) -> Result<Vec<ChatMessage>, Fault> {
     let text = match content {
         Value::String(text) => text.clone(),
         Value::Array(blocks) => block_texts(blocks)
@@ -261,7 +270,7 @@ fn system_turn(content: &Value) -> Result<Vec<Value>, Fault> {
             .concat(),
         _ => return Err(Fault::new("`content` must be a string or an array of blocks", "/content")),
     };
-    Ok(vec![json!({"role": "system", "content": text})])
+    Ok(vec![ChatMessage::new("system", text)])
 }
 
 /// The texts of blocks that must all be text blocks, or the index of the
@@ -295,7 +304,7 @@ fn tool_call(block: &Value) -> Option<Value> {
 /// A `tool_result` block → a `tool` message: its text. A result that also
 /// holds other blocks (a screenshot a tool returned) keeps its text in the
 /// chat view and is named in `untranslated`: a tool message carries text.
-fn tool_message(block: &Value, untranslated: &mut Vec<String>) -> Option<Value> {
+fn tool_message(block: &Value, untranslated: &mut Vec<String>) -> Option<ChatMessage> {
     let id = block["tool_use_id"].as_str()?;
     let content = match block.get("content") {
         None | Some(Value::Null) => String::new(),
@@ -309,7 +318,7 @@ fn tool_message(block: &Value, untranslated: &mut Vec<String>) -> Option<Value> 
         Some(_) => return None,
     };
     let content = if block["is_error"] == true { format!("Error: {content}") } else { content };
-    Some(json!({"role": "tool", "tool_call_id": id, "content": content}))
+    Some(ChatMessage::new("tool", content).with("tool_call_id", id))
 }
 
 fn tools_of(tools: Value, untranslated: &mut Vec<String>) -> Result<Value, Problem> {
@@ -361,7 +370,8 @@ mod tests {
 
     fn job(body: Value) -> Result<(Value, bool), Problem> {
         let Value::Object(fields) = body else { unreachable!() };
-        to_job(fields, &HeaderMap::new())
+        let (job, stream) = to_job(fields, &HeaderMap::new())?;
+        Ok((serde_json::to_value(job).unwrap_or_default(), stream))
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! | what | [`Door`] item |
 //! |---|---|
-//! | its request → a job request (then checked, canonicalised and fingerprinted by `submit::new_job`, as every job is) | [`Door::translate`] |
+//! | its request → a checked job request (then canonicalised and fingerprinted by `submit::new_job`, as every job is) | [`Door::translate`] |
 //! | a succeeded job's stored result → its response body | [`Door::body`] |
 //! | the job's stream chunks (OpenAI `chat.completion.chunk`s, live or stored) → its stream events | [`Door::stream`], a [`StreamRender`] |
 //! | a problem → its error body | [`Door::error`] |
@@ -30,7 +30,7 @@ use axum::body::Bytes;
 use serde_json::{Map, Value};
 
 use super::{AppState, Caller, Problem};
-use crate::jobs::{Entrance, Job, JobResult};
+use crate::jobs::{Entrance, Job, JobRequest, JobResult};
 pub use serve::{AnswerAs, answer, serve};
 
 /// How a part of a door's request reaches a provider whose dialect does
@@ -52,8 +52,8 @@ pub enum Carried {
 
 /// A door's request, translated.
 pub struct Translated {
-    /// The job request as JSON (`{"route", "input": {"messages"}, "params"}`).
-    pub job: Value,
+    /// The job request, checked in the door's own terms.
+    pub job: JobRequest,
     /// Whether the client asked for a stream.
     pub stream: bool,
     /// The job whose conversation this request continues (the Responses
@@ -62,6 +62,13 @@ pub struct Translated {
     /// Answer at once, before the job is done (the Responses API's
     /// `background`): how the answer is delivered, not part of the intent.
     pub background: bool,
+}
+
+impl Translated {
+    /// A request answered when its job is done, streamed or not.
+    pub fn new(job: JobRequest, stream: bool) -> Translated {
+        Translated { job, stream, continues: None, background: false }
+    }
 }
 
 /// One client protocol onto the job machinery (see the module doc).
@@ -141,6 +148,28 @@ pub fn required(field: &str, found: Option<&Value>, what: &str) -> String {
     match found {
         None | Some(Value::Null) => format!("`{field}` is required: {what}"),
         Some(other) => format!("`{field}` must be {what}, not {}", crate::jobs::json_kind(other)),
+    }
+}
+
+/// What every door's `model` must be.
+const MODEL: &str = "a route name or alias (GET /v1/models lists them)";
+
+/// `model`, taken out of a door's body: the route that serves it, by name
+/// or alias.
+pub fn take_model(fields: &mut Map<String, Value>, title: &'static str) -> Result<String, Problem> {
+    match fields.remove("model") {
+        Some(Value::String(model)) => Ok(model),
+        other => Err(Problem::invalid_field(title, required("model", other.as_ref(), MODEL), "/model")),
+    }
+}
+
+/// Whether a door's body asks for a stream: `stream` absent, `null` or a
+/// boolean (left in `fields`: a door decides what becomes of it).
+pub fn stream_flag(fields: &Map<String, Value>, title: &'static str) -> Result<bool, Problem> {
+    match fields.get("stream") {
+        None | Some(Value::Null | Value::Bool(false)) => Ok(false),
+        Some(Value::Bool(true)) => Ok(true),
+        Some(_) => Err(Problem::invalid_field(title, "`stream` must be a boolean", "/stream")),
     }
 }
 

@@ -25,13 +25,13 @@ use axum::http::HeaderMap;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::{Map, Value, json};
+use serde::Deserialize as _;
+use serde_json::{Map, Value};
 
 use super::door::errors::door_errors;
 use super::door::{Door, Translated};
-use super::submit::{invalid_messages, invalid_params};
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{Entrance, Job, JobResult, validate_messages, validate_params};
+use crate::jobs::{ChatMessage, Entrance, Job, JobRequest, JobResult, validate_messages, validate_params};
 pub use render::error_body;
 pub use schema::{AnthropicModelList, ChatCompletion, ChatCompletionRequest, ModelList};
 
@@ -192,41 +192,31 @@ pub async fn chat_completions(
     super::door::serve::<ChatCompletions>(&state, &caller, request).await
 }
 
-/// OpenAI request → job request body, and whether a stream was asked for.
-fn translate(body: &Bytes) -> Result<Translated, Problem> {
-    let mut fields = super::door::json_object(body, "Invalid chat completion request")?;
-    let model = match fields.remove("model") {
-        Some(Value::String(model)) => model,
-        other => {
-            let what = "a route name or alias (GET /v1/models lists them)";
-            return Err(invalid(&super::door::required("model", other.as_ref(), what)));
-        }
-    };
-    let Some(messages) = fields.remove("messages") else {
-        return Err(invalid("`messages` is required: an array of messages"));
-    };
-    // Checked here, not only by `new_job`, so the path names `/messages` as
-    // this caller sent it rather than the job body it becomes.
-    validate_messages(&messages)
-        .map_err(|err| invalid_messages(err.under("/messages"), "Invalid chat completion request"))?;
-    let stream = match fields.get("stream") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => {
-            fields.remove("stream");
-            false
-        }
-        Some(Value::Bool(true)) => true,
-        Some(_) => return Err(invalid("`stream` must be a boolean")),
-    };
-    validate_params(&fields).map_err(|err| invalid_params(err, "Invalid chat completion request"))?;
-    let mut job = Map::new();
-    job.insert("route".into(), Value::String(model));
-    job.insert("input".into(), json!({"messages": messages}));
-    if !fields.is_empty() {
-        job.insert("params".into(), Value::Object(fields));
-    }
-    Ok(Translated { job: Value::Object(job), stream, continues: None, background: false })
-}
+/// The problems of this door's requests are titled so.
+const TITLE: &str = "Invalid chat completion request";
 
-fn invalid(detail: &str) -> Problem {
-    Problem::new(ProblemType::InvalidBody, detail).titled("Invalid chat completion request")
+/// OpenAI request → job request, and whether a stream was asked for.
+/// `stream: true` stays in `params`, for the driver; a false one goes.
+fn translate(body: &Bytes) -> Result<Translated, Problem> {
+    let mut fields = super::door::json_object(body, TITLE)?;
+    let model = super::door::take_model(&mut fields, TITLE)?;
+    let Some(messages) = fields.remove("messages") else {
+        return Err(Problem::invalid_field(
+            TITLE,
+            "`messages` is required: an array of messages",
+            "/messages",
+        ));
+    };
+    // Checked before the typed parse, so the path names the message at
+    // fault as this caller sent it.
+    validate_messages(&messages).map_err(|err| Problem::invalid_messages(err.under("/messages"), TITLE))?;
+    let stream = super::door::stream_flag(&fields, TITLE)?;
+    if !stream {
+        fields.remove("stream");
+    }
+    validate_params(&fields).map_err(|err| Problem::invalid_params(err, TITLE))?;
+    let messages = Vec::<ChatMessage>::deserialize(messages).map_err(|err| {
+        Problem::invalid_field(TITLE, format!("the messages cannot be read: {err}"), "/messages")
+    })?;
+    Ok(Translated::new(JobRequest::chat(model, messages, fields), stream))
 }

@@ -11,6 +11,7 @@
 mod causes;
 mod keys;
 mod kind;
+mod request;
 mod schema;
 mod store;
 

@@ -7,10 +7,11 @@
 //! it (encrypted reasoning included) — so a Responses provider, which knows
 //! no response of this gateway, is sent the whole conversation too.
 
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use crate::api::{AppState, Caller, Problem, ProblemType, StoreStage};
-use crate::jobs::{Job, JobRequest, JobResult};
+use crate::jobs::{ChatMessage, Job, JobRequest, JobResult};
 
 /// Puts the conversation of `previous` (an earlier job of the same owner,
 /// succeeded) before `job`'s own messages, after its leading system
@@ -19,7 +20,7 @@ use crate::jobs::{Job, JobRequest, JobResult};
 pub(super) async fn continue_conversation(
     state: &AppState,
     caller: &Caller,
-    job: &mut serde_json::Value,
+    job: &mut JobRequest,
     previous: uuid::Uuid,
 ) -> Result<(), Problem> {
     let found = state.store.job(previous).await.map_err(|err| Problem::store(err, StoreStage::Lookup))?;
@@ -32,28 +33,36 @@ pub(super) async fn continue_conversation(
     let (Some(result), Some(request)) = (result.filter(|r| r.completion.is_some()), request) else {
         return Err(Problem::no_answer(&earlier, None).with("path", "/previous_response_id"));
     };
-    if let Some(native) = job.pointer_mut("/native/body").and_then(Value::as_object_mut) {
+    if let Some(native) = job.native.as_mut().map(|native| &mut native.body) {
         native.remove("previous_response_id");
         let mut input = prior_items(&earlier, &request, &result);
         input.extend(items_of(native.remove("input").unwrap_or(Value::Null)));
         native.insert("input".into(), input.into());
     }
-    let answer = result.completion.unwrap_or_default();
-    let mut message = answer["choices"][0]["message"].clone();
-    if let Some(fields) = message.as_object_mut() {
-        fields.retain(|key, _| matches!(key.as_str(), "role" | "content" | "tool_calls"));
-    }
-    let earlier_messages =
-        request.input.messages.iter().filter(|m| !matches!(m.role.as_str(), "system" | "developer"));
-    let mut prior: Vec<serde_json::Value> =
-        earlier_messages.filter_map(|m| serde_json::to_value(m).ok()).collect();
-    prior.push(message);
-    if let Some(messages) = job.pointer_mut("/input/messages").and_then(serde_json::Value::as_array_mut) {
-        let leading =
-            messages.iter().take_while(|m| m["role"] == "system" || m["role"] == "developer").count();
-        messages.splice(leading..leading, prior);
-    }
+    let mut prior: Vec<ChatMessage> = request.input.messages;
+    prior.retain(|m| !is_instruction(m));
+    let answer = answered(&result.completion.unwrap_or_default());
+    prior.push(
+        answer.ok_or_else(|| Problem::no_answer(&earlier, None).with("path", "/previous_response_id"))?,
+    );
+    let messages = &mut job.input.messages;
+    let leading = messages.iter().take_while(|m| is_instruction(m)).count();
+    messages.splice(leading..leading, prior);
     Ok(())
+}
+
+/// A system or developer message: this request's own instructions, which
+/// stay first.
+fn is_instruction(message: &ChatMessage) -> bool {
+    matches!(message.role.as_str(), "system" | "developer")
+}
+
+/// The earlier answer's message, as the conversation's next turn: its
+/// role, content and tool calls, as the provider gave them.
+fn answered(completion: &Value) -> Option<ChatMessage> {
+    let mut message = completion["choices"][0]["message"].clone();
+    message.as_object_mut()?.retain(|key, _| matches!(key.as_str(), "role" | "content" | "tool_calls"));
+    ChatMessage::deserialize(message).ok()
 }
 
 /// The earlier turn as input items: its request's input (the client's

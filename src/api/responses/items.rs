@@ -19,7 +19,7 @@ pub fn input_items(job_id: Uuid, messages: &[ChatMessage]) -> Vec<Value> {
             "system" => {}
             "tool" => {
                 let call_id = message.extra.get("tool_call_id").cloned().unwrap_or(Value::Null);
-                let output = match &message.content {
+                let output = match message.content() {
                     Value::String(text) => text.clone(),
                     other => text_of(other),
                 };
@@ -29,7 +29,7 @@ pub fn input_items(job_id: Uuid, messages: &[ChatMessage]) -> Vec<Value> {
                 );
             }
             "assistant" => {
-                let text = text_of(&message.content);
+                let text = text_of(message.content());
                 if !text.is_empty() {
                     items.push(
                         json!({"type": "message", "id": id, "role": "assistant", "status": "completed",
@@ -47,7 +47,7 @@ pub fn input_items(job_id: Uuid, messages: &[ChatMessage]) -> Vec<Value> {
                 }
             }
             role => items.push(json!({"type": "message", "id": id, "role": role, "status": "completed",
-                "content": input_content(&message.content)})),
+                "content": input_content(message.content())})),
         }
     }
     items

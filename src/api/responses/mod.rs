@@ -58,12 +58,8 @@ impl Door for Responses {
     fn translate(body: &Bytes, headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
         let fields = super::door::json_object(body, "Invalid Responses request")?;
         let translation = translate::to_job(fields, headers)?;
-        Ok(Translated {
-            job: translation.job,
-            stream: translation.stream,
-            continues: translation.continues,
-            background: translation.background,
-        })
+        let translate::Translation { job, stream, continues, background } = translation;
+        Ok(Translated { job, stream, continues, background })
     }
 
     fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {

@@ -49,7 +49,7 @@ impl Identity {
         let params = &request.params;
         let param = |name: &str| params.get(name).cloned().unwrap_or(Value::Null);
         let instructions =
-            request.input.messages.first().filter(|m| m.role == "system").map(|m| m.content.clone());
+            request.input.messages.first().filter(|m| m.role == "system").map(|m| m.content().clone());
         let tools: Vec<Value> = params
             .get("tools")
             .and_then(Value::as_array)

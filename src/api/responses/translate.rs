@@ -10,16 +10,22 @@
 //! provider of another dialect is passed over for it rather than sent the
 //! request without it.
 
+use std::collections::BTreeMap;
+
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::fields::{self, Carried};
-use crate::api::{Problem, ProblemType};
+use crate::api::Problem;
+use crate::jobs::{ChatMessage, DoorName, JobRequest, NativeRequest, validate_params};
+
+/// The problems of this door's requests are titled so.
+const TITLE: &str = "Invalid Responses request";
 
 /// What a Responses request becomes.
 pub struct Translation {
-    pub job: Value,
+    pub job: JobRequest,
     pub stream: bool,
     /// The job whose conversation this request continues.
     pub continues: Option<Uuid>,
@@ -33,8 +39,8 @@ pub struct Translation {
 const DELIVERY: &[&str] = &["stream", "stream_options", "background"];
 
 pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<Translation, Problem> {
-    let mut native = fields.clone();
-    DELIVERY.iter().for_each(|field| drop(native.remove(*field)));
+    let mut body = fields.clone();
+    DELIVERY.iter().for_each(|field| drop(body.remove(*field)));
     let mut untranslated: Vec<String> = fields
         .iter()
         .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
@@ -43,11 +49,12 @@ pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<Transla
     let mut translation = chat_view(fields, &mut untranslated)?;
     untranslated.sort();
     untranslated.dedup();
-    let carried: Map<String, Value> = fields::CARRIED_HEADERS
+    let headers: BTreeMap<String, String> = fields::CARRIED_HEADERS
         .iter()
-        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.into())))
+        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.to_owned())))
         .collect();
-    translation.job["native"] = json!({"body": native, "headers": carried, "untranslated": untranslated});
+    let native = NativeRequest { body, headers, untranslated };
+    translation.job = translation.job.through(DoorName::OpenAiResponses, Some(native));
     Ok(translation)
 }
 
@@ -55,18 +62,9 @@ pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<Transla
 /// to `untranslated`.
 fn chat_view(mut fields: Map<String, Value>, untranslated: &mut Vec<String>) -> Result<Translation, Problem> {
     fields.retain(|name, value| fields::top_level(name, value) == Carried::Translated);
-    let model = match fields.remove("model") {
-        Some(Value::String(model)) => model,
-        other => {
-            let what = "a route name or alias (GET /v1/models lists them)";
-            return Err(invalid(crate::api::door::required("model", other.as_ref(), what), "model"));
-        }
-    };
-    let stream = match fields.remove("stream") {
-        None | Some(Value::Null | Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => true,
-        Some(_) => return Err(invalid("`stream` must be a boolean", "stream")),
-    };
+    let model = crate::api::door::take_model(&mut fields, TITLE)?;
+    let stream = crate::api::door::stream_flag(&fields, TITLE)?;
+    fields.remove("stream");
     let continues = match fields.remove("previous_response_id") {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) => Some(super::render::job_of_response(&id).ok_or_else(|| {
@@ -77,11 +75,11 @@ fn chat_view(mut fields: Map<String, Value>, untranslated: &mut Vec<String>) -> 
     let mut messages = Vec::new();
     match fields.remove("instructions") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+        Some(Value::String(text)) => messages.push(ChatMessage::new("system", text)),
         Some(_) => return Err(invalid("`instructions` must be a string", "instructions")),
     }
     match fields.remove("input") {
-        Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
+        Some(Value::String(text)) => messages.push(ChatMessage::new("user", text)),
         Some(Value::Array(items)) => {
             for (index, item) in items.into_iter().enumerate() {
                 push_item(&mut messages, item, untranslated).map_err(|detail| {
@@ -95,6 +93,10 @@ fn chat_view(mut fields: Map<String, Value>, untranslated: &mut Vec<String>) -> 
         }
     }
     let params = params_of(&mut fields, stream, untranslated)?;
+    validate_params(&params).map_err(|mut err| {
+        err.path = client_path(&err.path);
+        Problem::invalid_params(err, TITLE)
+    })?;
     // `store` is the gateway's to decide (every job is stored): accepted.
     fields.remove("store");
     let background = match fields.remove("background") {
@@ -105,7 +107,7 @@ fn chat_view(mut fields: Map<String, Value>, untranslated: &mut Vec<String>) -> 
         }
         Some(_) => return Err(invalid("`background` must be a boolean", "background")),
     };
-    let job = json!({"route": model, "input": {"messages": messages}, "params": params, "door": "openai-responses"});
+    let job = JobRequest::chat(model, messages, params);
     Ok(Translation { job, stream, continues, background })
 }
 
@@ -159,15 +161,34 @@ fn params_of(
     Ok(params)
 }
 
+/// A chat parameter's JSON pointer → that of the Responses request's field
+/// it was translated from, so a fault is named as the client sent it.
+fn client_path(path: &str) -> String {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let (param, rest) = path.split_once('/').unwrap_or((path, ""));
+    let field = match param {
+        "max_tokens" => "max_output_tokens",
+        "reasoning_effort" => "reasoning/effort",
+        "response_format" => "text/format",
+        other => other,
+    };
+    match rest.is_empty() {
+        true => format!("/{field}"),
+        false => format!("/{field}/{rest}"),
+    }
+}
+
 fn invalid(detail: impl Into<String>, field: &str) -> Problem {
-    Problem::new(ProblemType::InvalidBody, detail)
-        .titled("Invalid Responses request")
-        .with("path", format!("/{field}"))
+    Problem::invalid_field(TITLE, detail, format!("/{field}"))
 }
 
 /// One input item onto the chat messages; one the chat view cannot hold
 /// is named in `untranslated` instead.
-fn push_item(messages: &mut Vec<Value>, item: Value, untranslated: &mut Vec<String>) -> Result<(), String> {
+fn push_item(
+    messages: &mut Vec<ChatMessage>,
+    item: Value,
+    untranslated: &mut Vec<String>,
+) -> Result<(), String> {
     match item["type"].as_str() {
         Some(kind) if fields::item(kind) == Carried::Untranslated => {
             untranslated.push(format!("`{kind}` items"));
@@ -180,13 +201,16 @@ fn push_item(messages: &mut Vec<Value>, item: Value, untranslated: &mut Vec<Stri
             let arguments = item["arguments"].as_str().unwrap_or("{}");
             let call = json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}});
             // Consecutive calls are one assistant turn, as chat has them.
-            match messages.last_mut() {
-                Some(last) if last["role"] == "assistant" && last["tool_calls"].is_array() => {
-                    if let Some(calls) = last["tool_calls"].as_array_mut() {
-                        calls.push(call);
-                    }
+            let last_calls = messages
+                .last_mut()
+                .filter(|last| last.role == "assistant")
+                .and_then(|last| last.extra.get_mut("tool_calls"))
+                .and_then(Value::as_array_mut);
+            match last_calls {
+                Some(calls) => calls.push(call),
+                None => {
+                    messages.push(ChatMessage::new("assistant", Value::Null).with("tool_calls", vec![call]))
                 }
-                _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
             }
         }
         Some("function_call_output") => {
@@ -197,14 +221,14 @@ fn push_item(messages: &mut Vec<Value>, item: Value, untranslated: &mut Vec<Stri
                 Value::String(text) => text.clone(),
                 other => other.to_string(),
             };
-            messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+            messages.push(ChatMessage::new("tool", output).with("tool_call_id", call_id));
         }
         Some(_) => {}
     }
     Ok(())
 }
 
-fn message_of(item: &Value) -> Result<Value, String> {
+fn message_of(item: &Value) -> Result<ChatMessage, String> {
     let role = item["role"].as_str().ok_or("a message needs a `role`")?;
     if !matches!(role, "user" | "assistant" | "system" | "developer") {
         return Err(format!("role `{role}` is not one of user, assistant, system, developer"));
@@ -234,7 +258,7 @@ fn message_of(item: &Value) -> Result<Value, String> {
         }
         _ => return Err("`content` must be a string or an array of parts".into()),
     };
-    Ok(json!({"role": role, "content": content}))
+    Ok(ChatMessage::new(role, content))
 }
 
 /// Function tools in chat's shape; another kind is named in `untranslated`.
@@ -320,15 +344,16 @@ mod tests {
             unreachable!()
         };
         let Ok(translation) = to_job(fields, &HeaderMap::new()) else { panic!("translates") };
-        let messages = translation.job["input"]["messages"].as_array().cloned().unwrap_or_default();
+        let job = serde_json::to_value(translation.job).unwrap_or_default();
+        let messages = job["input"]["messages"].as_array().cloned().unwrap_or_default();
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool"]);
         assert_eq!(messages[2]["tool_calls"][0]["id"], "c1");
-        let params = &translation.job["params"];
+        let params = &job["params"];
         assert_eq!(params["max_tokens"], 50);
         assert_eq!(params["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(params["response_format"]["json_schema"]["name"], "w");
-        assert_eq!(translation.job["door"], "openai-responses");
+        assert_eq!(job["door"], "openai-responses");
     }
 
     #[test]
@@ -345,12 +370,13 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("openai-beta", axum::http::HeaderValue::from_static("responses=v1"));
         let Ok(translation) = to_job(fields, &headers) else { panic!("carried, not refused") };
-        let native = &translation.job["native"];
+        let job = serde_json::to_value(translation.job).unwrap_or_default();
+        let native = &job["native"];
         assert_eq!(native["untranslated"], json!(["`custom` tools", "`reasoning` items"]));
         assert_eq!(native["body"]["input"][0]["encrypted_content"], "sealed", "the request as sent");
         assert!(native["body"].get("stream").is_none(), "delivery is the gateway's to say");
         assert_eq!(native["headers"]["openai-beta"], "responses=v1");
-        let params = &translation.job["params"];
+        let params = &job["params"];
         assert_eq!(params["reasoning_effort"], "high");
         assert_eq!(params["tools"].as_array().map(Vec::len), Some(1), "the function tool");
         assert!(params.get("prompt_cache_key").is_none(), "a hint stays out of the chat view");
