@@ -20,7 +20,7 @@ use axum::routing::post;
 use serde_json::{Map, Value, json};
 
 use super::door::errors::door_errors;
-use super::door::{Door, StreamRender, Translated};
+use super::door::{Door, Expected, MODEL, StreamRender, Translated};
 use super::{AppState, Caller, Problem};
 use crate::jobs::{DoorName, Entrance, Job, JobRequest, JobResult, validate_embedding};
 
@@ -38,8 +38,7 @@ pub(super) struct Api;
 
 const TITLE: &str = "Invalid embeddings request";
 
-/// The fields OpenAI's embeddings request has; any other is refused, as
-/// OpenAI refuses it, rather than bound to the key unread.
+/// The fields OpenAI's embeddings request has.
 const FIELDS: &[&str] = &["model", "input", "dimensions", "encoding_format", "user"];
 
 /// The embeddings door.
@@ -50,7 +49,7 @@ impl Door for Embeddings {
     const ENTRANCE: Entrance = Entrance::Embeddings;
 
     fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
-        translate(body)
+        Translated::try_from(read(body)?)
     }
 
     /// The provider's list as it answered, naming the model that answered
@@ -136,9 +135,26 @@ pub async fn embeddings(
     super::door::serve::<Embeddings>(&state, &caller, request).await
 }
 
-/// OpenAI's embeddings request → the job request.
-fn translate(body: &Bytes) -> Result<Translated, Problem> {
-    let mut fields = super::door::json_object(body, TITLE)?;
+/// OpenAI's embeddings request: `model` names a route; its other fields
+/// (`dimensions`, `encoding_format`, `user`) are the job's parameters.
+#[derive(serde::Deserialize)]
+struct EmbeddingsRequest {
+    model: String,
+    input: Value,
+    #[serde(flatten)]
+    params: Map<String, Value>,
+}
+
+/// The fields this door reads by name.
+const EXPECTED: [Expected; 2] = [
+    MODEL,
+    Expected::required("input", "a string, an array of strings, or token ids", |input| !input.is_null()),
+];
+
+/// The body → the request: only OpenAI's fields, any other refused by
+/// name, as OpenAI refuses it, rather than bound to the key unread.
+fn read(body: &Bytes) -> Result<EmbeddingsRequest, Problem> {
+    let fields = super::door::json_object(body, TITLE)?;
     if let Some(unknown) = fields.keys().find(|name| !FIELDS.contains(&name.as_str())) {
         let reason = match unknown.as_str() {
             "stream" => "embeddings are not streamed".to_owned(),
@@ -146,16 +162,21 @@ fn translate(body: &Bytes) -> Result<Translated, Problem> {
         };
         return Err(Problem::invalid_field(TITLE, reason, format!("/{unknown}")));
     }
-    let model = super::door::take_model(&mut fields, TITLE)?;
-    let Some(input) = fields.remove("input") else {
-        return Err(Problem::invalid_field(TITLE, "`input` is required", "/input"));
-    };
-    validate_embedding(&input, &fields).map_err(|err| {
-        let path = if err.path.is_empty() { "/input" } else { "" };
-        Problem::invalid_params(err.under(path), TITLE)
-    })?;
-    let job = JobRequest::embed(model, input, fields).through(DoorName::OpenAiEmbeddings, None);
-    Ok(Translated::new(job, false))
+    super::door::typed(fields, TITLE, &EXPECTED)
+}
+
+impl TryFrom<EmbeddingsRequest> for Translated {
+    type Error = Problem;
+
+    fn try_from(request: EmbeddingsRequest) -> Result<Self, Problem> {
+        let EmbeddingsRequest { model, input, params } = request;
+        validate_embedding(&input, &params).map_err(|err| {
+            let path = if err.path.is_empty() { "/input" } else { "" };
+            Problem::invalid_params(err.under(path), TITLE)
+        })?;
+        let job = JobRequest::embed(model, input, params).through(DoorName::OpenAiEmbeddings, None);
+        Ok(Translated::new(job, false))
+    }
 }
 
 #[cfg(test)]
@@ -164,7 +185,8 @@ mod tests {
 
     fn translated(body: Value) -> Result<Value, String> {
         let bytes = Bytes::from(body.to_string());
-        let job = translate(&bytes).map(|t| t.job).map_err(|problem| format!("{problem:?}"))?;
+        let translated = read(&bytes).and_then(Translated::try_from);
+        let job = translated.map(|t| t.job).map_err(|problem| format!("{problem:?}"))?;
         serde_json::to_value(job).map_err(|err| err.to_string())
     }
 

@@ -9,84 +9,93 @@
 //! says what is), so a provider of another dialect is passed over for it
 //! rather than sent the request without it.
 
-use std::collections::BTreeMap;
-
 use axum::http::HeaderMap;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::fields::{self, Carried};
 use crate::api::Problem;
-use crate::api::door::required;
+use crate::api::door::{Expected, MODEL, STREAM};
 use crate::jobs::{ChatMessage, DoorName, JobRequest, NativeRequest, validate_params};
 
 /// The problems of this door's requests are titled so.
 const TITLE: &str = "Invalid Messages request";
+
+/// A Messages request as this door reads it: what the chat view needs by
+/// name, every other field kept as sent for the translation's table
+/// ([`super::fields`]) to place.
+#[derive(Deserialize)]
+pub struct MessagesRequest {
+    model: String,
+    max_tokens: u64,
+    stream: Option<bool>,
+    system: Option<Value>,
+    messages: Vec<Value>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The fields this door reads by name.
+const EXPECTED: [Expected; 4] = [
+    MODEL,
+    Expected::required("max_tokens", "a positive integer", |n| n.as_u64().is_some_and(|n| n >= 1)),
+    STREAM,
+    Expected::required("messages", "an array of turns", Value::is_array),
+];
+
+/// The job's chat view of a Messages request, whether it streams, and
+/// what the view leaves out that matters.
+pub struct ChatView {
+    pub job: JobRequest,
+    pub stream: bool,
+    pub untranslated: Vec<String>,
+}
 
 /// The request body's fields and headers → the job request, and whether
 /// it streams.
 pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<(JobRequest, bool), Problem> {
     let mut body = fields.clone();
     body.remove("stream");
-    let mut untranslated: Vec<String> = fields
-        .iter()
-        .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
-        .map(|(name, _)| format!("`{name}`"))
-        .collect();
-    let (job, stream) = chat_view(fields, &mut untranslated)?;
-    untranslated.sort();
-    untranslated.dedup();
-    let native = NativeRequest { body, headers: carried_headers(headers), untranslated };
+    let request: MessagesRequest = crate::api::door::typed(fields, TITLE, &EXPECTED)?;
+    let ChatView { job, stream, untranslated } = ChatView::try_from(request)?;
+    let headers = crate::api::door::carried_headers(headers, fields::CARRIED_HEADERS);
+    let native = NativeRequest { body, headers, untranslated };
     Ok((job.through(DoorName::AnthropicMessages, Some(native)), stream))
 }
 
-/// The headers of [`fields::CARRIED_HEADERS`] the request has.
-fn carried_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
-    fields::CARRIED_HEADERS
-        .iter()
-        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.to_owned())))
-        .collect()
-}
+impl TryFrom<MessagesRequest> for ChatView {
+    type Error = Problem;
 
-/// The job request in chat terms, and whether it streams; what it leaves
-/// out that matters is added to `untranslated`.
-fn chat_view(
-    mut fields: Map<String, Value>,
-    untranslated: &mut Vec<String>,
-) -> Result<(JobRequest, bool), Problem> {
-    let model = crate::api::door::take_model(&mut fields, TITLE)?;
-    let max_tokens = match fields.remove("max_tokens") {
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= 1) => Value::Number(n),
-        Some(Value::Number(n)) => {
-            return Err(invalid(format!("`max_tokens` must be a positive integer, not {n}"), "max_tokens"));
+    fn try_from(request: MessagesRequest) -> Result<Self, Problem> {
+        let MessagesRequest { model, max_tokens, stream, system, messages: turns, mut rest } = request;
+        let mut untranslated: Vec<String> = rest
+            .iter()
+            .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
+            .map(|(name, _)| format!("`{name}`"))
+            .collect();
+        let stream = stream == Some(true);
+        let mut messages = system_messages(system)?;
+        for (index, turn) in turns.into_iter().enumerate() {
+            let turn = turn_messages(turn, &mut untranslated)
+                .map_err(|err| err.at(&format!("/messages/{index}")))?;
+            messages.extend(turn);
         }
-        other => {
-            return Err(invalid(required("max_tokens", other.as_ref(), "a positive integer"), "max_tokens"));
+        let mut params = Map::new();
+        params.insert("max_tokens".into(), max_tokens.into());
+        if stream {
+            params.insert("stream".into(), true.into());
+            // The protocol's stream always reports usage: ask every dialect for it.
+            params.insert("stream_options".into(), json!({"include_usage": true}));
         }
-    };
-    let stream = crate::api::door::stream_flag(&fields, TITLE)?;
-    fields.remove("stream");
-    let mut messages = system_messages(fields.remove("system"))?;
-    let turns = match fields.remove("messages") {
-        Some(Value::Array(turns)) => turns,
-        other => return Err(invalid(required("messages", other.as_ref(), "an array of turns"), "messages")),
-    };
-    for (index, turn) in turns.into_iter().enumerate() {
-        let turn = turn_messages(turn, untranslated).map_err(|err| err.at(&format!("/messages/{index}")))?;
-        messages.extend(turn);
+        translate_params(&mut rest, &mut params, &mut untranslated)?;
+        validate_params(&params).map_err(|mut err| {
+            err.path = client_path(&err.path);
+            Problem::invalid_params(err, TITLE)
+        })?;
+        untranslated.sort();
+        untranslated.dedup();
+        Ok(ChatView { job: JobRequest::chat(model, messages, params), stream, untranslated })
     }
-    let mut params = Map::new();
-    params.insert("max_tokens".into(), max_tokens);
-    if stream {
-        params.insert("stream".into(), true.into());
-        // The protocol's stream always reports usage: ask every dialect for it.
-        params.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    translate_params(&mut fields, &mut params, untranslated)?;
-    validate_params(&params).map_err(|mut err| {
-        err.path = client_path(&err.path);
-        Problem::invalid_params(err, TITLE)
-    })?;
-    Ok((JobRequest::chat(model, messages, params), stream))
 }
 
 /// A chat parameter's JSON pointer → that of the Messages request's field
@@ -448,6 +457,21 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(job["params"]["response_format"]["json_schema"]["schema"], schema);
         assert_eq!(job["native"]["untranslated"], json!([]));
+    }
+
+    #[test]
+    fn a_parameter_is_refused_under_the_name_the_client_sent() {
+        for (field, value, path) in [
+            ("temperature", json!("hot"), "/temperature"),
+            ("stop_sequences", json!(5), "/stop_sequences"),
+            ("max_tokens", json!(0), "/max_tokens"),
+        ] {
+            let mut body =
+                json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]});
+            body[field] = value;
+            let problem = job(body).err().map(|p| format!("{p:?}")).unwrap_or_default();
+            assert!(problem.contains(&format!("String(\"{path}\")")), "{field}: {problem}");
+        }
     }
 
     #[test]

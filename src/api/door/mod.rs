@@ -17,6 +17,11 @@
 //! function of the stored job, and a replayed stream goes through the same
 //! renderer as the live one, so a replay is byte for byte the original.
 //!
+//! A door reads its body into its own typed request ([`typed`], the fields
+//! it reads by name checked first, see [`Expected`]) and converts that with
+//! `TryFrom` into the [`JobRequest`], its parameters checked in its own
+//! protocol's names: one parse, one check.
+//!
 //! Adding a door: a module under `src/api/` with a type implementing
 //! [`Door`], a handler that calls [`serve`] with it, and its routes in
 //! `api::router` under [`errors`] for that door.
@@ -25,6 +30,8 @@ pub mod errors;
 #[cfg(test)]
 mod fingerprints;
 mod serve;
+
+use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use serde_json::{Map, Value};
@@ -147,30 +154,69 @@ pub trait StreamRender: Send + 'static {
 pub fn required(field: &str, found: Option<&Value>, what: &str) -> String {
     match found {
         None | Some(Value::Null) => format!("`{field}` is required: {what}"),
+        Some(Value::Number(number)) => format!("`{field}` must be {what}, not {number}"),
         Some(other) => format!("`{field}` must be {what}, not {}", crate::jobs::json_kind(other)),
     }
 }
 
-/// What every door's `model` must be.
-const MODEL: &str = "a route name or alias (GET /v1/models lists them)";
+/// A top-level field a door's typed request reads by name, and what it
+/// must be: checked on the JSON before the typed read, so a request that
+/// gets it wrong is told which field and what it must be, in the door's
+/// words rather than a deserializer's.
+pub struct Expected {
+    field: &'static str,
+    what: &'static str,
+    required: bool,
+    is: fn(&Value) -> bool,
+}
 
-/// `model`, taken out of a door's body: the route that serves it, by name
-/// or alias.
-pub fn take_model(fields: &mut Map<String, Value>, title: &'static str) -> Result<String, Problem> {
-    match fields.remove("model") {
-        Some(Value::String(model)) => Ok(model),
-        other => Err(Problem::invalid_field(title, required("model", other.as_ref(), MODEL), "/model")),
+impl Expected {
+    /// A field the request must have.
+    pub const fn required(field: &'static str, what: &'static str, is: fn(&Value) -> bool) -> Self {
+        Expected { field, what, required: true, is }
+    }
+
+    /// A field the request may leave out (or send as `null`).
+    pub const fn optional(field: &'static str, what: &'static str, is: fn(&Value) -> bool) -> Self {
+        Expected { field, what, required: false, is }
     }
 }
 
-/// Whether a door's body asks for a stream: `stream` absent, `null` or a
-/// boolean (left in `fields`: a door decides what becomes of it).
-pub fn stream_flag(fields: &Map<String, Value>, title: &'static str) -> Result<bool, Problem> {
-    match fields.get("stream") {
-        None | Some(Value::Null | Value::Bool(false)) => Ok(false),
-        Some(Value::Bool(true)) => Ok(true),
-        Some(_) => Err(Problem::invalid_field(title, "`stream` must be a boolean", "/stream")),
+/// `model`, as every door reads it: a route, by name or alias.
+pub const MODEL: Expected =
+    Expected::required("model", "a route name or alias (GET /v1/models lists them)", Value::is_string);
+
+/// `stream`, as every door that streams reads it.
+pub const STREAM: Expected = Expected::optional("stream", "a boolean", Value::is_boolean);
+
+/// A door's body → its typed request `T`, each of `expected` checked first
+/// (see [`Expected`]). What `T` keeps as JSON (the fields a door carries
+/// without reading) cannot fail to read.
+pub fn typed<T: serde::de::DeserializeOwned>(
+    fields: Map<String, Value>,
+    title: &'static str,
+    expected: &[Expected],
+) -> Result<T, Problem> {
+    for Expected { field, what, required: must, is } in expected {
+        match fields.get(*field) {
+            None | Some(Value::Null) if !must => {}
+            Some(value) if is(value) => {}
+            found => {
+                return Err(Problem::invalid_field(title, required(field, found, what), format!("/{field}")));
+            }
+        }
     }
+    T::deserialize(Value::Object(fields))
+        .map_err(|err| Problem::invalid_field(title, format!("the body cannot be read: {err}"), ""))
+}
+
+/// The request's headers of `names` (lower case) that change what a
+/// provider does, carried with the door's native request.
+pub fn carried_headers(headers: &axum::http::HeaderMap, names: &[&str]) -> BTreeMap<String, String> {
+    names
+        .iter()
+        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.to_owned())))
+        .collect()
 }
 
 /// A door's body as a JSON object: I-JSON, no NUL anywhere, an object —

@@ -14,6 +14,7 @@
 //! translation, [`ChatCompletions`].
 
 mod render;
+mod request;
 mod schema;
 
 use axum::Json;
@@ -25,15 +26,15 @@ use axum::http::HeaderMap;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
 use super::door::errors::door_errors;
 use super::door::{Door, Translated};
 use super::{AppState, Caller, Problem, ProblemType};
-use crate::jobs::{ChatMessage, Entrance, Job, JobRequest, JobResult, validate_messages, validate_params};
+use crate::jobs::{Entrance, Job, JobResult};
 pub use render::error_body;
-pub use schema::{AnthropicModelList, ChatCompletion, ChatCompletionRequest, ModelList};
+pub use request::ChatCompletionRequest;
+pub use schema::{AnthropicModelList, ChatCompletion, ModelList};
 
 /// This door's routes; their problems answer in OpenAI's error shape.
 pub(super) fn routes() -> Router<AppState> {
@@ -60,7 +61,7 @@ impl Door for ChatCompletions {
     const ENTRANCE: Entrance = Entrance::ChatCompletions;
 
     fn translate(body: &Bytes, _headers: &axum::http::HeaderMap) -> Result<Translated, Problem> {
-        translate(body)
+        Translated::try_from(ChatCompletionRequest::read(body)?)
     }
 
     fn body(job: &Job, result: JobResult) -> Option<Vec<u8>> {
@@ -152,7 +153,7 @@ pub async fn model(
                 quoted form `\"abc\"` is accepted. Optional: without it the route's `keyless` \
                 decides (by default a key derived from the caller and the request, so a retry is the same job)."),
     ),
-    request_body(content = schema::ChatCompletionRequest),
+    request_body(content = ChatCompletionRequest),
     responses(
         (status = 200, description = "The completion (or its stream)",
             content(
@@ -190,33 +191,4 @@ pub async fn chat_completions(
     request: Request,
 ) -> Result<Response, Problem> {
     super::door::serve::<ChatCompletions>(&state, &caller, request).await
-}
-
-/// The problems of this door's requests are titled so.
-const TITLE: &str = "Invalid chat completion request";
-
-/// OpenAI request → job request, and whether a stream was asked for.
-/// `stream: true` stays in `params`, for the driver; a false one goes.
-fn translate(body: &Bytes) -> Result<Translated, Problem> {
-    let mut fields = super::door::json_object(body, TITLE)?;
-    let model = super::door::take_model(&mut fields, TITLE)?;
-    let Some(messages) = fields.remove("messages") else {
-        return Err(Problem::invalid_field(
-            TITLE,
-            "`messages` is required: an array of messages",
-            "/messages",
-        ));
-    };
-    // Checked before the typed parse, so the path names the message at
-    // fault as this caller sent it.
-    validate_messages(&messages).map_err(|err| Problem::invalid_messages(err.under("/messages"), TITLE))?;
-    let stream = super::door::stream_flag(&fields, TITLE)?;
-    if !stream {
-        fields.remove("stream");
-    }
-    validate_params(&fields).map_err(|err| Problem::invalid_params(err, TITLE))?;
-    let messages = Vec::<ChatMessage>::deserialize(messages).map_err(|err| {
-        Problem::invalid_field(TITLE, format!("the messages cannot be read: {err}"), "/messages")
-    })?;
-    Ok(Translated::new(JobRequest::chat(model, messages, fields), stream))
 }

@@ -1,12 +1,9 @@
 //! The OpenAI shapes as the OpenAPI document describes them, kept beside
 //! the handler they document: the model lists are the answers themselves;
-//! the chat completion's request and answer are schema-only (the request
-//! is read as JSON, the answer rendered by `render.rs`).
+//! the chat completion is schema-only (rendered by `render.rs` from the
+//! provider's own bytes).
 
-use std::collections::HashMap;
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 use utoipa::ToSchema;
 
 /// `GET /v1/models`: the routes, as OpenAI lists models.
@@ -69,22 +66,6 @@ impl<'a> AnthropicModelList<'a> {
             last_id: routes.last().copied(),
         }
     }
-}
-
-/// An OpenAI chat completion request. `model` names a route; every field
-/// other than `model` and `messages` is passed to the provider as a
-/// generation parameter (the job's `params`).
-#[derive(ToSchema, Deserialize)]
-#[allow(dead_code)]
-pub struct ChatCompletionRequest {
-    /// A route name (`GET /v1/models` lists them).
-    model: String,
-    #[schema(min_items = 1)]
-    messages: Vec<crate::jobs::ChatMessage>,
-    /// Answer as server-sent events in OpenAI's chunk format.
-    stream: Option<bool>,
-    #[serde(flatten)]
-    params: HashMap<String, Value>,
 }
 
 /// An OpenAI `chat.completion`; the same bytes every time for one job.

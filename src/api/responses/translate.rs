@@ -10,14 +10,14 @@
 //! provider of another dialect is passed over for it rather than sent the
 //! request without it.
 
-use std::collections::BTreeMap;
-
 use axum::http::HeaderMap;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::fields::{self, Carried};
 use crate::api::Problem;
+use crate::api::door::{Expected, MODEL, STREAM};
 use crate::jobs::{ChatMessage, DoorName, JobRequest, NativeRequest, validate_params};
 
 /// The problems of this door's requests are titled so.
@@ -38,77 +38,109 @@ pub struct Translation {
 /// whether it streams; the gateway runs a job in the background itself).
 const DELIVERY: &[&str] = &["stream", "stream_options", "background"];
 
+/// A Responses request as this door reads it: what the chat view needs by
+/// name, every other field kept as sent for the translation's table
+/// ([`super::fields`]) to place.
+#[derive(Deserialize)]
+pub struct ResponsesRequest {
+    model: String,
+    stream: Option<bool>,
+    previous_response_id: Option<String>,
+    instructions: Option<String>,
+    /// A string, or an array of items.
+    input: Value,
+    background: Option<bool>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The fields this door reads by name.
+const EXPECTED: [Expected; 6] = [
+    MODEL,
+    STREAM,
+    Expected::optional("previous_response_id", "a string", Value::is_string),
+    Expected::optional("instructions", "a string", Value::is_string),
+    Expected::required("input", "a string or an array of items", |input| {
+        input.is_string() || input.is_array()
+    }),
+    Expected::optional("background", "a boolean", Value::is_boolean),
+];
+
+/// The request body's fields and headers → the job request and how it is
+/// answered.
 pub fn to_job(fields: Map<String, Value>, headers: &HeaderMap) -> Result<Translation, Problem> {
     let mut body = fields.clone();
     DELIVERY.iter().for_each(|field| drop(body.remove(*field)));
-    let mut untranslated: Vec<String> = fields
-        .iter()
-        .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
-        .map(|(name, _)| format!("`{name}`"))
-        .collect();
-    let mut translation = chat_view(fields, &mut untranslated)?;
-    untranslated.sort();
-    untranslated.dedup();
-    let headers: BTreeMap<String, String> = fields::CARRIED_HEADERS
-        .iter()
-        .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.to_owned())))
-        .collect();
+    let request: ResponsesRequest = crate::api::door::typed(fields, TITLE, &EXPECTED)?;
+    let (mut translation, untranslated) = request.chat_view()?;
+    let headers = crate::api::door::carried_headers(headers, fields::CARRIED_HEADERS);
     let native = NativeRequest { body, headers, untranslated };
     translation.job = translation.job.through(DoorName::OpenAiResponses, Some(native));
     Ok(translation)
 }
 
-/// The job request in chat terms; what it leaves out that matters is added
-/// to `untranslated`.
-fn chat_view(mut fields: Map<String, Value>, untranslated: &mut Vec<String>) -> Result<Translation, Problem> {
-    fields.retain(|name, value| fields::top_level(name, value) == Carried::Translated);
-    let model = crate::api::door::take_model(&mut fields, TITLE)?;
-    let stream = crate::api::door::stream_flag(&fields, TITLE)?;
-    fields.remove("stream");
-    let continues = match fields.remove("previous_response_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(id)) => Some(super::render::job_of_response(&id).ok_or_else(|| {
-            invalid(format!("`{id}` is not a response id of this gateway"), "previous_response_id")
-        })?),
-        Some(_) => return Err(invalid("`previous_response_id` must be a string", "previous_response_id")),
-    };
-    let mut messages = Vec::new();
-    match fields.remove("instructions") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(text)) => messages.push(ChatMessage::new("system", text)),
-        Some(_) => return Err(invalid("`instructions` must be a string", "instructions")),
+impl ResponsesRequest {
+    /// The job request in chat terms, and what it leaves out that matters.
+    fn chat_view(self) -> Result<(Translation, Vec<String>), Problem> {
+        let ResponsesRequest {
+            model,
+            stream,
+            previous_response_id,
+            instructions,
+            input,
+            background,
+            mut rest,
+        } = self;
+        let mut untranslated: Vec<String> = rest
+            .iter()
+            .filter(|(name, value)| fields::top_level(name, value) == Carried::Untranslated)
+            .map(|(name, _)| format!("`{name}`"))
+            .collect();
+        rest.retain(|name, value| fields::top_level(name, value) == Carried::Translated);
+        let stream = stream == Some(true);
+        let continues = match previous_response_id {
+            None => None,
+            Some(id) => Some(super::render::job_of_response(&id).ok_or_else(|| {
+                invalid(format!("`{id}` is not a response id of this gateway"), "previous_response_id")
+            })?),
+        };
+        let mut messages: Vec<ChatMessage> =
+            instructions.into_iter().map(|text| ChatMessage::new("system", text)).collect();
+        input_messages(input, &mut messages, &mut untranslated)?;
+        let params = params_of(&mut rest, stream, &mut untranslated)?;
+        validate_params(&params).map_err(|mut err| {
+            err.path = client_path(&err.path);
+            Problem::invalid_params(err, TITLE)
+        })?;
+        // `store` is the gateway's to decide (every job is stored): accepted.
+        let background = background == Some(true);
+        if background && stream {
+            return Err(invalid("`background` with `stream` is not supported", "background"));
+        }
+        untranslated.sort();
+        untranslated.dedup();
+        let job = JobRequest::chat(model, messages, params);
+        Ok((Translation { job, stream, continues, background }, untranslated))
     }
-    match fields.remove("input") {
-        Some(Value::String(text)) => messages.push(ChatMessage::new("user", text)),
-        Some(Value::Array(items)) => {
+}
+
+/// `input` (a string, or items) → the chat messages it says.
+fn input_messages(
+    input: Value,
+    messages: &mut Vec<ChatMessage>,
+    untranslated: &mut Vec<String>,
+) -> Result<(), Problem> {
+    match input {
+        Value::Array(items) => {
             for (index, item) in items.into_iter().enumerate() {
-                push_item(&mut messages, item, untranslated).map_err(|detail| {
+                push_item(messages, item, untranslated).map_err(|detail| {
                     invalid(format!("/input/{index}: {detail}"), &format!("input/{index}"))
                 })?;
             }
         }
-        other => {
-            let what = "a string or an array of items";
-            return Err(invalid(crate::api::door::required("input", other.as_ref(), what), "input"));
-        }
+        text => messages.push(ChatMessage::new("user", text)),
     }
-    let params = params_of(&mut fields, stream, untranslated)?;
-    validate_params(&params).map_err(|mut err| {
-        err.path = client_path(&err.path);
-        Problem::invalid_params(err, TITLE)
-    })?;
-    // `store` is the gateway's to decide (every job is stored): accepted.
-    fields.remove("store");
-    let background = match fields.remove("background") {
-        None | Some(Value::Null | Value::Bool(false)) => false,
-        Some(Value::Bool(true)) if !stream => true,
-        Some(Value::Bool(true)) => {
-            return Err(invalid("`background` with `stream` is not supported", "background"));
-        }
-        Some(_) => return Err(invalid("`background` must be a boolean", "background")),
-    };
-    let job = JobRequest::chat(model, messages, params);
-    Ok(Translation { job, stream, continues, background })
+    Ok(())
 }
 
 /// The job's parameters from the request's fields (taking them out of
@@ -354,6 +386,22 @@ mod tests {
         assert_eq!(params["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(params["response_format"]["json_schema"]["name"], "w");
         assert_eq!(job["door"], "openai-responses");
+    }
+
+    #[test]
+    fn a_parameter_is_refused_under_the_name_the_client_sent() {
+        for (field, value, path) in [
+            ("max_output_tokens", json!(-1), "/max_output_tokens"),
+            ("temperature", json!("hot"), "/temperature"),
+            ("instructions", json!(1), "/instructions"),
+        ] {
+            let mut body = json!({"model": "chat", "input": "x"});
+            body[field] = value;
+            let Value::Object(fields) = body else { unreachable!() };
+            let problem =
+                to_job(fields, &HeaderMap::new()).err().map(|p| format!("{p:?}")).unwrap_or_default();
+            assert!(problem.contains(&format!("String(\"{path}\")")), "{field}: {problem}");
+        }
     }
 
     #[test]
