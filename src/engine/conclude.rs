@@ -53,6 +53,10 @@ pub(super) enum Seen {
 pub struct Completed {
     pub job: Box<Job>,
     pub attempt_number: i32,
+    /// The result the winning write stored, before it was encoded: the
+    /// request whose drive this was answers from it, rather than decode the
+    /// row it was written to.
+    pub result: Box<JobResult>,
 }
 
 /// What the driver does after one attempt.
@@ -291,7 +295,7 @@ impl Engine {
         )
         .unwrap_or(attempt.reserved);
         self.record_over_reservation(attempt, measured, charged);
-        let result = JobResult {
+        let result = Box::new(JobResult {
             provider: attempt.provider.clone(),
             model: response.model,
             text: response.text,
@@ -301,8 +305,8 @@ impl Engine {
             completion: Some(response.completion),
             chunks,
             native: response.native,
-        }
-        .encode();
+        });
+        let stored = result.encode();
         // Valid UTF-8 in practice: checked by the fast path, not decoded
         // character by character.
         let raw = match std::str::from_utf8(&response.raw) {
@@ -313,7 +317,7 @@ impl Engine {
             .hold(attempt, "record an answer", || {
                 self.store().complete_job(
                     attempt,
-                    &result,
+                    &stored,
                     &raw,
                     (charged, usage_json.as_deref()),
                     self.now_ms(),
@@ -321,7 +325,7 @@ impl Engine {
             })
             .await?;
         self.count_delivery(attempt, route, &outcome, charged, (answered_model.as_deref(), usage, details));
-        let (next, settled, event) = cas_result(attempt, outcome, finish_reason);
+        let (next, settled, event) = cas_result(attempt, outcome, finish_reason, result);
         if streamed {
             self.streams().publish(attempt.job_id, event);
         }
@@ -583,12 +587,13 @@ fn cas_result(
     attempt: &Attempt,
     outcome: CasOutcome,
     finish_reason: Option<String>,
+    result: Box<JobResult>,
 ) -> (Next, Option<AttemptState>, StreamEvent) {
     match outcome {
         CasOutcome::Won(job) => {
             tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
             let done = StreamEvent::Done { attempt: attempt.number, finish_reason };
-            let completed = Completed { job, attempt_number: attempt.number };
+            let completed = Completed { job, attempt_number: attempt.number, result };
             (Next::Completed(completed), Some(AttemptState::Succeeded), done)
         }
         CasOutcome::Superseded { winner } => {

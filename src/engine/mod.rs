@@ -78,7 +78,7 @@ pub use token_counts::{CountError, TokenCountSlots};
 pub use waiters::Waiters;
 
 use crate::config::{Config, ProviderConfig, RouteConfig};
-use crate::jobs::{Attempt, AttemptState, Job};
+use crate::jobs::{Attempt, AttemptState, Job, JobResult};
 use crate::store::{Lease, Store, StoreError};
 use configured::Configured;
 
@@ -338,15 +338,15 @@ impl Engine {
         job: Job,
         drive: DriveOutcome,
         timeout: Duration,
-    ) -> Result<(Job, Option<DriveReport>), StoreError> {
+    ) -> Result<(Job, Option<DriveReport>, Option<Box<JobResult>>), StoreError> {
         let started = tokio::time::Instant::now();
         let mut report = tokio::time::timeout(timeout, drive.0).await.ok().and_then(Result::ok);
         if let Some(completed) = report.as_mut().and_then(|report| report.completed.take()) {
-            return Ok((*completed.job, report));
+            return Ok((*completed.job, report, Some(completed.result)));
         }
         let left = timeout.saturating_sub(started.elapsed());
         let job = self.wait_settled(job.id, left).await?.unwrap_or(job);
-        Ok((job, report))
+        Ok((job, report, None))
     }
 
     /// Waits until the job is no longer `pending` or `running` (R4's

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::{DriveOutcome, Engine, EngineError, Subscription};
 use crate::budgets::LimitRefusal;
-use crate::jobs::{Attempt, Job, JobStatus, NewJob};
+use crate::jobs::{Attempt, Job, JobResult, JobStatus, NewJob};
 use crate::store::{Created, StoreError};
 use crate::telemetry;
 
@@ -46,6 +46,10 @@ pub struct Submitted {
     pub provider_time: Option<Duration>,
     /// `submit_streamed` only: the live stream to follow, while the job runs.
     pub live: Option<Subscription>,
+    /// The job's result as this request's own drive stored it, when that
+    /// drive completed the job: answered from as it is, not decoded again
+    /// from the job's row.
+    pub result: Option<Box<JobResult>>,
 }
 
 /// Why a submission failed, and whether its job exists.
@@ -105,11 +109,12 @@ impl Engine {
         let mut submitted = Submitted::created(job, first_attempt.map(|attempt| *attempt));
         if !wait.is_zero() {
             let job_id = submitted.job.id;
-            let (job, report) = self
+            let (job, report, result) = self
                 .wait_drive(submitted.job, drive, wait)
                 .await
                 .map_err(|source| SubmitError::AfterCommit { job_id, source })?;
             submitted.job = job;
+            submitted.result = result;
             if let Some(report) = report {
                 submitted.winner = report.winner;
                 submitted.provider_time = Some(report.provider_time);
@@ -177,6 +182,7 @@ impl Engine {
             winner: None,
             provider_time: None,
             live,
+            result: None,
         })))
     }
 
@@ -195,7 +201,15 @@ impl Submitted {
     fn created(job: Job, first_attempt: Option<Attempt>) -> Submitted {
         metrics::counter!(telemetry::JOBS, "result" => "created").increment(1);
         tracing::debug!(job_id = %job.id, owner = %job.owner, route = %job.route, "job created");
-        Submitted { job, replayed: false, first_attempt, winner: None, provider_time: None, live: None }
+        Submitted {
+            job,
+            replayed: false,
+            first_attempt,
+            winner: None,
+            provider_time: None,
+            live: None,
+            result: None,
+        }
     }
 }
 

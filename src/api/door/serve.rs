@@ -82,6 +82,7 @@ pub async fn serve<D: Door>(
         replayed: submitted.replayed,
         stream: translated.stream,
         early: translated.background,
+        result: submitted.result,
     };
     let mut response = answer::<D>(state, &submitted.job, how)
         .await
@@ -117,7 +118,7 @@ async fn keyless_key(state: &AppState, new: &NewJob, door: &DoorConfig) -> Resul
 }
 
 /// How [`answer`] answers a job.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 pub struct AnswerAs {
     /// The attempt that completed the job, when the caller knows it.
     pub winner: Option<i32>,
@@ -127,13 +128,16 @@ pub struct AnswerAs {
     pub stream: bool,
     /// A job not done yet gets the door's in-progress body, not a problem.
     pub early: bool,
+    /// The job's result, when the caller has it as it was stored (the
+    /// request whose own drive completed the job): not decoded again.
+    pub result: Option<Box<JobResult>>,
 }
 
 /// The answer for a job as it is now: its body (or stream replay), or the
 /// problem that says why there is none. `winner` is the number of the
 /// attempt that completed the job, when the caller knows it (else it is read).
 pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Result<Response, Problem> {
-    let AnswerAs { winner, replayed, stream, early } = how;
+    let AnswerAs { winner, replayed, stream, early, result } = how;
     let winner = match (winner, job.completed_by) {
         (Some(number), _) => Some(number),
         (None, Some(id)) => {
@@ -157,7 +161,11 @@ pub async fn answer<D: Door>(state: &AppState, job: &Job, how: AnswerAs) -> Resu
     if job.status != JobStatus::Succeeded {
         return Err(not_succeeded(state, job).await?);
     }
-    let rendered = job.result.as_deref().and_then(JobResult::decode).and_then(|result| {
+    let result = match result {
+        Some(result) => Some(*result),
+        None => job.result.as_deref().and_then(JobResult::decode),
+    };
+    let rendered = result.and_then(|result| {
         let answered_by = (result.provider.clone(), result.model.clone());
         let rendered = match stream {
             true => Some(("text/event-stream", super::replay_stream::<D>(job, &result))),
