@@ -165,7 +165,16 @@ fn tool_call(id: Option<&str>, name: Option<&str>, arguments: String) -> Value {
 /// The message translated into OpenAI's `chat.completion` shape: text blocks
 /// become `content`, `tool_use` blocks `tool_calls`.
 pub(crate) fn decode_response(body: &[u8]) -> Result<Decoded, String> {
-    let message: MessageBody = serde_json::from_slice(body).map_err(|err| format!("not a message: {err}"))?;
+    decode_message(serde_json::from_slice(body).map_err(|err| format!("not a message: {err}"))?)
+}
+
+/// [`decode_response`] of a message already parsed (one passed through to
+/// its client as the provider gave it).
+pub(crate) fn decode_parsed(message: &Value) -> Result<Decoded, String> {
+    decode_message(MessageBody::deserialize(message).map_err(|err| format!("not a message: {err}"))?)
+}
+
+fn decode_message(message: MessageBody) -> Result<Decoded, String> {
     let mut text = String::new();
     let mut any_text = false;
     let mut calls = Vec::new();

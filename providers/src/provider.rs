@@ -234,12 +234,28 @@ impl Provider {
         let limit = endpoint.answer_limits.max_response_bytes;
         let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
         let bad = |reason: String| Failure::bad_output(reason, raw.clone());
-        let Decoded { completion, text, usage, finish_reason, model } = match self {
-            Provider::OpenAi(_) => openai::decode_response(&raw).map_err(bad),
-            Provider::Anthropic(_) | Provider::Bedrock(_) => anthropic::decode_response(&raw).map_err(bad),
-            Provider::Gemini(_) => gemini::decode_response(&raw).map_err(|err| err.into_failure(raw.clone())),
-            Provider::Responses(_) => responses::decode_response(&raw).map_err(bad),
-            Provider::Converse(_) => converse::decode_response(&raw, converse::asks_json(req)),
+        // The client's own protocol answers as the provider gave it: parsed
+        // once, and the chat view decoded from that parse.
+        let native = match self.passes_through(req) {
+            Some(_) => {
+                Some(serde_json::from_slice::<Value>(&raw).map_err(|err| bad(format!("not JSON: {err}")))?)
+            }
+            None => None,
+        };
+        let Decoded { completion, text, usage, finish_reason, model } = match (self, &native) {
+            (Provider::Anthropic(_) | Provider::Bedrock(_), Some(message)) => {
+                anthropic::decode_parsed(message).map_err(bad)
+            }
+            (Provider::Responses(_), Some(response)) => responses::chat_view(response).map_err(bad),
+            (Provider::OpenAi(_), _) => openai::decode_response(&raw).map_err(bad),
+            (Provider::Anthropic(_) | Provider::Bedrock(_), None) => {
+                anthropic::decode_response(&raw).map_err(bad)
+            }
+            (Provider::Gemini(_), _) => {
+                gemini::decode_response(&raw).map_err(|err| err.into_failure(raw.clone()))
+            }
+            (Provider::Responses(_), None) => responses::decode_response(&raw).map_err(bad),
+            (Provider::Converse(_), _) => converse::decode_response(&raw, converse::asks_json(req)),
         }?;
         let json = match ctx.expect_json {
             false => None,
@@ -247,8 +263,6 @@ impl Provider {
                 Failure::bad_output(format!("JSON was asked for, the answer is not JSON: {err}"), raw.clone())
             })?),
         };
-        // The client's own protocol answers as the provider gave it.
-        let native = self.passes_through(req).and_then(|_| serde_json::from_slice(&raw).ok());
         Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model, native })
     }
 
