@@ -143,7 +143,7 @@ pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
 #[serde(deny_unknown_fields)]
 pub struct Resolve {
     #[serde(rename = "as")]
-    #[schema(value_type = ResolveAs)]
+    #[schema(value_type = crate::engine::Resolution)]
     resolution: String,
     /// Why; recorded on the attempt. Must not be blank.
     #[schema(min_length = 1)]
@@ -297,20 +297,6 @@ pub async fn cancel(
     }
     let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))
-}
-
-// A schema-only type for the OpenAPI document, never constructed: `resolve`
-// reads `as` as a string, to say in its own words what else it could be.
-
-/// How an operator settles an `unknown` attempt.
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
-pub enum ResolveAs {
-    /// Given up on: a late answer is still honoured.
-    Abandoned,
-    /// Known not to have done the work.
-    Failed,
 }
 
 /// `POST /v1/providers/{name}/resolve`: what was settled.

@@ -91,7 +91,7 @@ use super::{
             crate::jobs::AttemptState,
             attempts::StartAttempt,
             attempts::Resolve,
-            attempts::ResolveAs,
+            crate::engine::Resolution,
             attempts::ProviderResolved,
             routes::RouteList,
             browse::JobPage,

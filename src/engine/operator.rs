@@ -9,7 +9,8 @@ use crate::jobs::{Attempt, AttemptState, Job, JobStatus, StartBlocked, may_start
 use crate::store::{StartOutcome, StoreError};
 
 /// How an operator settles an `unknown` attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
 pub enum Resolution {
     /// Given up on: its late answer may still arrive and is still honoured.
     Abandoned,
