@@ -89,7 +89,7 @@ impl TryFrom<MessagesRequest> for ChatView {
         }
         translate_params(&mut rest, &mut params, &mut untranslated)?;
         validate_params(&params).map_err(|mut err| {
-            err.path = client_path(&err.path);
+            err.path = crate::api::door::client_path(&err.path, &RENAMES);
             Problem::invalid_params(err, TITLE)
         })?;
         untranslated.sort();
@@ -98,23 +98,13 @@ impl TryFrom<MessagesRequest> for ChatView {
     }
 }
 
-/// A chat parameter's JSON pointer → that of the Messages request's field
-/// it was translated from, so a fault is named as the client sent it.
-fn client_path(path: &str) -> String {
-    let path = path.strip_prefix('/').unwrap_or(path);
-    let (param, rest) = path.split_once('/').unwrap_or((path, ""));
-    let field = match param {
-        "stop" => "stop_sequences",
-        "user" => "metadata/user_id",
-        "parallel_tool_calls" => "tool_choice",
-        "response_format" => "output_config",
-        other => other,
-    };
-    match rest.is_empty() {
-        true => format!("/{field}"),
-        false => format!("/{field}/{rest}"),
-    }
-}
+/// The Messages fields the chat parameters of another name come from.
+const RENAMES: [(&str, &str); 4] = [
+    ("stop", "stop_sequences"),
+    ("user", "metadata/user_id"),
+    ("parallel_tool_calls", "tool_choice"),
+    ("response_format", "output_config"),
+];
 
 /// Sampling, tools, tool choice, the user and an output schema → chat's
 /// parameters.

@@ -94,9 +94,10 @@ pub trait Door: Send + Sync + 'static {
 
     /// A succeeded job's response body; `None` if its stored result has
     /// nothing this door can render (the job then answers `internal`). The
-    /// result is the door's to take apart: it was decoded for this answer
-    /// alone, so a door that passes the provider's completion on changes
-    /// it in place instead of copying it.
+    /// result is the door's to take apart: it is this answer's alone
+    /// (decoded for it, or handed over by the drive that stored it), so a
+    /// door that passes the provider's completion on changes it in place
+    /// instead of copying it.
     fn body(job: &Job, result: JobResult) -> Option<Vec<u8>>;
 
     /// The renderer of `job`'s stream, for its live events or its replay.
@@ -208,6 +209,20 @@ pub fn typed<T: serde::de::DeserializeOwned>(
     }
     T::deserialize(Value::Object(fields))
         .map_err(|err| Problem::invalid_field(title, format!("the body cannot be read: {err}"), ""))
+}
+
+/// A chat parameter's JSON pointer (`/stop/0`) → the pointer of the door's
+/// own field it was translated from (`/stop_sequences/0`), `renames` giving
+/// the door's name for each chat name it changes, so a fault is named as
+/// the client sent it.
+pub fn client_path(path: &str, renames: &[(&str, &str)]) -> String {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let (param, rest) = path.split_once('/').unwrap_or((path, ""));
+    let field = renames.iter().find(|(chat, _)| *chat == param).map_or(param, |(_, door)| door);
+    match rest.is_empty() {
+        true => format!("/{field}"),
+        false => format!("/{field}/{rest}"),
+    }
 }
 
 /// The request's headers of `names` (lower case) that change what a

@@ -109,7 +109,7 @@ impl ResponsesRequest {
         input_messages(input, &mut messages, &mut untranslated)?;
         let params = params_of(&mut rest, stream, &mut untranslated)?;
         validate_params(&params).map_err(|mut err| {
-            err.path = client_path(&err.path);
+            err.path = crate::api::door::client_path(&err.path, &RENAMES);
             Problem::invalid_params(err, TITLE)
         })?;
         // `store` is the gateway's to decide (every job is stored): accepted.
@@ -193,22 +193,12 @@ fn params_of(
     Ok(params)
 }
 
-/// A chat parameter's JSON pointer → that of the Responses request's field
-/// it was translated from, so a fault is named as the client sent it.
-fn client_path(path: &str) -> String {
-    let path = path.strip_prefix('/').unwrap_or(path);
-    let (param, rest) = path.split_once('/').unwrap_or((path, ""));
-    let field = match param {
-        "max_tokens" => "max_output_tokens",
-        "reasoning_effort" => "reasoning/effort",
-        "response_format" => "text/format",
-        other => other,
-    };
-    match rest.is_empty() {
-        true => format!("/{field}"),
-        false => format!("/{field}/{rest}"),
-    }
-}
+/// The Responses fields the chat parameters of another name come from.
+const RENAMES: [(&str, &str); 3] = [
+    ("max_tokens", "max_output_tokens"),
+    ("reasoning_effort", "reasoning/effort"),
+    ("response_format", "text/format"),
+];
 
 fn invalid(detail: impl Into<String>, field: &str) -> Problem {
     Problem::invalid_field(TITLE, detail, format!("/{field}"))
