@@ -11,7 +11,7 @@ use super::extract::{JsonBody, LimitedBody, PathParams};
 use super::jobs::{job_response, visible_job};
 use super::view::AttemptView;
 use super::{AppState, Caller, Problem, ProblemType, StoreStage};
-use crate::engine::{ManualStartError, Resolution, ResolveError};
+use crate::engine::Resolution;
 use crate::jobs::{JobStatus, StartBlocked};
 
 /// Optional body of `POST /v1/jobs/{id}/attempts`.
@@ -80,61 +80,9 @@ pub async fn start(
             let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
             Ok(job_response(StatusCode::ACCEPTED, &job, &attempts, false))
         }
-        Err(err) => Err(start_refused(&state, err, job_id)),
-    }
-}
-
-fn start_refused(state: &AppState, err: ManualStartError, job_id: uuid::Uuid) -> Problem {
-    match err {
-        ManualStartError::Blocked(blocked) => blocked_problem(&blocked).with("job_id", job_id.to_string()),
-        ManualStartError::Driven => Problem::new(
-            ProblemType::AttemptInFlight,
-            "another gateway instance is driving this job right now",
-        )
-        .with("job_id", job_id.to_string()),
-        ManualStartError::NotInChain(name) => Problem::new(
-            ProblemType::ProviderNotInChain,
-            format!("provider `{name}` is not in this job's route chain"),
-        ),
-        ManualStartError::NoEligibleProvider(refused) => Problem::new(
-            ProblemType::NoEligibleProvider,
-            format!(
-                "no provider of the route's chain has a passing, current contract record: {}",
-                refused.join("; ")
-            ),
-        ),
-        ManualStartError::RouteGone(route) => Problem::route_gone(&route).with("job_id", job_id.to_string()),
-        ManualStartError::Refused(refusal) => {
-            Problem::limit(&refusal, &state.engine.currency(), state.engine.clock().now_ms())
-                .with("job_id", job_id.to_string())
+        Err(err) => {
+            Err(Problem::manual_start(err, job_id, &state.engine.currency(), state.engine.clock().now_ms()))
         }
-        ManualStartError::Engine(err) => Problem::engine(err, StoreStage::AfterCommit(job_id)),
-    }
-}
-
-/// The 409 for a refused attempt, naming the attempt that blocks it (R4).
-pub fn blocked_problem(blocked: &StartBlocked) -> Problem {
-    match blocked {
-        StartBlocked::InFlight { attempt_id, number } => Problem::new(
-            ProblemType::AttemptInFlight,
-            format!("attempt {number} is starting: its request may be in flight"),
-        )
-        .with("attempt_id", attempt_id.to_string())
-        .with("attempt", *number),
-        StartBlocked::OutcomeUnknown { attempt_id, number } => Problem::new(
-            ProblemType::OutcomeUnknown,
-            format!(
-                "attempt {number}'s outcome is unknown: the provider may have done the work. \
-                 It must be settled (its late answer, or an operator's resolve) before another attempt starts"
-            ),
-        )
-        .with("attempt_id", attempt_id.to_string())
-        .with("attempt", *number),
-        StartBlocked::Completed { status } => Problem::new(
-            ProblemType::JobCompleted,
-            format!("the job is `{status}`; no attempt can change that"),
-        )
-        .with("job_status", status.as_str()),
     }
 }
 
@@ -207,13 +155,7 @@ pub async fn resolve(
     let job = visible_job(&state, &caller, &id).await?;
     match state.engine.resolve(job.id, number, resolution, &reason, &caller.0.name).await {
         Ok(attempt) => Ok(Json(AttemptView::new(&attempt)).into_response()),
-        Err(ResolveError::NotFound) => {
-            Err(Problem::new(ProblemType::NotFound, format!("job `{id}` has no attempt {number}")))
-        }
-        Err(err @ ResolveError::NotUnknown { .. }) => {
-            Err(Problem::new(ProblemType::AttemptNotUnknown, err.to_string()))
-        }
-        Err(ResolveError::Engine(err)) => Err(Problem::engine(err, StoreStage::AfterCommit(job.id))),
+        Err(err) => Err(Problem::resolve(err, job.id, number)),
     }
 }
 
@@ -293,7 +235,7 @@ pub async fn cancel(
         return Err(Problem::new(ProblemType::NotFound, format!("no job `{id}`")));
     };
     if job.status != JobStatus::Cancelled {
-        return Err(blocked_problem(&StartBlocked::Completed { status: job.status }));
+        return Err(Problem::blocked(&StartBlocked::Completed { status: job.status }));
     }
     let attempts = state.store.attempts(job_id).await.map_err(after_commit)?;
     Ok(job_response(StatusCode::OK, &job, &attempts, false))

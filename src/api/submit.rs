@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 
-use super::{AppState, Caller, Problem, ProblemType, StoreStage};
+use super::{AppState, Caller, Problem, StoreStage};
 use crate::engine::{Submission, SubmitError, Submitted};
 use crate::jobs::{IdempotencyKey, JobRequest, NewJob};
 
@@ -79,8 +79,6 @@ pub fn new_job(
         return Err(Problem::route_not_allowed(&request.route));
     }
     let tags = super::tags::request_tags(headers, &request.params)?;
-    let new = NewJob::new(caller.0.owner.clone(), key, request).map_err(|err| {
-        Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
-    })?;
+    let new = NewJob::new(caller.0.owner.clone(), key, request).map_err(Problem::not_canonical)?;
     Ok(new.attributed(caller.0.attribution(tags)))
 }

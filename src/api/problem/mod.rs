@@ -8,6 +8,7 @@
 //! store error becomes a problem that says how far the request had got
 //! ([`StoreStage`]).
 
+mod attempts;
 mod causes;
 mod keys;
 mod kind;

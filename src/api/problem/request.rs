@@ -17,6 +17,12 @@ impl Problem {
         Problem::invalid_field(title, detail, err.path)
     }
 
+    /// A request that cannot be written in canonical form (RFC 8785), so
+    /// it cannot be fingerprinted: a number JSON can say but JCS cannot.
+    pub fn not_canonical(err: serde_json::Error) -> Problem {
+        Problem::new(ProblemType::MalformedJson, format!("the body cannot be canonicalised: {err}"))
+    }
+
     /// A generation parameter of the wrong type or out of range.
     pub fn invalid_params(err: InvalidParam, title: &'static str) -> Problem {
         Problem::invalid_field(title, format!("a generation parameter is invalid: {err}"), err.path)

@@ -286,7 +286,7 @@ pub async fn cancel(
     let job = cancelled.unwrap_or(job);
     if job.status != JobStatus::Cancelled {
         let blocked = crate::jobs::StartBlocked::Completed { status: job.status };
-        return Err(super::attempts::blocked_problem(&blocked).with("job_id", job.id.to_string()));
+        return Err(Problem::blocked(&blocked).with("job_id", job.id.to_string()));
     }
     let early = super::door::AnswerAs { early: true, ..Default::default() };
     super::door::answer::<Responses>(&state, &job, early).await
