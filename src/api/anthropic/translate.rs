@@ -35,12 +35,16 @@ pub struct MessagesRequest {
     rest: Map<String, Value>,
 }
 
-/// The fields this door reads by name.
-const EXPECTED: [Expected; 4] = [
+/// The fields this door reads by name, and `temperature`, whose range is
+/// Anthropic's (0 to 1), narrower than chat's.
+const EXPECTED: [Expected; 5] = [
     MODEL,
     Expected::required("max_tokens", "a positive integer", |n| n.as_u64().is_some_and(|n| n >= 1)),
     STREAM,
     Expected::required("messages", "an array of turns", Value::is_array),
+    Expected::optional("temperature", "a number from 0 to 1", |t| {
+        t.as_f64().is_some_and(|t| (0.0..=1.0).contains(&t))
+    }),
 ];
 
 /// The job's chat view of a Messages request, whether it streams, and
@@ -453,6 +457,7 @@ mod tests {
     fn a_parameter_is_refused_under_the_name_the_client_sent() {
         for (field, value, path) in [
             ("temperature", json!("hot"), "/temperature"),
+            ("temperature", json!(1.5), "/temperature"),
             ("stop_sequences", json!(5), "/stop_sequences"),
             ("max_tokens", json!(0), "/max_tokens"),
         ] {
