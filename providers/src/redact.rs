@@ -70,6 +70,14 @@ pub(crate) fn json(value: &mut Value, secret: &str) {
     }
 }
 
+/// Whether JSON `raw` may spell `secret` with an escape a byte replacement
+/// misses: a `\uXXXX` or `\/` anywhere, or a secret with a character JSON
+/// must escape. Without one, every occurrence is the secret's own bytes.
+fn may_hide_escaped(raw: &[u8], secret: &str) -> bool {
+    let escaped_in_secret = secret.chars().any(|c| matches!(c, '"' | '\\' | '/') || c.is_control());
+    escaped_in_secret || raw.windows(2).any(|pair| pair == b"\\u" || pair == b"\\/")
+}
+
 /// Whether any string in `value` (keys included) holds `secret`.
 fn json_holds(value: &Value, secret: &str) -> bool {
     match value {
@@ -91,10 +99,12 @@ pub(crate) fn response(mut response: ChatResponse, secret: &str) -> ChatResponse
     }
     bytes(&mut response.raw, secret);
     // The key escaped in the raw JSON survives a byte replacement: keep the
-    // scrubbed document instead of those bytes.
-    let decoded: Option<Value> = serde_json::from_slice(&response.raw).ok();
-    if decoded.is_some_and(|raw| json_holds(&raw, secret)) {
-        let mut raw: Value = serde_json::from_slice(&response.raw).unwrap_or(Value::Null);
+    // scrubbed document instead of those bytes. Only bytes that hold an
+    // escape that could hide it are parsed to find out.
+    if may_hide_escaped(&response.raw, secret)
+        && let Ok(mut raw) = serde_json::from_slice::<Value>(&response.raw)
+        && json_holds(&raw, secret)
+    {
         json(&mut raw, secret);
         response.raw = serde_json::to_vec(&raw).unwrap_or_default().into();
     }
@@ -202,5 +212,13 @@ mod tests {
         assert!(!decoded.to_string().contains("sk-1"), "{stored}");
         assert!(decoded.to_string().contains("[redacted]"), "{stored}");
         assert!(!scrubbed.completion.to_string().contains("sk-1"));
+    }
+
+    #[test]
+    fn only_an_escape_that_could_hide_the_key_makes_the_answer_parsed() {
+        assert!(!super::may_hide_escaped(br#"{"a":"line\nnext \"q\""}"#, "sk-1"));
+        assert!(super::may_hide_escaped(br#"{"a":"\u0073k-1"}"#, "sk-1"));
+        assert!(super::may_hide_escaped(br#"{"a":"sk\/1"}"#, "sk/1"));
+        assert!(super::may_hide_escaped(b"{}", "sk\"\u{7}"));
     }
 }
