@@ -5,8 +5,9 @@
 //! Every scenario counts the upstream calls at the simulator. Beside them,
 //! the edges of the surface around jobs: text no tokenizer input should
 //! break, the bound on concurrent token counts, and a client that hangs up
-//! while its job is being created, and a provider's unreadable stream event
-//! skipped where it opts in.
+//! while its job is being created, a provider's unreadable stream event
+//! skipped where it opts in, and the result a drive hands the request that
+//! created its job.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,13 +20,14 @@ use common::{
     ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_engine, set_provider, set_route,
     settled_job, wait_for_attempt,
 };
-use intentgate::engine::EngineEvent;
-use intentgate::jobs::{AttemptState, IdempotencyKey, JobStatus, NewJob};
+use intentgate::engine::{EngineEvent, Submission};
+use intentgate::jobs::{AttemptState, IdempotencyKey, JobResult, JobStatus, NewJob};
 use intentgate::store::{Created, Lease, Reservation};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 store_matrix!(
+    the_request_that_created_a_job_gets_the_result_its_drive_stored,
     a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled,
     a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile,
     a_megabyte_of_pathological_text_is_counted,
@@ -40,6 +42,29 @@ async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) 
         .send()
         .await
         .unwrap()
+}
+
+/// The request whose job its own drive completed is handed the result that
+/// drive stored, as it was before it was encoded — its answer is rendered
+/// from that, not from the row read back and decoded — and it is the row's
+/// result exactly; a replay of the key has only the row.
+async fn the_request_that_created_a_job_gets_the_result_its_drive_stored(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    let engine = &gw.gateway.engine;
+    let key = IdempotencyKey::parse("own-result").unwrap();
+    let new = std::sync::Arc::new(NewJob::of_body("alice".into(), key, &chat_body("x")).unwrap());
+    let Submission::Accepted(first) = engine.submit(&new, Duration::from_secs(10)).await.unwrap() else {
+        panic!("a new job")
+    };
+    assert_eq!(first.job.status, JobStatus::Succeeded);
+    let stored = first.job.result.as_deref().and_then(JobResult::decode).expect("the row's result");
+    assert_eq!(first.result.as_deref(), Some(&stored), "handed over by the drive, equal to the row's");
+
+    let Submission::Accepted(again) = engine.submit(&new, Duration::from_secs(10)).await.unwrap() else {
+        panic!("the same job")
+    };
+    assert!(again.replayed && again.result.is_none(), "a replay reads the row");
+    assert_eq!(gw.sim().calls().total, 1, "executed once");
 }
 
 /// A gateway died (kill -9) while its attempt 1 was `starting`; the job was
