@@ -21,7 +21,7 @@ use common::{
     settled_job, wait_for_attempt,
 };
 use intentgate::engine::{EngineEvent, Submission};
-use intentgate::jobs::{AttemptState, IdempotencyKey, JobResult, JobStatus, NewJob};
+use intentgate::jobs::{Attempt, AttemptState, IdempotencyKey, Job, JobResult, JobStatus, NewJob, Sent};
 use intentgate::store::{Created, Lease, Reservation};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -29,6 +29,8 @@ use serde_json::{Value, json};
 store_matrix!(
     the_request_that_created_a_job_gets_the_result_its_drive_stored,
     a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled,
+    an_attempt_its_dead_driver_never_sent_is_sent_again_on_its_provider,
+    a_send_mark_and_recoverys_failure_exclude_each_other,
     a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile,
     a_megabyte_of_pathological_text_is_counted,
     a_count_finding_every_slot_taken_is_refused_at_once,
@@ -67,8 +69,9 @@ async fn the_request_that_created_a_job_gets_the_result_its_drive_stored(store: 
     assert_eq!(gw.sim().calls().total, 1, "executed once");
 }
 
-/// A gateway died (kill -9) while its attempt 1 was `starting`; the job was
-/// cancelled before the dead lease expired. Once it has, the sweep makes the
+/// A gateway died (kill -9) while its attempt 1 was being sent (marked
+/// sent, its request on the wire); the job was cancelled before the dead
+/// lease expired. Once it has, the sweep makes the
 /// attempt `unknown` — it may have been sent — so that an operator (or
 /// `max_execution`) can settle it; the job stays `cancelled`, and nothing is
 /// sent again.
@@ -78,18 +81,9 @@ async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(st
     })
     .await;
     let engine = &gw.gateway.engine;
-    // What the dead instance left: a job leased to it, attempt 1 `starting`.
-    let new =
-        NewJob::of_body("alice".into(), IdempotencyKey::parse("orphaned").unwrap(), &chat_body("x")).unwrap();
+    let (job, attempt) = left_by_a_dead_gateway(&gw, "orphaned").await;
     let now = engine.clock().now_ms();
-    let dead = Lease { owner: "gw-killed", expires_at_ms: now + 30_000 };
-    let created = gw
-        .gateway
-        .store
-        .create_job(&new, dead, Some(("sim-primary", &Reservation::default())), 1, now)
-        .await
-        .unwrap();
-    let Created::New(job, Some(_)) = created else { panic!("expected a job inserted with its attempt 1") };
+    assert!(gw.gateway.store.mark_sent(attempt.id, now).await.unwrap(), "the dead instance sent it");
     let id = job.id.to_string();
 
     let cancelled = gw.request(Method::POST, &format!("/v1/jobs/{id}/cancel"), ALICE).send().await.unwrap();
@@ -111,6 +105,72 @@ async fn a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled(st
     assert_eq!(job["attempts"][0]["state"], "abandoned");
     assert_eq!(job["attempts"].as_array().unwrap().len(), 1, "no new attempt on a cancelled job");
     assert_eq!(gw.sim().calls().total, 0, "nothing was sent by this instance");
+}
+
+/// What a dead gateway left: a job leased to it, attempt 1 on `sim-primary`
+/// written but never sent (the process died between the job's commit and
+/// the send). Once the lease expires the sweep knows nothing went out: the
+/// attempt fails as `not_sent` and the job is sent again on the same
+/// provider at once — one upstream call in all, no wait for
+/// `max_execution`, no failover.
+async fn an_attempt_its_dead_driver_never_sent_is_sent_again_on_its_provider(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_engine(doc, "sweep_interval", "1h");
+    })
+    .await;
+    let engine = &gw.gateway.engine;
+    let (job, _) = left_by_a_dead_gateway(&gw, "never-sent").await;
+    let id = job.id.to_string();
+
+    engine.clock().advance(Duration::from_secs(60));
+    assert_eq!(engine.sweep_once().await.unwrap(), 1, "the sweep takes the expired lease");
+    let view = settled_job(&gw, ALICE, &id).await;
+    assert_eq!(view["status"], "succeeded", "{view}");
+    let attempts = view["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{view}");
+    assert_eq!((&attempts[0]["state"], &attempts[0]["outcome"]), (&json!("failed"), &json!("not_sent")));
+    assert_eq!(attempts[0]["sent_at"], Value::Null, "never handed over");
+    assert_eq!(attempts[1]["provider"], "sim-primary", "started again where it was to be sent");
+    assert!(attempts[1]["sent_at"].is_string(), "the second was marked before it left: {view}");
+    assert_eq!(gw.sim().calls().total, 1, "one upstream call in all");
+}
+
+/// The mark a driver commits before sending and the sweep's failure of an
+/// attempt never sent are each guarded on the other: whichever comes first,
+/// the second finds the attempt changed and does nothing.
+async fn a_send_mark_and_recoverys_failure_exclude_each_other(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        set_engine(doc, "sweep_interval", "1h");
+    })
+    .await;
+    let (real, now) = (&gw.gateway.store, gw.gateway.engine.clock().now_ms());
+    let (_, swept) = &left_by_a_dead_gateway(&gw, "swept-first").await;
+    let (_, marked) = &left_by_a_dead_gateway(&gw, "marked-first").await;
+    assert!(real.unsent_to_failed(swept.id, "swept", now).await.unwrap());
+    assert!(!real.mark_sent(swept.id, now).await.unwrap(), "a failed attempt is not sent");
+    assert!(real.mark_sent(marked.id, now).await.unwrap());
+    assert!(
+        !real.unsent_to_failed(marked.id, "swept", now).await.unwrap(),
+        "a sent attempt is never failed unsent"
+    );
+    assert!(!real.mark_sent(marked.id, now + 1).await.unwrap(), "marked once");
+    let attempts = real.attempts(marked.job_id).await.unwrap();
+    assert_eq!((attempts[0].state, attempts[0].sent), (AttemptState::Starting, Sent::At(now)));
+    assert_eq!(gw.sim().calls().total, 0);
+}
+
+/// What a gateway killed between a job's commit and its send leaves: the
+/// job leased to it for 30 s more, its attempt 1 on `sim-primary` written
+/// and not yet sent.
+async fn left_by_a_dead_gateway(gw: &TestGateway, key: &str) -> (Job, Attempt) {
+    let new = NewJob::of_body("alice".into(), IdempotencyKey::parse(key).unwrap(), &chat_body(key)).unwrap();
+    let now = gw.gateway.engine.clock().now_ms();
+    let dead = Lease { owner: "gw-killed", expires_at_ms: now + 30_000 };
+    let first = Some(("sim-primary", &Reservation::default()));
+    match gw.gateway.store.create_job(&new, dead, first, 1, now).await.unwrap() {
+        Created::New(job, Some(attempt)) => (job, *attempt),
+        _ => panic!("expected a job inserted with its attempt 1"),
+    }
 }
 
 /// The route's only provider answers after its attempt was declared

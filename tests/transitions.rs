@@ -18,6 +18,7 @@ store_matrix!(
     attempt_transitions_match_the_domain,
     job_transitions_match_the_domain,
     one_open_attempt_per_job,
+    a_send_mark_only_moves_forward_while_starting,
     open_attempts_are_bounded_by_the_jobs_lanes,
     settling_needs_a_charge,
     racing_drivers_start_one_attempt,
@@ -183,6 +184,42 @@ async fn one_open_attempt_per_job(store: TestStore) {
     raw.insert_attempt("open", 2, AttemptState::Failed).await.expect("closed attempts are not limited");
     let same_number = raw.insert_attempt("open", 2, AttemptState::Failed).await;
     assert!(same_number.is_err(), "UNIQUE (job_id, number)");
+}
+
+/// Whether an attempt was sent, in the schema: the mark moves from "not
+/// yet" to "sent" (with its time, never without), only while the attempt is
+/// `starting`, and never back — so recovery's "never sent" cannot be
+/// written over a send, whatever SQL is run.
+async fn a_send_mark_only_moves_forward_while_starting(store: TestStore) {
+    let raw = Raw::open(&store).await;
+    let of = |key: &str| format!("(SELECT id FROM jobs WHERE idempotency_key = '{key}')");
+    let set = |key: &str, values: &str| format!("UPDATE attempts SET {values} WHERE job_id = {}", of(key));
+    // Written by a release that did not record sends: left unrecorded.
+    raw.insert_job("unrecorded", "running").await;
+    raw.insert_attempt("unrecorded", 1, AttemptState::Starting).await.unwrap();
+    assert!(raw.exec(set("unrecorded", "sent = TRUE, sent_at = 5")).await.is_err(), "not recorded, kept so");
+    assert!(raw.exec(set("unrecorded", "sent = FALSE")).await.is_err());
+    for key in ["marked", "failed"] {
+        raw.insert_job(key, "running").await;
+        let insert = format!(
+            "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, sent) \
+             SELECT {}, {}, 1, 'p', 'starting', 0, 0, FALSE",
+            raw.new_uuid(),
+            of(key)
+        );
+        raw.exec(insert).await.unwrap();
+    }
+    assert!(raw.exec(set("marked", "sent = TRUE")).await.is_err(), "sent needs its time");
+    raw.exec(set("marked", "sent = TRUE, sent_at = 5")).await.expect("not yet → sent, while starting");
+    assert!(raw.exec(set("marked", "sent = FALSE, sent_at = NULL")).await.is_err(), "never back");
+    assert!(raw.exec(set("marked", "sent_at = 6")).await.is_err(), "its time is kept");
+    raw.exec(set(
+        "failed",
+        "state = 'failed', outcome = 'not_sent', finished_at = 1, cost_nanos = 0, tokens = 0",
+    ))
+    .await
+    .unwrap();
+    assert!(raw.exec(set("failed", "sent = TRUE, sent_at = 5")).await.is_err(), "only while starting");
 }
 
 /// R4 with a hedge, in the schema: a job created with `open_attempts = 2`

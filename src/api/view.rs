@@ -84,6 +84,10 @@ pub struct AttemptView<'a> {
     pub detail: Option<&'a str>,
     pub resolved_by: Option<&'a str>,
     pub started_at: String,
+    /// When its request was handed to the provider (marked, and committed,
+    /// just before); null while it was not, if it never was, or if the
+    /// release that sent it did not record it.
+    pub sent_at: Option<String>,
     /// When it became `unknown` (the gateway stopped knowing whether it
     /// ran), if it ever did; `finished_at` is then when that was settled.
     pub unknown_at: Option<String>,
@@ -192,6 +196,7 @@ impl<'a> AttemptView<'a> {
             detail: attempt.detail.as_deref(),
             resolved_by: attempt.resolved_by.as_deref(),
             started_at: rfc3339(attempt.started_at_ms),
+            sent_at: attempt.sent.at_ms().map(rfc3339),
             unknown_at: attempt.unknown_at_ms.map(rfc3339),
             finished_at: attempt.finished_at_ms.map(rfc3339),
             hedged: false,

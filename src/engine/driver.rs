@@ -516,7 +516,7 @@ impl Engine {
         job: &Job,
         route: &RouteConfig,
         request: &PreparedRequest,
-        (attempt, outgoing): (Attempt, Outgoing),
+        (mut attempt, outgoing): (Attempt, Outgoing),
         retries: u32,
     ) -> Result<Next, EngineError> {
         let live = Phase::Live { retries, collectable: !IdempotencyKey::was_minted(&job.idempotency_key) };
@@ -527,6 +527,9 @@ impl Engine {
             };
             return self.conclude(&attempt, &route.name, live, Seen::Failure(failure)).await;
         };
+        if !self.hand_over(&mut attempt).await? {
+            return Ok(Next::Stop);
+        }
         if request.stream
             && let Outgoing { work: Work::Chat(chat), body, .. } = outgoing
         {

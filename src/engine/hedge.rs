@@ -164,7 +164,7 @@ impl Engine {
         if !matches!(started, Ok(StartOutcome::Started(_))) {
             self.sent_nothing(&chosen);
         }
-        let attempt = match started {
+        let mut attempt = match started {
             Ok(StartOutcome::Started(attempt)) => attempt,
             Ok(StartOutcome::Refused(refusal)) => {
                 self.record_refusal(&job.owner, &job.route, &refusal);
@@ -173,6 +173,11 @@ impl Engine {
             Ok(StartOutcome::Blocked(blocked)) => return not_started("blocked", &format!("{blocked:?}")),
             Err(err) => return not_started("store", &err.to_string()),
         };
+        match self.hand_over(&mut attempt).await {
+            Ok(true) => {}
+            Ok(false) => return not_started("settled", "the job was taken over"),
+            Err(err) => return not_started("store", &err.to_string()),
+        }
         tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %provider, beside = open.len(),
             "hedging: a second execution of this intent is possible; the first answer wins");
         metrics::counter!(telemetry::HEDGES, "route" => route.name.clone(), "provider" => provider.clone())

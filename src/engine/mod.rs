@@ -34,6 +34,7 @@ mod balance;
 mod decide;
 mod driver;
 mod gate;
+mod handover;
 mod health;
 mod hedge;
 mod late;

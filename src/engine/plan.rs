@@ -46,6 +46,7 @@ mod tests {
             usage: None,
             lane: 1,
             unknown_at_ms: None,
+            sent: crate::jobs::Sent::NotYet,
         }
     }
 

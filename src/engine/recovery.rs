@@ -3,7 +3,9 @@
 //! crashed or killed gateway) and settles unknown attempts whose provider's
 //! `max_execution` has passed.
 //!
-//! A taken-over job's `starting` attempts become `unknown` — the dead
+//! A taken-over job's `starting` attempts that were never sent (their
+//! mark says so, see `handover.rs`) fail as `not_sent`, and the job starts
+//! again on the same provider. The others become `unknown` — the dead
 //! process may have sent them — never `failed`, and they are never re-sent.
 //! That holds whatever the job's status: a job cancelled while its dead
 //! driver's attempt was in flight stays `cancelled`, and its attempt becomes
@@ -57,6 +59,7 @@ impl Engine {
         if !self.claim(job_id).await? {
             return Ok(false);
         }
+        let restart = self.fail_unsent(job_id).await?;
         let marked = self
             .store()
             .starting_to_unknown(
@@ -78,10 +81,20 @@ impl Engine {
             tracing::info!(%job_id, %status, "released the lease of a finished job whose driver stopped");
             self.store().release_lease(job_id, self.instance()).await?;
         } else {
-            tracing::info!(%job_id, "took over a job whose driver stopped; continuing its chain");
+            // A never-sent attempt starts again where it was to be sent.
+            let first = match restart {
+                Some(provider) => {
+                    tracing::info!(%job_id, %provider, "took over a job whose attempt was never sent; sending it again");
+                    First::Provider(provider)
+                }
+                None => {
+                    tracing::info!(%job_id, "took over a job whose driver stopped; continuing its chain");
+                    First::Plan
+                }
+            };
             let engine = self.clone();
             self.tasks().spawn_drive(self.keep_config(async move {
-                if let Err(err) = engine.drive_claimed(job_id, First::Plan).await {
+                if let Err(err) = engine.drive_claimed(job_id, first).await {
                     tracing::error!(%job_id, error = %err, "driving a recovered job failed");
                 }
             }));

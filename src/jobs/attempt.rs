@@ -89,6 +89,43 @@ pub struct Attempt {
     pub lane: i32,
     /// When it became `unknown`, if it ever did.
     pub unknown_at_ms: Option<i64>,
+    /// Whether its request has left the gateway (see [`Sent`]).
+    pub sent: Sent,
+}
+
+/// What the store knows of whether an attempt's request left the gateway:
+/// the difference between an attempt recovery may start again (never sent)
+/// and one whose outcome is unknown (it may have run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Not recorded (written by a release that did not record it): it may
+    /// have been sent.
+    Unrecorded,
+    /// Written and not yet handed to its provider.
+    NotYet,
+    /// Marked, and committed, before it was handed to its provider, at this
+    /// time: it may have been received.
+    At(i64),
+}
+
+impl Sent {
+    /// From the row's `sent` and `sent_at` (whose CHECK ties them).
+    pub fn of_columns(sent: Option<bool>, at: Option<i64>) -> Result<Sent, UnknownState> {
+        match (sent, at) {
+            (None, _) => Ok(Sent::Unrecorded),
+            (Some(false), _) => Ok(Sent::NotYet),
+            (Some(true), Some(at)) => Ok(Sent::At(at)),
+            (Some(true), None) => Err(UnknownState { kind: "send", value: "sent, with no `sent_at`".into() }),
+        }
+    }
+
+    /// When it was handed over, if it was marked.
+    pub fn at_ms(self) -> Option<i64> {
+        match self {
+            Sent::At(at) => Some(at),
+            Sent::Unrecorded | Sent::NotYet => None,
+        }
+    }
 }
 
 impl Attempt {
@@ -111,6 +148,7 @@ impl Attempt {
             usage: None,
             lane: 1,
             unknown_at_ms: None,
+            sent: Sent::NotYet,
         }
     }
 }

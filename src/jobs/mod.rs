@@ -20,7 +20,7 @@ mod request;
 mod result;
 mod transitions;
 
-pub use attempt::{Attempt, AttemptState};
+pub use attempt::{Attempt, AttemptState, Sent};
 pub use attribution::{Attribution, InvalidTags, Payer, Tags};
 pub use charge::{Amounts, charge};
 pub use embedding::validate_embedding;

@@ -118,6 +118,7 @@ mod tests {
             usage: None,
             lane,
             unknown_at_ms: None,
+            sent: crate::jobs::Sent::NotYet,
         }
     }
 

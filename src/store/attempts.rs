@@ -181,6 +181,20 @@ impl Store {
         }
     }
 
+    /// Marks attempt `id` as handed to its provider, committed before the
+    /// request leaves. False: the attempt is no longer `starting` (a sweep
+    /// settled it) and must not be sent.
+    pub async fn mark_sent(&self, id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
+        Ok(self.execute(sql::MARK_SENT, vec![id.into(), now_ms.into()]).await? == 1)
+    }
+
+    /// Recovery: attempt `id`, written and never sent, fails as `not_sent`.
+    /// False when its driver marked it sent first (it then becomes
+    /// `unknown` with the job's other `starting` attempts).
+    pub async fn unsent_to_failed(&self, id: Uuid, detail: &str, now_ms: i64) -> Result<bool, StoreError> {
+        Ok(self.execute(sql::UNSENT_TO_FAILED, vec![id.into(), detail.into(), now_ms.into()]).await? == 1)
+    }
+
     /// Recovery: the `starting` attempts of a job whose driver died become
     /// `unknown`. Returns how many did.
     pub async fn starting_to_unknown(

@@ -5,7 +5,7 @@
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::jobs::{Amounts, Attempt, Attribution, Fingerprint, Job, Tags};
+use crate::jobs::{Amounts, Attempt, Attribution, Fingerprint, Job, Sent, Tags};
 
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct JobRow {
@@ -81,6 +81,8 @@ pub(super) struct AttemptRow {
     usage: Option<String>,
     lane: i32,
     unknown_at: Option<i64>,
+    sent: Option<bool>,
+    sent_at: Option<i64>,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -111,6 +113,7 @@ impl TryFrom<AttemptRow> for Attempt {
             usage: row.usage,
             lane: row.lane,
             unknown_at_ms: row.unknown_at,
+            sent: Sent::of_columns(row.sent, row.sent_at).map_err(|e| StoreError::Corrupt(format!("{e}")))?,
         })
     }
 }
@@ -167,6 +170,8 @@ impl AttemptRow {
             usage: row.get(15)?,
             lane: row.get(16)?,
             unknown_at: row.get(17)?,
+            sent: row.get(18)?,
+            sent_at: row.get(19)?,
         })
     }
 }

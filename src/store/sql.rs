@@ -14,7 +14,7 @@ macro_rules! attempt_columns {
     () => {
         "id, job_id, number, provider, state, job_version, outcome, detail, \
          resolved_by, started_at, finished_at, reserved_nanos, reserved_tokens, cost_nanos, \
-         tokens, usage, lane, unknown_at"
+         tokens, usage, lane, unknown_at, sent, sent_at"
     };
 }
 
@@ -41,7 +41,7 @@ pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, owner_id, idempotency
 /// (`$11` attempt id, `$12` provider, `$13`/`$14` its reservation in
 /// nano-units and tokens, as in the PostgreSQL form below.)
 pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens) VALUES ($11, $1, 1, $12, 'starting', 0, $7, $13, $14)";
+     reserved_nanos, reserved_tokens, sent) VALUES ($11, $1, 1, $12, 'starting', 0, $7, $13, $14, FALSE)";
 
 /// PostgreSQL: a batch of new jobs (`pg_batches.rs`) and, for each job
 /// that was inserted and has a provider, its attempt 1 `starting` — one
@@ -65,8 +65,8 @@ pub(super) const INSERT_JOBS_PG: &str = concat!(
      ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING ",
     job_columns!(),
     "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens) SELECT i.attempt_id, job.id, 1, i.provider, 'starting', job.version, \
-     i.at_ms, i.reserved_nanos, i.reserved_tokens FROM job JOIN input i ON i.id = job.id \
+     reserved_nanos, reserved_tokens, sent) SELECT i.attempt_id, job.id, 1, i.provider, 'starting', job.version, \
+     i.at_ms, i.reserved_nanos, i.reserved_tokens, FALSE FROM job JOIN input i ON i.id = job.id \
      WHERE i.attempt_id IS NOT NULL) SELECT ",
     job_columns!(),
     " FROM job"
@@ -313,10 +313,12 @@ pub(super) const SELECT_ATTEMPT: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 AND number = $2");
 
 /// Written before the provider request leaves (R5): a crash cannot hide a
-/// call. `$7`/`$8`: its reservation (nano-units, tokens).
+/// call. `$7`/`$8`: its reservation (nano-units, tokens). Every attempt is
+/// written not yet sent ([`MARK_SENT`] says when it is).
 pub(super) const INSERT_ATTEMPT: &str = concat!(
     "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens, lane) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9) RETURNING ",
+     reserved_nanos, reserved_tokens, lane, sent) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9, FALSE) \
+     RETURNING ",
     attempt_columns!()
 );
 
@@ -334,6 +336,19 @@ pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome
      cost_nanos = COALESCE($9, cost_nanos), tokens = COALESCE($10, tokens), \
      unknown_at = CASE WHEN $3 = 'unknown' THEN $11 ELSE unknown_at END \
      WHERE id = $1 AND state = $2";
+
+/// Committed before attempt `$1`'s request is handed to its provider, at
+/// `$2`. No row changed: the attempt is no longer `starting` (a sweep that
+/// took the job over settled it) and must not be sent.
+pub(super) const MARK_SENT: &str =
+    "UPDATE attempts SET sent = TRUE, sent_at = $2 WHERE id = $1 AND state = 'starting' AND sent = FALSE";
+
+/// Recovery: attempt `$1` was written and never sent (its mark still
+/// says so), so it fails as `not_sent` with detail `$2` at `$3`, charged
+/// nothing. The `WHERE` is the guard: a driver that marks it sent first
+/// wins, and the attempt is then made `unknown` by [`STARTING_TO_UNKNOWN`].
+pub(super) const UNSENT_TO_FAILED: &str = "UPDATE attempts SET state = 'failed', outcome = 'not_sent', detail = $2, \
+     finished_at = $3, cost_nanos = 0, tokens = 0 WHERE id = $1 AND state = 'starting' AND sent = FALSE";
 
 /// Recovery: the process that wrote these `starting` attempts is gone and
 /// may have sent them, so they become `unknown` — never `failed`.

@@ -86,9 +86,10 @@ mod tests {
 
     /// The statements a job runs on its way through: created with its
     /// first attempt, answered, settled, failed, renewed, looked up again.
-    const HOT_PATH: [(&str, &str); 10] = [
+    const HOT_PATH: [(&str, &str); 11] = [
         ("INSERT_JOB", sql::INSERT_JOB),
         ("INSERT_FIRST_ATTEMPT", sql::INSERT_FIRST_ATTEMPT),
+        ("MARK_SENT", sql::MARK_SENT),
         ("COMPLETE_JOB_CAS", sql::COMPLETE_JOB_CAS),
         ("SELECT_JOB_BY_ID", sql::SELECT_JOB_BY_ID),
         ("SETTLE_DELIVERED", sql::SETTLE_DELIVERED),
