@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::cas::CasOutcome;
 use super::meters::{Reservation, book_pg, book_sqlite, check_sqlite};
-use super::pg_batches::Delivery;
+use super::pg_batches::{Delivery, SendMark};
 use super::rows::{AttemptRow, JobRow, first};
 use super::sqlite_statements::{execute, fetch_all, fetch_optional};
 use super::{Store, StoreError, sql};
@@ -185,7 +185,10 @@ impl Store {
     /// request leaves. False: the attempt is no longer `starting` (a sweep
     /// settled it) and must not be sent.
     pub async fn mark_sent(&self, id: Uuid, now_ms: i64) -> Result<bool, StoreError> {
-        Ok(self.execute(sql::MARK_SENT, vec![id.into(), now_ms.into()]).await? == 1)
+        match self {
+            Store::Sqlite(_) => Ok(self.execute(sql::MARK_SENT, vec![id.into(), now_ms.into()]).await? == 1),
+            Store::Postgres(store) => store.batches.marks.write(SendMark { attempt_id: id, now_ms }).await,
+        }
     }
 
     /// Recovery: attempt `id`, written and never sent, fails as `not_sent`.

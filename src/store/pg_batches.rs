@@ -1,4 +1,4 @@
-//! PostgreSQL: the two writes every job makes, batched across jobs.
+//! PostgreSQL: the writes every job makes, batched across jobs.
 //!
 //! Why: measured with the statements alone (pgbench, 16 clients, this
 //! 2-core machine), most of PostgreSQL's CPU per job is spent per
@@ -14,7 +14,9 @@
 //! or fifty (the transaction that books a budget, in `Store::create_job`,
 //! runs it too, with one job); a delivery has its batch form and, for a
 //! lone delivery, its one-row form, for the reason below. Both forms write
-//! the result through the same clauses (`complete_job_cas!`).
+//! the result through the same clauses (`complete_job_cas!`). An attempt's
+//! mark before its request leaves ([`MARK_SENT_PG`]) has a lane too: one
+//! more commit per attempt, shared under load like the others.
 //!
 //! A delivery batch is planned for each batch (`persistent(false)`: an
 //! unnamed statement, planned with its arguments), not once per connection:
@@ -43,6 +45,7 @@
 //! [`INSERT_JOBS_PG`]: super::sql::INSERT_JOBS_PG
 //! [`COMPLETE_JOBS_PG`]: super::sql::COMPLETE_JOBS_PG
 //! [`COMPLETE_JOB_PG`]: super::sql::COMPLETE_JOB_PG
+//! [`MARK_SENT_PG`]: super::sql::MARK_SENT_PG
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -131,6 +134,22 @@ pub(super) struct PgBatches {
     /// A job's row if this write inserted it; `None` if its key existed.
     pub inserts: Lane<JobInsert, Option<JobRow>>,
     pub deliveries: Lane<Delivery, CasOutcome>,
+    /// Attempts marked sent before their requests leave: whether each was
+    /// still `starting` and not yet sent.
+    pub marks: Lane<SendMark, bool>,
+}
+
+/// An attempt about to be sent, and when.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SendMark {
+    pub attempt_id: Uuid,
+    pub now_ms: i64,
+}
+
+impl SendMark {
+    fn size(&self) -> usize {
+        32
+    }
 }
 
 impl PgBatches {
@@ -139,6 +158,7 @@ impl PgBatches {
     pub(super) fn spawn(pool: &PgPool, in_flight: usize, transaction_pooling: bool) -> PgBatches {
         let for_inserts = Pg { pool: pool.clone(), transaction_pooling };
         let for_deliveries = for_inserts.clone();
+        let for_marks = for_inserts.clone();
         PgBatches {
             inserts: Lane::spawn("insert", in_flight, LIMITS, JobInsert::size, move |jobs| {
                 let pg = for_inserts.clone();
@@ -147,6 +167,10 @@ impl PgBatches {
             deliveries: Lane::spawn("delivery", in_flight, LIMITS, Delivery::size, move |deliveries| {
                 let pg = for_deliveries.clone();
                 async move { deliver_each(&pg, deliveries).await }
+            }),
+            marks: Lane::spawn("send-mark", in_flight, LIMITS, SendMark::size, move |marks| {
+                let pg = for_marks.clone();
+                async move { mark_each(&pg, marks).await }
             }),
         }
     }
@@ -275,6 +299,36 @@ async fn deliver_each(pg: &Pg, deliveries: Vec<Delivery>) -> Vec<Result<CasOutco
                 let one = std::slice::from_ref(delivery);
                 let rows = pg.one(async |conn, named| complete_jobs(conn, one, named).await).await?;
                 outcomes(std::slice::from_ref(delivery), rows).pop().unwrap_or(Ok(CasOutcome::NotDeliverable))
+            })
+            .await
+        }
+    }
+}
+
+/// Runs [`sql::MARK_SENT_PG`] for a batch of marks; the ids it marked.
+async fn mark_sent(
+    conn: &mut PgConnection,
+    marks: &[SendMark],
+    named: bool,
+) -> Result<std::collections::HashSet<Uuid>, StoreError> {
+    let rows: Vec<(Uuid,)> = sqlx::query_as(sql::MARK_SENT_PG)
+        .bind(column(marks, |mark| mark.attempt_id))
+        .bind(marks.iter().map(|mark| mark.now_ms).max().unwrap_or_default())
+        .persistent(named)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// Each mark: true when its attempt was still `starting` and not yet sent.
+async fn mark_each(pg: &Pg, marks: Vec<SendMark>) -> Vec<Result<bool, StoreError>> {
+    match pg.one(async |conn, named| mark_sent(conn, &marks, named).await).await {
+        Ok(marked) => marks.iter().map(|mark| Ok(marked.contains(&mark.attempt_id))).collect(),
+        Err(err) => {
+            one_at_a_time(err, &marks, |mark| async move {
+                let one = std::slice::from_ref(mark);
+                let marked = pg.one(async |conn, named| mark_sent(conn, one, named).await).await?;
+                Ok(marked.contains(&mark.attempt_id))
             })
             .await
         }

@@ -343,6 +343,13 @@ pub(super) const SETTLE_ATTEMPT: &str = "UPDATE attempts SET state = $3, outcome
 pub(super) const MARK_SENT: &str =
     "UPDATE attempts SET sent = TRUE, sent_at = $2 WHERE id = $1 AND state = 'starting' AND sent = FALSE";
 
+/// PostgreSQL: [`MARK_SENT`] for a batch of attempts `$1` (`pg_batches.rs`),
+/// all at `$2`, the batch's latest time. Each is found by its primary key,
+/// whatever the batch's size, so the prepared plan cannot go stale.
+/// Returns the ids it marked.
+pub(super) const MARK_SENT_PG: &str = "UPDATE attempts SET sent = TRUE, sent_at = $2 \
+     WHERE id = ANY($1::uuid[]) AND state = 'starting' AND sent = FALSE RETURNING id";
+
 /// Recovery: attempt `$1` was written and never sent (its mark still
 /// says so), so it fails as `not_sent` with detail `$2` at `$3`, charged
 /// nothing. The `WHERE` is the guard: a driver that marks it sent first
