@@ -7,6 +7,8 @@
 //! | `intentgate_attempts_total` | counter | `provider`, `outcome` | attempts by outcome class (`ok`, `not_sent`, `rejected`, `bad_output`, `unknown`, `contract_violation`) |
 //! | `intentgate_cas_races_lost_total` | counter | | answers that lost the compare-and-swap (superseded) |
 //! | `intentgate_attempts_unknown` | gauge | `provider` | attempts now `unknown` (read from the store at scrape) |
+//! | `intentgate_answer_bytes_held` | gauge | | room large provider answers hold now in the gateway's answer budget (`[server] max_answer_bytes_held`) |
+//! | `intentgate_answer_budget_waits_total` | counter | | answers that waited, unread, for room in that budget |
 //! | `intentgate_failovers_total` | counter | `from`, `to` | attempts started on another provider after a failure |
 //! | `intentgate_failovers_refused_total` | counter | `route`, `provider` | providers passed over: no passing, current contract, a dialect that cannot express the request, a context window too small, or cooling down (unhealthy) |
 //! | `intentgate_provider_circuit_opened_total` | counter | `provider` | times a provider was found unhealthy and passed over for its cool-down |
@@ -46,6 +48,8 @@ pub const JOBS: &str = "intentgate_jobs_total";
 pub const ATTEMPTS: &str = "intentgate_attempts_total";
 pub const RACES_LOST: &str = "intentgate_cas_races_lost_total";
 pub const UNKNOWN_ATTEMPTS: &str = "intentgate_attempts_unknown";
+pub const ANSWER_BYTES_HELD: &str = "intentgate_answer_bytes_held";
+pub const ANSWER_BUDGET_WAITS: &str = "intentgate_answer_budget_waits_total";
 pub const FAILOVERS: &str = "intentgate_failovers_total";
 pub const HEDGES: &str = "intentgate_hedged_attempts_total";
 pub const LIMIT_REMAINING: &str = "intentgate_limit_remaining";
@@ -168,6 +172,14 @@ fn describe() {
     metrics::describe_counter!(ATTEMPTS, "Attempts by provider and outcome class.");
     metrics::describe_counter!(RACES_LOST, "Answers that lost the compare-and-swap and were superseded.");
     metrics::describe_gauge!(UNKNOWN_ATTEMPTS, "Attempts whose outcome is unknown now.");
+    metrics::describe_gauge!(
+        ANSWER_BYTES_HELD,
+        "Bytes of the answer budget large provider answers hold now."
+    );
+    metrics::describe_counter!(
+        ANSWER_BUDGET_WAITS,
+        "Provider answers that waited, unread, for room in the answer budget."
+    );
     metrics::describe_counter!(FAILOVERS, "Attempts started on another provider after a failure.");
     metrics::describe_counter!(
         HEDGES,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::proxy::ToggleProxy;
 use common::{
-    ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, set_engine, set_provider, set_route,
+    ADMIN, ALICE, Backend, TestGateway, TestStore, chat_body, chunks_of, set_engine, set_provider, set_route,
     settled_job, wait_for_attempt,
 };
 use intentgate::engine::{EngineEvent, Submission};
@@ -31,6 +31,7 @@ store_matrix!(
     a_cancelled_jobs_orphaned_attempt_becomes_unknown_and_can_be_settled,
     an_attempt_its_dead_driver_never_sent_is_sent_again_on_its_provider,
     a_send_mark_and_recoverys_failure_exclude_each_other,
+    a_large_answer_waits_unread_for_room_in_the_answer_budget,
     a_late_answer_completes_a_job_whose_chain_ran_out_meanwhile,
     a_megabyte_of_pathological_text_is_counted,
     a_count_finding_every_slot_taken_is_refused_at_once,
@@ -157,6 +158,70 @@ async fn a_send_mark_and_recoverys_failure_exclude_each_other(store: TestStore) 
     let attempts = real.attempts(marked.job_id).await.unwrap();
     assert_eq!((attempts[0].state, attempts[0].sent), (AttemptState::Starting, Sent::At(now)));
     assert_eq!(gw.sim().calls().total, 0);
+}
+
+/// A large answer takes room in the gateway's answer budget before it is
+/// read. With none free (the test holds it all) it waits, unread — its call
+/// made once, its job not failed — while a small answer goes through; once
+/// the room is given back it is read whole, and gives its room back too.
+async fn a_large_answer_waits_unread_for_room_in_the_answer_budget(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        let server = doc.get_mut("server").unwrap().as_table_mut().unwrap();
+        server.insert("max_answer_bytes_held".into(), (1024 * 1024).into());
+        server.insert("max_body_bytes".into(), (2 * 1024 * 1024).into());
+    })
+    .await;
+    let budget = gw.gateway.engine.answer_budget().clone();
+    let everything = budget.room_for(usize::try_from(budget.bytes()).unwrap()).await;
+    let large = "x".repeat(300 * 1024);
+    let openai = |text: &str| json!({"model": "chat", "messages": [{"role": "user", "content": text}]});
+    let large_body = openai(&large);
+    let sending = gw.chat_completion("large", &large_body);
+    let meanwhile = async {
+        waits_reach(&budget, 1, "the large answer waits for room").await;
+        let small = gw.chat_completion("small", &openai("small")).await;
+        assert_eq!(small.status(), 200, "a small answer takes no room");
+        assert_eq!(gw.sim().calls().total, 2, "the large answer's call was made once; it waits to be read");
+        drop(everything);
+    };
+    let (answered, ()) = tokio::join!(sending, meanwhile);
+    assert_eq!(answered.status(), 200);
+    let answer: Value = answered.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], format!("echo: {large}"));
+    assert_eq!((budget.held_bytes(), budget.waits()), (0, 1), "its room given back");
+    assert_eq!(gw.sim().calls().total, 2);
+
+    // A stream takes its room once it has read more than a small answer.
+    let everything = budget.room_for(usize::try_from(budget.bytes()).unwrap()).await;
+    let streamed_body =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": large}]});
+    let streaming = async {
+        let response = gw.chat_completion("large-stream", &streamed_body).await;
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap()
+    };
+    let release = async {
+        waits_reach(&budget, 2, "the stream waits for room").await;
+        drop(everything);
+    };
+    let (text, ()) = tokio::join!(streaming, release);
+    let deltas: String = chunks_of(&text)
+        .iter()
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(deltas, format!("echo: {large}"), "read whole once given room");
+    assert_eq!(budget.held_bytes(), 0);
+    assert_eq!(gw.sim().calls().total, 3);
+}
+
+/// Returns once `budget` has counted `waits` waits for room.
+async fn waits_reach(budget: &intentgate_providers::AnswerBudget, waits: u64, what: &str) {
+    let reached = async {
+        while budget.waits() < waits {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reached).await.unwrap_or_else(|_| panic!("never: {what}"));
 }
 
 /// What a gateway killed between a job's commit and its send leaves: the

@@ -63,6 +63,9 @@ pub struct ProviderSettings {
     /// (llama-cpp-python 0.3 validates assistant content as a string).
     pub null_content_as_empty: bool,
     pub answer_limits: AnswerLimits,
+    /// Where a large answer takes room before it is read: one budget shared
+    /// by every provider of a gateway (each its own by default).
+    pub answer_budget: crate::AnswerBudget,
     /// A streamed event that cannot be read is skipped (the chunk says so
     /// in [`crate::StreamChunk::skipped`]) instead of ending the stream
     /// `bad_output`. Off by default: the answer then lacks what it said.
@@ -142,6 +145,7 @@ impl ProviderSettings {
             max_temperature: None,
             null_content_as_empty: false,
             answer_limits: AnswerLimits::default(),
+            answer_budget: crate::AnswerBudget::default(),
             skip_malformed_events: false,
             azure: None,
             vertex: None,

@@ -12,6 +12,7 @@
 //! The [`sim`] module is a real HTTP server speaking every dialect, scripted
 //! per request, so all of this can be tested over loopback sockets.
 
+mod answer_budget;
 mod anthropic;
 mod authorize;
 pub mod bedrock;
@@ -41,6 +42,7 @@ mod vertex;
 mod assemble;
 pub mod sim;
 
+pub use answer_budget::{AnswerBudget, Room, UNCOUNTED};
 pub use assemble::assemble;
 pub use config::{AnswerLimits, AzureAddress, BedrockAddress, ProviderSettings, SettingsError, Timeouts};
 pub use dialect::{Dialect, UnknownDialect};

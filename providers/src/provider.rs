@@ -231,8 +231,7 @@ impl Provider {
             });
         }
         let response = self.send(body, req, ctx, start).await?;
-        let limit = endpoint.answer_limits.max_response_bytes;
-        let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
+        let (raw, _room) = endpoint.read_answer(response, start).await?;
         let bad = |reason: String| Failure::bad_output(reason, raw.clone());
         // The client's own protocol answers as the provider gave it: parsed
         // once, and the chat view decoded from that parse.
@@ -360,7 +359,9 @@ impl Provider {
             Provider::Converse(_) => Framing::event_stream(endpoint.answer_limits, bedrock::Payload::Event),
             _ => Framing::sse(),
         };
-        let reading = Reading { timeouts: endpoint.timeouts, limits: endpoint.answer_limits, deadline };
+        let budget = endpoint.answer_budget.clone();
+        let reading =
+            Reading { timeouts: endpoint.timeouts, limits: endpoint.answer_limits, budget, deadline };
         let skip = endpoint.skip_malformed_events;
         Ok(chunk_stream(response, framing, decoder, reading, skip))
     }
@@ -452,8 +453,7 @@ impl Provider {
             let start = Instant::now();
             let endpoint = self.endpoint();
             let response = endpoint.send_embeddings(body, ctx, start).await?;
-            let limit = endpoint.answer_limits.max_response_bytes;
-            let raw = read_body(response, endpoint.deadline(start), endpoint.timeouts.total, limit).await?;
+            let (raw, _room) = endpoint.read_answer(response, start).await?;
             let Decoded { completion, text, usage, finish_reason, model } =
                 embeddings::decode_response(&raw, req.inputs())
                     .map_err(|reason| Failure::bad_output(reason, raw.clone()))?;

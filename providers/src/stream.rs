@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, timeout_at};
 
+use crate::answer_budget::{AnswerBudget, Room};
 use crate::anthropic;
 use crate::bedrock::{self, eventstream};
 use crate::config::{AnswerLimits, Timeouts};
@@ -125,6 +126,10 @@ struct Driver {
     deadline: Instant,
     finished: bool,
     limits: AnswerLimits,
+    /// Where the stream takes room as it grows past [`UNCOUNTED`] bytes,
+    /// and the room it took (held as long as the stream).
+    budget: AnswerBudget,
+    room: Room,
     /// An event the decoder cannot read is skipped, not the end.
     skip_malformed: bool,
     /// Bytes of the stream read so far.
@@ -142,6 +147,7 @@ struct Driver {
 pub(crate) struct Reading {
     pub(crate) timeouts: Timeouts,
     pub(crate) limits: AnswerLimits,
+    pub(crate) budget: AnswerBudget,
     pub(crate) deadline: Instant,
 }
 
@@ -154,7 +160,7 @@ pub(crate) fn chunk_stream(
     reading: Reading,
     skip_malformed: bool,
 ) -> ChunkStream {
-    let Reading { timeouts, limits, deadline } = reading;
+    let Reading { timeouts, limits, budget, deadline } = reading;
     let driver = Driver {
         body: Box::pin(response.bytes_stream()),
         framing,
@@ -164,6 +170,8 @@ pub(crate) fn chunk_stream(
         deadline,
         finished: false,
         limits,
+        budget,
+        room: Room::default(),
         skip_malformed,
         read: 0,
         saw_finish: false,
@@ -252,6 +260,20 @@ impl Driver {
                     self.read = self.read.saturating_add(piece.len());
                     if self.read > self.limits.max_response_bytes {
                         return Some(Err(crate::transport::too_large(self.limits.max_response_bytes, &[])));
+                    }
+                    if self.read > self.room.covers() {
+                        let wanted = self.read.saturating_mul(2).min(self.limits.max_response_bytes);
+                        match timeout_at(self.deadline, self.budget.grow(&mut self.room, wanted)).await {
+                            Ok(()) => {}
+                            Err(_) => {
+                                let reason = format!(
+                                    "the stream found no room in the gateway's answer budget within {:?} \
+                                     (total timeout)",
+                                    self.total
+                                );
+                                return Some(Err(Failure::unknown(reason)));
+                            }
+                        }
                     }
                     self.framing.push(&piece);
                     continue;

@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::time::{Instant, timeout_at};
 
+use crate::answer_budget::{AnswerBudget, Room};
 use crate::authorize::{Authorize, Outgoing};
 use crate::config::{AnswerLimits, ProviderSettings, SettingsError, Timeouts};
 use crate::outcome::Failure;
@@ -77,6 +78,7 @@ pub(crate) struct Endpoint {
     pub(crate) request_overrides: serde_json::Map<String, serde_json::Value>,
     pub(crate) max_temperature: Option<f64>,
     pub(crate) answer_limits: AnswerLimits,
+    pub(crate) answer_budget: AnswerBudget,
     pub(crate) null_content_as_empty: bool,
     pub(crate) skip_malformed_events: bool,
 }
@@ -133,6 +135,7 @@ impl Endpoint {
             request_overrides: config.request_overrides,
             max_temperature: config.max_temperature,
             answer_limits: config.answer_limits,
+            answer_budget: config.answer_budget,
             null_content_as_empty: config.null_content_as_empty,
             skip_malformed_events: config.skip_malformed_events,
         })
@@ -153,6 +156,19 @@ impl Endpoint {
     /// The call's overall deadline, from its start.
     pub(crate) fn deadline(&self, start: Instant) -> Instant {
         start + self.timeouts.total
+    }
+
+    /// A whole answer of a call begun at `start`, within this provider's
+    /// limit and its total deadline, with the room it took in the answer
+    /// budget (hold it while the answer is decoded).
+    pub(crate) async fn read_answer(
+        &self,
+        response: reqwest::Response,
+        start: Instant,
+    ) -> Result<(Bytes, Room), Failure> {
+        let limit = self.answer_limits.max_response_bytes;
+        let budget = Some(&self.answer_budget);
+        read_counted(response, (self.deadline(start), self.timeouts.total), limit, budget).await
     }
 
     /// Sends `body` to the dialect's chat endpoint, its streaming one when
@@ -302,29 +318,62 @@ impl Redactor {
 /// unusable answer, and the chain may fail over); only its first bytes are
 /// kept, and nothing past the limit is read or stored.
 pub(crate) async fn read_body(
-    mut response: reqwest::Response,
+    response: reqwest::Response,
     deadline: Instant,
     total: Duration,
     limit: usize,
 ) -> Result<Bytes, Failure> {
-    if response.content_length().is_some_and(|announced| announced > limit as u64) {
+    read_counted(response, (deadline, total), limit, None).await.map(|(body, _)| body)
+}
+
+/// [`read_body`], taking room in `budget` for an answer larger than
+/// [`UNCOUNTED`](crate::UNCOUNTED) before reading past that (see `answer_budget.rs`): its
+/// announced length at once, else twice what it has read as it grows. The
+/// room is the caller's to hold while the answer is decoded.
+pub(crate) async fn read_counted(
+    mut response: reqwest::Response,
+    (deadline, total): (Instant, Duration),
+    limit: usize,
+    budget: Option<&AnswerBudget>,
+) -> Result<(Bytes, Room), Failure> {
+    let announced = response.content_length();
+    if announced.is_some_and(|announced| announced > limit as u64) {
         return Err(too_large(limit, &[]));
     }
+    let waiting = std::sync::atomic::AtomicBool::new(false);
+    let grow = async |room: &mut Room, bytes: usize| {
+        if let Some(budget) = budget {
+            waiting.store(true, std::sync::atomic::Ordering::Relaxed);
+            budget.grow(room, bytes.min(limit)).await;
+            waiting.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
     let read = async {
+        let mut room = Room::default();
+        if let Some(length) = announced {
+            grow(&mut room, usize::try_from(length).unwrap_or(limit)).await;
+        }
         let mut body = BytesMut::new();
         while let Some(piece) = response
             .chunk()
             .await
             .map_err(|err| Failure::unknown(format!("body broke off: {}", error_chain(&err))))?
         {
-            if body.len() + piece.len() > limit {
+            let length = body.len() + piece.len();
+            if length > limit {
                 return Err(too_large(limit, &body));
+            }
+            if length > room.covers() {
+                grow(&mut room, length.saturating_mul(2)).await;
             }
             body.extend_from_slice(&piece);
         }
-        Ok(body.freeze())
+        Ok((body.freeze(), room))
     };
     match timeout_at(deadline, read).await {
+        Err(_) if waiting.load(std::sync::atomic::Ordering::Relaxed) => Err(Failure::unknown(format!(
+            "the answer found no room in the gateway's answer budget within {total:?} (total timeout)"
+        ))),
         Err(_) => Err(Failure::unknown(format!("body not complete within {total:?} (total timeout)"))),
         Ok(result) => result,
     }

@@ -53,6 +53,9 @@ pub async fn render(State(state): State<AppState>, viewer: Option<Caller>) -> Re
         });
     }
     metrics::gauge!(telemetry::CONFIG_INFO, "version" => state.config().version.clone()).set(1.0);
+    let answers = state.engine.answer_budget();
+    metrics::gauge!(telemetry::ANSWER_BYTES_HELD).set(answers.held_bytes() as f64);
+    metrics::counter!(telemetry::ANSWER_BUDGET_WAITS).absolute(answers.waits());
     if admin {
         limits_remaining(&state).await?;
     }

@@ -129,13 +129,13 @@ pub struct ServerConfig {
     /// connection from its address) set it to `max_connections`.
     #[serde(default)]
     pub max_connections_per_peer: Option<usize>,
-    /// On SIGTERM, how long `/readyz` answers 503 while the gateway still
-    /// serves, so a load balancer's health check moves traffic away before
-    /// the listener closes (a few check intervals). Default 0s.
     /// A connection whose answer makes no progress for this long (the
     /// client reads nothing) is closed, freeing its slot. Default 10s.
     #[serde(default = "default_write_stall_timeout")]
     pub write_stall_timeout: HumanDuration,
+    /// On SIGTERM, how long `/readyz` answers 503 while the gateway still
+    /// serves, so a load balancer's health check moves traffic away before
+    /// the listener closes (a few check intervals). Default 0s.
     #[serde(default = "default_unready_delay")]
     pub unready_delay: HumanDuration,
     /// How long a shutdown waits for drives and late answers to settle
@@ -143,6 +143,12 @@ pub struct ServerConfig {
     /// Default 30s.
     #[serde(default = "default_drain_timeout")]
     pub drain_timeout: HumanDuration,
+    /// Bytes of provider answers the gateway holds at once, across every
+    /// provider: past it a large answer waits, unread, until another gives
+    /// its room back (see `intentgate_providers::AnswerBudget`). Read at
+    /// start. Default 256 MiB.
+    #[serde(default = "default_max_answer_bytes_held")]
+    pub max_answer_bytes_held: usize,
 }
 
 impl ServerConfig {
@@ -166,8 +172,13 @@ impl Default for ServerConfig {
             write_stall_timeout: default_write_stall_timeout(),
             unready_delay: default_unready_delay(),
             drain_timeout: default_drain_timeout(),
+            max_answer_bytes_held: default_max_answer_bytes_held(),
         }
     }
+}
+
+fn default_max_answer_bytes_held() -> usize {
+    256 * 1024 * 1024
 }
 
 fn default_write_stall_timeout() -> HumanDuration {

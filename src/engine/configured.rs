@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use intentgate_providers::Provider;
+use intentgate_providers::{AnswerBudget, Provider, ProviderSettings};
 
 use super::{EngineError, Gate, ProviderEntry};
 use crate::config::{Config, RouteConfig};
@@ -38,9 +38,9 @@ impl Configured {
     /// Builds what `config` declares: each provider's client with its API
     /// key read from the environment, and the gate with its suites (its
     /// records are read from the store by the caller).
-    pub fn build(config: &Config) -> Result<Configured, EngineError> {
+    pub fn build(config: &Config, answers: &AnswerBudget) -> Result<Configured, EngineError> {
         Ok(Configured {
-            providers: build_providers(config)?,
+            providers: build_providers(config, answers)?,
             routes: config.routes.iter().map(|route| (route.name.clone(), Arc::new(route.clone()))).collect(),
             gate: Arc::new(Gate::load(config).map_err(EngineError::Contracts)?),
             limits: config.limits(),
@@ -59,12 +59,16 @@ impl Configured {
     }
 }
 
-/// Every configured provider, built: its API key read from the environment
-/// and its HTTP client constructed.
-fn build_providers(config: &Config) -> Result<HashMap<String, Arc<ProviderEntry>>, EngineError> {
+/// Every configured provider, built: its API key read from the environment,
+/// its HTTP client constructed, and the gateway's answer budget shared.
+fn build_providers(
+    config: &Config,
+    answers: &AnswerBudget,
+) -> Result<HashMap<String, Arc<ProviderEntry>>, EngineError> {
     let mut providers = HashMap::new();
     for provider in &config.providers {
-        let built = Provider::new(provider.to_settings()?)
+        let settings = ProviderSettings { answer_budget: answers.clone(), ..provider.to_settings()? };
+        let built = Provider::new(settings)
             .map_err(|err| EngineError::Provider { name: provider.name.clone(), message: err.to_string() })?;
         let entry = ProviderEntry {
             provider: Arc::new(built),

@@ -60,7 +60,7 @@ mod waiters;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intentgate_providers::Provider;
+use intentgate_providers::{AnswerBudget, Provider};
 use uuid::Uuid;
 
 pub use clock::{Clock, millis};
@@ -134,6 +134,9 @@ struct Inner {
     token_counts: TokenCountSlots,
     /// The stored budgets and rate limits (see `spend_limits.rs`).
     spend_limits: spend_limits::LimitBook,
+    /// Room for provider answers, shared by every provider of every
+    /// configuration this engine builds (`[server] max_answer_bytes_held`).
+    answers: AnswerBudget,
 }
 
 /// How the drive of a new job ended, for the request that created it:
@@ -188,7 +191,8 @@ struct ProviderEntry {
 
 impl Engine {
     pub fn new(config: &Config, store: Store) -> Result<Engine, EngineError> {
-        let configured = std::sync::RwLock::new(Arc::new(Configured::build(config)?));
+        let answers = AnswerBudget::new(config.server.max_answer_bytes_held);
+        let configured = std::sync::RwLock::new(Arc::new(Configured::build(config, &answers)?));
         let instance = config.engine.instance_id.clone().unwrap_or_else(|| format!("gw-{}", Uuid::now_v7()));
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -209,6 +213,7 @@ impl Engine {
                 tasks: Tasks::default(),
                 token_counts: TokenCountSlots::default(),
                 spend_limits: spend_limits::LimitBook::default(),
+                answers,
             }),
         })
     }
@@ -218,7 +223,12 @@ impl Engine {
     /// contract gate (its suites) — so `intentgate config check` refuses
     /// what `serve` would.
     pub fn preflight(config: &Config) -> Result<(), EngineError> {
-        Configured::build(config).map(drop)
+        Configured::build(config, &AnswerBudget::default()).map(drop)
+    }
+
+    /// The room provider answers take, shared by every provider.
+    pub fn answer_budget(&self) -> &AnswerBudget {
+        &self.inner.answers
     }
 
     /// Makes `config` the configuration of every job created from now on:
@@ -226,7 +236,7 @@ impl Engine {
     /// A job being driven keeps the snapshot it started with. Nothing is
     /// swapped if any part cannot be built.
     pub async fn reload(&self, config: &Config) -> Result<(), EngineError> {
-        let configured = Configured::build(config)?;
+        let configured = Configured::build(config, &self.inner.answers)?;
         configured.gate.reload(&self.inner.store).await?;
         let mut current = self.inner.configured.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         *current = Arc::new(configured);
