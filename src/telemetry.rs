@@ -172,14 +172,6 @@ fn describe() {
     metrics::describe_counter!(ATTEMPTS, "Attempts by provider and outcome class.");
     metrics::describe_counter!(RACES_LOST, "Answers that lost the compare-and-swap and were superseded.");
     metrics::describe_gauge!(UNKNOWN_ATTEMPTS, "Attempts whose outcome is unknown now.");
-    metrics::describe_gauge!(
-        ANSWER_BYTES_HELD,
-        "Bytes of the answer budget large provider answers hold now."
-    );
-    metrics::describe_counter!(
-        ANSWER_BUDGET_WAITS,
-        "Provider answers that waited, unread, for room in the answer budget."
-    );
     metrics::describe_counter!(FAILOVERS, "Attempts started on another provider after a failure.");
     metrics::describe_counter!(
         HEDGES,
@@ -236,6 +228,20 @@ fn describe() {
     metrics::describe_counter!(
         STREAM_EVENTS_SKIPPED,
         "Streamed events a provider sent that could not be read and were skipped (skip_malformed_events)."
+    );
+    describe_safeguards();
+}
+
+/// The metrics of what keeps the gateway in bounds: possible second
+/// executions, refused connections, the answer budget, the store's batches.
+fn describe_safeguards() {
+    metrics::describe_gauge!(
+        ANSWER_BYTES_HELD,
+        "Bytes of the answer budget large provider answers hold now."
+    );
+    metrics::describe_counter!(
+        ANSWER_BUDGET_WAITS,
+        "Provider answers that waited, unread, for room in the answer budget."
     );
     metrics::describe_counter!(
         POSSIBLE_DUPLICATES,

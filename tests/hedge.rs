@@ -2,8 +2,10 @@
 //! simulator on loopback, on both stores: a silent attempt stays open while
 //! the next provider starts beside it, the first answer wins and the late
 //! one is kept `superseded` and charged; a broken connection hedges at once;
-//! a hedge the budget cannot cover is not started; a stream is never
-//! hedged; an attempt still in flight after the hedge won keeps the job's
+//! a hedge the budget cannot cover is not started; a stream is hedged only
+//! where the hedge says `streams`, and only before its first chunk (the
+//! first attempt to produce one claims the client's stream; the crash
+//! test's reset, silent and slow-first-token faults); an attempt still in flight after the hedge won keeps the job's
 //! lease, so a driver that dies leaves it to the sweep; and without a hedge
 //! the default is unchanged. Upstream calls are
 //! counted at the simulator by path: `sim-primary` speaks OpenAI
@@ -28,6 +30,10 @@ store_matrix!(
     a_hedge_the_budget_cannot_cover_is_not_started,
     a_stream_is_never_hedged_after_its_first_chunk,
     a_trailing_attempt_keeps_the_lease_so_a_dead_driver_leaves_it_unknown,
+    a_stream_reset_before_its_first_chunk_is_answered_by_the_hedge,
+    a_silent_stream_is_answered_by_the_hedge,
+    a_slow_streams_late_answer_is_read_unseen_and_superseded,
+    without_streams_in_the_hedge_a_silent_stream_is_not_hedged,
 );
 
 const PRIMARY: &str = "/v1/chat/completions";
@@ -289,4 +295,96 @@ async fn a_trailing_attempt_keeps_the_lease_so_a_dead_driver_leaves_it_unknown(s
     engine.clock().advance(Duration::from_secs(60));
     assert_eq!(engine.sweep_once().await.unwrap(), 0, "no lease is left behind");
     assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, none re-sent");
+}
+
+/// The hedged route (the last one `hedged` added) hedges streams too.
+fn streams_too(doc: &mut toml::Table) {
+    let routes = doc["routes"].as_array_mut().unwrap();
+    let hedge = routes.last_mut().unwrap()["hedge"].as_table_mut().unwrap();
+    hedge.insert("streams".into(), true.into());
+}
+
+/// A streamed request on `route`: its status and the text its deltas make.
+async fn stream(gw: &TestGateway, route: &str, key: &str) -> (u16, String) {
+    let request = json!({"model": route, "stream": true, "messages": [{"role": "user", "content": key}]});
+    let response = gw.chat_completion(key, &request).await;
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let deltas = common::chunks_of(&text)
+        .iter()
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+        .collect();
+    (status, deltas)
+}
+
+/// The job a key names, once settled.
+async fn job_of_key(gw: &TestGateway, key: &str) -> Value {
+    let found: Value = gw.get(ALICE, &format!("/v1/jobs?idempotency_key={key}")).await.json().await.unwrap();
+    let id = found["id"].as_str().or(found["jobs"][0]["id"].as_str()).unwrap().to_owned();
+    common::settled_job(gw, ALICE, &id).await
+}
+
+/// The crash test's S05, streamed: the primary takes the request and resets
+/// the connection before a byte of its answer. With `streams`, the hedge
+/// starts at once and its stream is the client's; the primary, which may
+/// have run, is counted as possibly run twice.
+async fn a_stream_reset_before_its_first_chunk_is_answered_by_the_hedge(store: TestStore) {
+    let (gw, route) = hedged(&store, "5s", "10s", streams_too).await;
+    gw.sim().queue(Some("sim:ok"), "reset-before-body", 1).unwrap();
+    let (status, text) = stream(&gw, &route, "s05").await;
+    assert_eq!((status, text.as_str()), (200, "echo: s05"), "the hedge's stream, whole");
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, no more");
+    let job = job_of_key(&gw, "s05").await;
+    assert_eq!(
+        (job["status"].as_str(), job["result"]["provider"].as_str()),
+        (Some("succeeded"), Some("sim-fallback"))
+    );
+    assert_eq!(attempts(&job)[0]["state"], "unknown", "the reset one may have run: {job}");
+    assert_eq!(job["executions"], json!({"answered": 1, "may_have_run": 1}), "{job}");
+}
+
+/// The crash test's S06, streamed: the primary never answers. The hedge
+/// starts after `after` and its stream is the client's.
+async fn a_silent_stream_is_answered_by_the_hedge(store: TestStore) {
+    let (gw, route) = hedged(&store, "200ms", "10s", streams_too).await;
+    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
+    let (status, text) = stream(&gw, &route, "s06").await;
+    assert_eq!((status, text.as_str()), (200, "echo: s06"));
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+    let job = job_of_key(&gw, "s06").await;
+    assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
+}
+
+/// The crash test's S07, streamed: the primary is slow to its first token.
+/// The hedge's first chunk claims the stream; the primary's answer, when
+/// it comes, is read unseen, kept `superseded` and charged, and counted as
+/// the second execution the route accepted. The client sees one answer.
+async fn a_slow_streams_late_answer_is_read_unseen_and_superseded(store: TestStore) {
+    let (gw, route) = hedged(&store, "200ms", "10s", streams_too).await;
+    let mut events = gw.events();
+    gw.sim().queue(Some("sim:ok"), "hold=s07", 1).unwrap();
+    let (status, text) = stream(&gw, &route, "s07").await;
+    assert_eq!((status, text.as_str()), (200, "echo: s07"), "one answer, not two");
+    let job = job_of_key(&gw, "s07").await;
+    let id = job["id"].as_str().unwrap().to_owned();
+    assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
+    gw.sim().release("s07");
+    common::wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+    let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
+    assert_eq!(metric(&gw, &twice).await, 1.0, "the declared duplicate, counted");
+    let job: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
+    assert_eq!(job["executions"], json!({"answered": 2, "may_have_run": 0}), "{job}");
+    assert_eq!(job["result"]["provider"], "sim-fallback", "the stream's owner keeps the result: {job}");
+}
+
+/// Without `streams` the hedge leaves streams alone, as before: a silent
+/// stream is not hedged, and its client is told when `attempt_timeout`
+/// passes.
+async fn without_streams_in_the_hedge_a_silent_stream_is_not_hedged(store: TestStore) {
+    let (gw, route) = hedged(&store, "100ms", "1s", |_| {}).await;
+    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
+    let (_, text) = stream(&gw, &route, "no-streams").await;
+    assert_eq!(text, "", "no answer: {text}");
+    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "not hedged");
 }

@@ -216,6 +216,21 @@ impl Driver {
         result
     }
 
+    /// Room in the answer budget for what the stream has read, twice that
+    /// taken when it outgrows what it holds; waits, up to the deadline.
+    async fn take_room(&mut self) -> Result<(), Failure> {
+        if self.read <= self.room.covers() {
+            return Ok(());
+        }
+        let wanted = self.read.saturating_mul(2).min(self.limits.max_response_bytes);
+        timeout_at(self.deadline, self.budget.grow(&mut self.room, wanted)).await.map_err(|_| {
+            Failure::unknown(format!(
+                "the stream found no room in the gateway's answer budget within {:?} (total timeout)",
+                self.total
+            ))
+        })
+    }
+
     async fn advance(&mut self) -> Option<Result<StreamChunk, Failure>> {
         if self.ended {
             return None;
@@ -261,19 +276,8 @@ impl Driver {
                     if self.read > self.limits.max_response_bytes {
                         return Some(Err(crate::transport::too_large(self.limits.max_response_bytes, &[])));
                     }
-                    if self.read > self.room.covers() {
-                        let wanted = self.read.saturating_mul(2).min(self.limits.max_response_bytes);
-                        match timeout_at(self.deadline, self.budget.grow(&mut self.room, wanted)).await {
-                            Ok(()) => {}
-                            Err(_) => {
-                                let reason = format!(
-                                    "the stream found no room in the gateway's answer budget within {:?} \
-                                     (total timeout)",
-                                    self.total
-                                );
-                                return Some(Err(Failure::unknown(reason)));
-                            }
-                        }
+                    if let Err(failure) = self.take_room().await {
+                        return Some(Err(failure));
                     }
                     self.framing.push(&piece);
                     continue;

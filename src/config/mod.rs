@@ -976,8 +976,9 @@ pub struct RouteConfig {
 /// request was sent), it stays open — not failed, not cancelled, not sent
 /// again — and the chain's next eligible provider starts beside it. The
 /// first to finish wins the compare-and-swap; the other is `superseded`,
-/// its answer kept, and both are charged. Never for a streamed request:
-/// the client's first byte would have to come from one of two streams.
+/// its answer kept, and both are charged. A streamed request only with
+/// `streams`: the first attempt to produce a chunk claims the client's
+/// stream (`engine::stream_hedge`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HedgeConfig {
@@ -988,6 +989,10 @@ pub struct HedgeConfig {
     /// it (`attempts_one_open_per_lane`).
     #[serde(default = "default_open_attempts")]
     pub open_attempts: u8,
+    /// Hedge streamed requests too, before their first chunk. Off by
+    /// default: a streamed request then goes to one provider at a time.
+    #[serde(default)]
+    pub streams: bool,
 }
 
 fn default_open_attempts() -> u8 {

@@ -234,7 +234,12 @@ impl Engine {
         }
         // Announced once the job's state is final: whoever listens (a
         // stream's door) reads what the job became, not a state between.
-        self.announce_unknown(attempt, detail);
+        // Beside a hedge, the job's stream is another attempt's to end.
+        if phase == Phase::Hedged {
+            self.notify(attempt.job_id);
+        } else {
+            self.announce_unknown(attempt, detail);
+        }
         Ok(())
     }
 

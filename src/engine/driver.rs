@@ -75,7 +75,7 @@ fn seen_of(
     }
 }
 
-fn call_context(attempt: &Attempt) -> CallContext {
+pub(super) fn call_context(attempt: &Attempt) -> CallContext {
     let number = u32::try_from(attempt.number).unwrap_or(u32::MAX);
     let traceparent = crate::traces::current_parent();
     CallContext { job_id: attempt.job_id, attempt: number, expect_json: false, traceparent }
@@ -533,7 +533,12 @@ impl Engine {
         if request.stream
             && let Outgoing { work: Work::Chat(chat), body, .. } = outgoing
         {
-            let (provider, context) = (entry.provider.clone(), call_context(&attempt));
+            let provider = entry.provider.clone();
+            if let Some(hedge) = route.hedge.filter(|hedge| hedge.streams) {
+                let first = (attempt, provider, chat, body);
+                return self.race_streams((job, route, request), first, hedge, live).await;
+            }
+            let context = call_context(&attempt);
             return self.run_stream_attempt(route, attempt, provider, (chat, body), context, live).await;
         }
         let running = self.spawn_call(route, entry.provider.clone(), outgoing, attempt);

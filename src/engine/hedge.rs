@@ -18,7 +18,8 @@
 //! - a job's open attempts are bounded by `hedge.open_attempts`, which the
 //!   job carries from its creation and the schema enforces (one open attempt
 //!   per lane, `migrations/*/0006_hedged_attempts.sql`);
-//! - a streamed request is never hedged (see `RouteConfig::hedge`);
+//! - a streamed request is hedged only where the hedge says `streams`, and
+//!   only before its first chunk (`stream_hedge.rs`);
 //! - the attempts still in flight when another won keep the job's lease
 //!   (the winner's write leaves it to them), renewed until the last ends: a
 //!   process that dies meanwhile leaves them to the sweep, which makes them
@@ -40,11 +41,20 @@ use super::conclude::Next;
 use super::conclude::Seen;
 use super::decide::Phase;
 use super::driver::RunningCall;
+use super::outgoing::Outgoing;
 use super::{Engine, EngineError, PreparedRequest, plan};
 use crate::config::{HedgeConfig, RouteConfig};
-use crate::jobs::Job;
+use crate::jobs::{Attempt, Job};
 use crate::store::StartOutcome;
 use crate::telemetry;
+
+/// A hedged attempt just started, with what it sends and its span.
+pub(super) struct Hedge {
+    pub attempt: Attempt,
+    pub provider: std::sync::Arc<intentgate_providers::Provider>,
+    pub outgoing: Outgoing,
+    pub span: tracing::Span,
+}
 
 /// What happened next in a race.
 enum Event {
@@ -94,11 +104,7 @@ impl Engine {
                     (running.span.clone(), self.timed_out(route, running))
                 }
             };
-            let proves_nothing = match &seen {
-                Seen::Silence { .. } => true,
-                Seen::Failure(failure) => !failure.may_fail_over(),
-                Seen::Answer { .. } => false,
-            };
+            let proves_nothing = proves_nothing(&seen);
             // A broken connection or a timeout is what the hedge is for: the
             // next provider starts at once, while this attempt still holds
             // its lane, and this one stays open beside it.
@@ -106,13 +112,8 @@ impl Engine {
                 may_hedge = self.add_hedge(job, route, request, &mut open).await;
             }
             if open.is_empty() {
-                let next = self.conclude(&attempt, &route.name, live, seen).instrument(span).await?;
-                if left_unknown && matches!(next, Next::FailOver | Next::Retry { .. }) {
-                    // No answer, and one attempt may still have done the work.
-                    self.wait_on_unknown(job.id).await?;
-                    return Ok(Next::Stop);
-                }
-                return Ok(next);
+                let last = self.conclude(&attempt, &route.name, live, seen).instrument(span).await?;
+                return self.after_the_last(job, last, left_unknown).await;
             }
             left_unknown |= proves_nothing;
             let concluded =
@@ -122,6 +123,22 @@ impl Engine {
                 return Ok(Next::Completed(done));
             }
         }
+    }
+
+    /// What follows a race's last attempt, `last` its conclusion: with an
+    /// attempt of the race left `unknown`, no failover — the job waits on
+    /// it, since it may still have done the work.
+    pub(super) async fn after_the_last(
+        &self,
+        job: &Job,
+        last: Next,
+        left_unknown: bool,
+    ) -> Result<Next, EngineError> {
+        if left_unknown && matches!(last, Next::FailOver | Next::Retry { .. }) {
+            self.wait_on_unknown(job.id).await?;
+            return Ok(Next::Stop);
+        }
+        Ok(last)
     }
 
     /// Starts a hedged attempt beside the open ones, on the chain's next
@@ -136,19 +153,35 @@ impl Engine {
         request: &PreparedRequest,
         open: &mut Vec<RunningCall>,
     ) -> bool {
+        let busy: Vec<&str> = open.iter().map(|running| running.attempt.provider.as_str()).collect();
+        let Some(hedge) = self.start_hedge(job, route, request, &busy).await else { return false };
+        let (attempt, provider, outgoing) = (hedge.attempt, hedge.provider, hedge.outgoing);
+        open.push(hedge.span.in_scope(|| self.spawn_call(route, provider, outgoing, attempt)));
+        true
+    }
+
+    /// A hedged attempt started (its row written, marked sent) on the
+    /// chain's next eligible provider not among `busy`; `None` when none
+    /// started, and none will (see [`Engine::add_hedge`]).
+    pub(super) async fn start_hedge(
+        &self,
+        job: &Job,
+        route: &RouteConfig,
+        request: &PreparedRequest,
+        busy: &[&str],
+    ) -> Option<Hedge> {
         let not_started = |reason: &'static str, detail: &str| {
             tracing::info!(job_id = %job.id, route = %route.name, reason, detail, "hedge due but not started; the open attempts go on");
             metrics::counter!(telemetry::HEDGES_NOT_STARTED, "route" => route.name.clone(), "reason" => reason)
                 .increment(1);
-            false
+            None
         };
         let attempts = match self.store().attempts(job.id).await {
             Ok(attempts) => attempts,
             Err(err) => return not_started("store", &err.to_string()),
         };
-        let busy =
-            |position: &usize| open.iter().any(|running| running.attempt.provider == route.chain[*position]);
-        let positions = plan::remaining(route, &attempts).into_iter().filter(|p| !busy(p)).collect();
+        let taken = |position: &usize| busy.contains(&route.chain[*position].as_str());
+        let positions = plan::remaining(route, &attempts).into_iter().filter(|p| !taken(p)).collect();
         let chosen = match self.choose_provider(route, positions, request).await {
             Ok(Ok(chosen)) => chosen,
             Ok(Err(refused)) => return not_started("no_provider", &refused.join("; ")),
@@ -178,7 +211,7 @@ impl Engine {
             Ok(false) => return not_started("settled", "the job was taken over"),
             Err(err) => return not_started("store", &err.to_string()),
         }
-        tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %provider, beside = open.len(),
+        tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %provider, beside = busy.len(),
             "hedging: a second execution of this intent is possible; the first answer wins");
         metrics::counter!(telemetry::HEDGES, "route" => route.name.clone(), "provider" => provider.clone())
             .increment(1);
@@ -200,8 +233,7 @@ impl Engine {
         );
         crate::traces::beside_current(&span);
         self.describe_attempt(&span, &attempt, request);
-        open.push(span.in_scope(|| self.spawn_call(route, entry.provider.clone(), outgoing, attempt)));
-        true
+        Some(Hedge { attempt, provider: entry.provider.clone(), outgoing, span })
     }
 
     /// The attempts still open when another won: each one's outcome is
@@ -211,7 +243,7 @@ impl Engine {
     /// left while they were `starting`, is renewed until the last of them
     /// ends and then released: should this process die first, the lease
     /// expires and the sweep makes them `unknown` (they were sent).
-    fn trail(&self, route: &RouteConfig, job_id: Uuid, open: Vec<RunningCall>) {
+    pub(super) fn trail(&self, route: &RouteConfig, job_id: Uuid, open: Vec<RunningCall>) {
         if open.is_empty() {
             return;
         }
@@ -246,6 +278,16 @@ impl Engine {
                 }
             }),
         );
+    }
+}
+
+/// Whether `seen` leaves open that the attempt ran — a silence, a broken
+/// connection — which is what a hedge is for.
+pub(super) fn proves_nothing(seen: &Seen) -> bool {
+    match seen {
+        Seen::Silence { .. } => true,
+        Seen::Failure(failure) => !failure.may_fail_over(),
+        Seen::Answer { .. } => false,
     }
 }
 

@@ -23,9 +23,17 @@ use crate::config::RouteConfig;
 use crate::jobs::Attempt;
 
 /// How a streamed call ended, and whether a chunk had been passed on.
-struct Streamed {
-    outcome: Outcome,
-    after_first_chunk: bool,
+pub(super) struct Streamed {
+    pub outcome: Outcome,
+    pub after_first_chunk: bool,
+}
+
+/// A streamed call under way: its task, and the signal of its first chunk
+/// passed on (or of its end, whichever comes first).
+pub(super) struct StreamCall {
+    pub task: JoinHandle<Option<Streamed>>,
+    pub first_chunk: oneshot::Receiver<()>,
+    pub started: std::time::Instant,
 }
 
 impl Engine {
@@ -39,21 +47,30 @@ impl Engine {
         live: Phase,
     ) -> Result<Next, EngineError> {
         let offer = self.gate().offer(&route.name, &sending.0);
-        let (first_chunk, first_chunk_seen) = oneshot::channel();
-        let call_started = std::time::Instant::now();
-        let task = self.spawn_stream(provider, sending, context, attempt.number, first_chunk);
+        let StreamCall { task, first_chunk, started } = self.spawn_stream(provider, sending, context, None);
         let attempt_timeout: Duration = route.attempt_timeout.into();
         tokio::select! {
-            _ = first_chunk_seen => {
-                metrics::histogram!(crate::telemetry::TIME_TO_FIRST_TOKEN, "provider" => attempt.provider.clone())
-                    .record(call_started.elapsed().as_secs_f64());
-            }
+            _ = first_chunk => {}
             () = tokio::time::sleep(attempt_timeout) => {
                 let reason = format!("no first chunk within the route's attempt_timeout of {}", route.attempt_timeout);
                 let call = Some(LateCall { call: self.outcome_only(task), streamed: true, offer });
                 return self.conclude(&attempt, &route.name, live, Seen::Silence { reason, call }).await;
             }
         };
+        self.finish_stream(route, attempt, (task, started), offer, live).await
+    }
+
+    /// The rest of a stream whose first chunk went out (or which ended
+    /// before one did): its outcome, concluded in phase `Streamed` once a
+    /// chunk had reached the client, else in `live`.
+    pub(super) async fn finish_stream(
+        &self,
+        route: &RouteConfig,
+        attempt: Attempt,
+        (task, call_started): (JoinHandle<Option<Streamed>>, std::time::Instant),
+        offer: super::conclude::Offered,
+        live: Phase,
+    ) -> Result<Next, EngineError> {
         let joined = task.await;
         self.record_call_time(&attempt, call_started.elapsed(), true);
         let streamed = match joined {
@@ -78,17 +95,21 @@ impl Engine {
     /// Sends `chat`'s rendered body and reads the provider's stream, passing
     /// every chunk to the job's readers as it arrives, and assembles the
     /// whole answer. `raw` of the result is the JSON list of the chunks,
-    /// which a replay sends again.
-    fn spawn_stream(
+    /// which a replay sends again. In a hedged race (`claimant`), its first
+    /// chunk goes out only if it claims the job's stream; else the stream
+    /// is read to its end unseen, its answer to be `superseded`.
+    pub(super) fn spawn_stream(
         &self,
         provider: Arc<Provider>,
         (chat, body): (ChatRequest, Result<Rendered, Failure>),
         context: CallContext,
-        number: i32,
-        first_chunk: oneshot::Sender<()>,
-    ) -> JoinHandle<Option<Streamed>> {
+        claimant: Option<super::stream_hedge::Claimant>,
+    ) -> StreamCall {
         let engine = self.clone();
-        self.tasks().spawn_watch(async move {
+        let (first_chunk, first_chunk_seen) = oneshot::channel();
+        let call_started = std::time::Instant::now();
+        let number = i32::try_from(context.attempt).unwrap_or(i32::MAX);
+        let task = self.tasks().spawn_watch(async move {
             let job_id = context.job_id;
             let started = match body {
                 Ok(body) => provider.call_stream(&chat, &body, &context).await,
@@ -99,6 +120,8 @@ impl Engine {
                 Err(failure) => return Streamed { outcome: Err(failure), after_first_chunk: false },
             };
             let mut first_chunk = Some(first_chunk);
+            // Unseen: a hedged attempt that did not claim the job's stream.
+            let mut unseen = false;
             let mut gathered = Gathered::default();
             while let Some(item) = stream.next().await {
                 let chunk = match item {
@@ -108,7 +131,18 @@ impl Engine {
                     }
                 };
                 let Some(delivered) = gathered.take(provider.name(), chunk) else { continue };
+                if first_chunk.is_some()
+                    && !unseen
+                    && let Some(claimant) = &claimant
+                {
+                    unseen = !claimant.claim(&engine).await;
+                }
+                if unseen {
+                    continue;
+                }
                 if let Some(signal) = first_chunk.take() {
+                    metrics::histogram!(crate::telemetry::TIME_TO_FIRST_TOKEN, "provider" => provider.name().to_owned())
+                        .record(call_started.elapsed().as_secs_f64());
                     let _ = signal.send(());
                 }
                 engine.streams().publish(job_id, StreamEvent::Chunk { attempt: number, chunk: delivered });
@@ -118,11 +152,12 @@ impl Engine {
                 let _ = signal.send(());
             }
             Streamed { outcome: Ok(gathered.into_response(&provider, &chat)), after_first_chunk }
-        })
+        });
+        StreamCall { task, first_chunk: first_chunk_seen, started: call_started }
     }
 
     /// The stream task, seen by a late listener only for its outcome.
-    fn outcome_only(&self, task: JoinHandle<Option<Streamed>>) -> JoinHandle<Option<Outcome>> {
+    pub(super) fn outcome_only(&self, task: JoinHandle<Option<Streamed>>) -> JoinHandle<Option<Outcome>> {
         self.tasks().spawn_watch(async move {
             match task.await {
                 Ok(Some(streamed)) => streamed.outcome,

@@ -191,6 +191,18 @@ impl Store {
         }
     }
 
+    /// Claims job `attempt.job_id`'s stream for `attempt`, whose read
+    /// version becomes the job's next (see [`sql::CLAIM_STREAM`]). False:
+    /// the job moved on first (another claim, a result).
+    pub async fn claim_stream(&self, attempt: &Attempt, now_ms: i64) -> Result<bool, StoreError> {
+        let (job, version) = (attempt.job_id, attempt.job_version);
+        self.execute_guarded(vec![
+            (sql::CLAIM_STREAM, vec![job.into(), version.into(), now_ms.into()]),
+            (sql::CLAIMED_STREAM_ATTEMPT, vec![attempt.id.into(), (version + 1).into()]),
+        ])
+        .await
+    }
+
     /// Recovery: attempt `id`, written and never sent, fails as `not_sent`.
     /// False when its driver marked it sent first (it then becomes
     /// `unknown` with the job's other `starting` attempts).

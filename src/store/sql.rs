@@ -350,6 +350,18 @@ pub(super) const MARK_SENT: &str =
 pub(super) const MARK_SENT_PG: &str = "UPDATE attempts SET sent = TRUE, sent_at = $2 \
      WHERE id = ANY($1::uuid[]) AND state = 'starting' AND sent = FALSE RETURNING id";
 
+/// A hedged stream's first chunk claims the client's stream for its
+/// attempt: the job's version moves on from `$2`, the version every attempt
+/// of the race read, so only the claimer's answer (written with the new
+/// version, [`CLAIMED_STREAM_ATTEMPT`]) can pass the result's
+/// compare-and-swap; the others are `superseded`, whenever they end.
+pub(super) const CLAIM_STREAM: &str = "UPDATE jobs SET version = version + 1, updated_at = $3 \
+     WHERE id = $1 AND version = $2 AND completed_by IS NULL";
+
+/// With [`CLAIM_STREAM`]: the claiming attempt `$1` read version `$2` now.
+pub(super) const CLAIMED_STREAM_ATTEMPT: &str =
+    "UPDATE attempts SET job_version = $2 WHERE id = $1 AND state = 'starting'";
+
 /// Recovery: attempt `$1` was written and never sent (its mark still
 /// says so), so it fails as `not_sent` with detail `$2` at `$3`, charged
 /// nothing. The `WHERE` is the guard: a driver that marks it sent first
