@@ -42,7 +42,7 @@ mod vertex;
 mod assemble;
 pub mod sim;
 
-pub use answer_budget::{AnswerBudget, Room, UNCOUNTED};
+pub use answer_budget::{AnswerBudget, COPIES, Held, Room, UNCOUNTED};
 pub use assemble::assemble;
 pub use config::{AnswerLimits, AzureAddress, BedrockAddress, ProviderSettings, SettingsError, Timeouts};
 pub use dialect::{Dialect, UnknownDialect};

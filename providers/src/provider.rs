@@ -231,7 +231,7 @@ impl Provider {
             });
         }
         let response = self.send(body, req, ctx, start).await?;
-        let (raw, _room) = endpoint.read_answer(response, start).await?;
+        let (raw, room) = endpoint.read_answer(response, start).await?;
         let bad = |reason: String| Failure::bad_output(reason, raw.clone());
         // The client's own protocol answers as the provider gave it: parsed
         // once, and the chat view decoded from that parse.
@@ -262,7 +262,8 @@ impl Provider {
                 Failure::bad_output(format!("JSON was asked for, the answer is not JSON: {err}"), raw.clone())
             })?),
         };
-        Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model, native })
+        let room = crate::Held::of(room);
+        Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model, native, room })
     }
 
     /// The client's own request, when this provider's dialect speaks its
@@ -453,12 +454,21 @@ impl Provider {
             let start = Instant::now();
             let endpoint = self.endpoint();
             let response = endpoint.send_embeddings(body, ctx, start).await?;
-            let (raw, _room) = endpoint.read_answer(response, start).await?;
+            let (raw, room) = endpoint.read_answer(response, start).await?;
             let Decoded { completion, text, usage, finish_reason, model } =
                 embeddings::decode_response(&raw, req.inputs())
                     .map_err(|reason| Failure::bad_output(reason, raw.clone()))?;
-            let response =
-                ChatResponse { completion, text, json: None, usage, finish_reason, raw, model, native: None };
+            let response = ChatResponse {
+                completion,
+                text,
+                json: None,
+                usage,
+                finish_reason,
+                raw,
+                model,
+                native: None,
+                room: crate::Held::of(room),
+            };
             Ok(endpoint.redactor.redact_response(response))
         }
         .instrument(span)

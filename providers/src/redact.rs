@@ -204,6 +204,7 @@ mod tests {
             raw: bytes::Bytes::from_static(raw),
             model: None,
             native: None,
+            room: crate::Held::default(),
         };
         let scrubbed = super::response(response, "sk-1");
         assert_eq!(scrubbed.text, "[redacted]");

@@ -164,6 +164,9 @@ pub struct ChatResponse {
     /// protocol passed through (see [`crate::Native`]): what that protocol's
     /// door answers with, thinking blocks and cache usage included.
     pub native: Option<Value>,
+    /// The room the answer holds in its gateway's answer budget, given back
+    /// when its last copy is gone (see `answer_budget.rs`).
+    pub room: crate::Held,
 }
 
 /// One event of a streamed answer. The terminator (`[DONE]`,

@@ -242,6 +242,8 @@ impl Gathered {
             raw: serde_json::to_vec(&self.chunks).unwrap_or_default().into(),
             model: None,
             native,
+            // A stream's room is held while it is read (`answer_budget.rs`).
+            room: intentgate_providers::Held::default(),
         })
     }
 }

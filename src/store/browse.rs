@@ -98,7 +98,8 @@ const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM jobs \
 /// Oldest first: the attempt open longest has waited longest for a human.
 const SELECT_UNKNOWN_QUEUE: &str = "SELECT a.id, a.job_id, a.number, a.provider, a.state, a.job_version, a.outcome, \
      a.detail, a.resolved_by, a.started_at, a.finished_at, a.reserved_nanos, a.reserved_tokens, \
-     a.cost_nanos, a.tokens, a.usage, a.lane, a.unknown_at, j.owner_id, j.route, j.idempotency_key \
+     a.cost_nanos, a.tokens, a.usage, a.lane, a.unknown_at, a.sent, a.sent_at, j.owner_id, j.route, \
+     j.idempotency_key \
      FROM attempts a JOIN jobs j ON j.id = a.job_id \
      WHERE a.state = 'unknown' AND (CAST($1 AS TEXT) IS NULL OR j.owner_id = CAST($1 AS TEXT)) \
      ORDER BY a.started_at, a.id LIMIT $2";
@@ -195,9 +196,9 @@ impl QueueRow {
     fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<QueueRow> {
         Ok(QueueRow {
             attempt: AttemptRow::from_sqlite(row)?,
-            owner_id: row.get(18)?,
-            route: row.get(19)?,
-            idempotency_key: row.get(20)?,
+            owner_id: row.get(AttemptRow::COLUMNS)?,
+            route: row.get(AttemptRow::COLUMNS + 1)?,
+            idempotency_key: row.get(AttemptRow::COLUMNS + 2)?,
         })
     }
 }

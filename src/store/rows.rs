@@ -150,6 +150,10 @@ impl JobRow {
 }
 
 impl AttemptRow {
+    /// How many columns `attempt_columns!` selects: a query that selects
+    /// more reads them from here on.
+    pub(super) const COLUMNS: usize = 20;
+
     pub(super) fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<AttemptRow> {
         Ok(AttemptRow {
             id: row.get(0)?,
