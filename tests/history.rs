@@ -39,7 +39,8 @@
 //!   and a create of its body was sent for each.
 //! - I2 no re-sent attempt: the provider saw each (job, attempt number) at
 //!   most once, only for attempts the job records, on that attempt's
-//!   provider; every attempt that got an answer or a proven failure was seen.
+//!   provider; every attempt that got an answer or a proven failure was seen,
+//!   and none the gateway failed as never sent (`not_sent`, no `sent_at`).
 //! - I3 the winner's answer: a succeeded job's `completed_by` is its only
 //!   `succeeded` attempt, the result is that provider's echo of the prompt,
 //!   and the version rose once past the winner's; no other job has a winner.
@@ -47,7 +48,8 @@
 //!   attempt of a succeeded job (or its job was cancelled).
 //! - I3c classification: an attempt ends only in states its provider's
 //!   script allows (an error is never `succeeded`, silence never `failed`,
-//!   an answer never `failed`).
+//!   an answer never `failed`), or failed by the gateway as never sent — and
+//!   then (I7) the chain may go on on the same provider.
 //! - I4 nothing stuck: every job ends succeeded, failed or cancelled, with
 //!   no attempt `starting` or `unknown` (every provider has `max_execution`).
 //! - I5 no panic, no 5xx but 503 while a gateway is down or the store
@@ -1633,6 +1635,16 @@ impl Check<'_> {
                 let number = attempt["number"].to_string();
                 let sent = seen.get(&(id.as_str(), number.as_str())).map_or(0, Vec::len);
                 // An answer or a proven failure came from the provider.
+                // The gateway's own proof that nothing left: never seen.
+                if never_sent(attempt) {
+                    if sent > 0 {
+                        self.fail(
+                            "I2",
+                            format!("job {id} attempt {number} is not_sent but was seen {sent} times"),
+                        );
+                    }
+                    continue;
+                }
                 if matches!(state.as_str(), "succeeded" | "superseded" | "failed") && sent == 0 {
                     self.fail(
                         "I2",
@@ -1748,7 +1760,8 @@ impl Check<'_> {
                 Kind::Errors => &["failed", "abandoned"],
                 Kind::Silent => &["abandoned"],
             };
-            if !allowed.contains(&state.as_str()) && !matches!(state.as_str(), "starting" | "unknown") {
+            let open = matches!(state.as_str(), "starting" | "unknown");
+            if !allowed.contains(&state.as_str()) && !open && !never_sent(attempt) {
                 self.fail(
                     "I3c",
                     format!(
@@ -1780,9 +1793,13 @@ impl Check<'_> {
                 continue;
             };
             let previous = if i == 0 { None } else { positions[i - 1] };
-            run = if previous == Some(*position) { run + 1 } else { 0 };
-            let in_order =
-                previous.is_none_or(|p| p < *position || (p == *position && RETRIED.contains(&chain[p])));
+            // After an attempt never sent, recovery sends it again there,
+            // and the drive it starts counts its retries afresh.
+            let restarted = i > 0 && never_sent(attempts[i - 1]);
+            run = if previous == Some(*position) && !restarted { run + 1 } else { 0 };
+            let in_order = previous.is_none_or(|p| {
+                p < *position || (p == *position && (RETRIED.contains(&chain[p]) || restarted))
+            });
             if !in_order || run > RETRIES {
                 self.fail("I7", format!("{about}: attempts out of the chain's order {chain:?}"));
                 break;
@@ -2215,4 +2232,10 @@ fn reachable(edges: &[(&str, &str)], from: &str, to: &str) -> bool {
         i += 1;
     }
     false
+}
+
+/// An attempt the gateway failed before sending it (its send never marked):
+/// no provider can have seen it, and its job may go on on the same provider.
+fn never_sent(attempt: &Value) -> bool {
+    attempt["outcome"] == "not_sent" && attempt["sent_at"].is_null()
 }

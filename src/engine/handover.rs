@@ -23,8 +23,9 @@ use crate::telemetry;
 impl Engine {
     /// Marks `attempt` sent before its request leaves. False: it must not be
     /// sent, a sweep that took its job over having settled it. On a store
-    /// error it is settled as never sent where the store lets it be (else
-    /// recovery will), and the error returned.
+    /// error it is not sent and stays as it is, not yet sent: the drive
+    /// ends, and recovery sends it again on the same provider once the
+    /// store is back (failing it here would send the job to the next one).
     pub(super) async fn hand_over(&self, attempt: &mut Attempt) -> Result<bool, EngineError> {
         let now = self.now_ms();
         match self.store().mark_sent(attempt.id, now).await {
@@ -38,14 +39,8 @@ impl Engine {
                 Ok(false)
             }
             Err(err) => {
-                let reason = format!("the store could not record it as sent: {err}");
-                let settled = self
-                    .settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason)
-                    .await;
-                if let Err(settling) = settled {
-                    tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, error = %settling,
-                        "cannot settle an attempt that was not sent; recovery will");
-                }
+                tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
+                    "cannot mark the attempt sent, so it is not sent; recovery will send it");
                 Err(err.into())
             }
         }

@@ -44,7 +44,7 @@ use super::driver::RunningCall;
 use super::outgoing::Outgoing;
 use super::{Engine, EngineError, PreparedRequest, plan};
 use crate::config::{HedgeConfig, RouteConfig};
-use crate::jobs::{Attempt, Job};
+use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job};
 use crate::store::StartOutcome;
 use crate::telemetry;
 
@@ -209,7 +209,17 @@ impl Engine {
         match self.hand_over(&mut attempt).await {
             Ok(true) => {}
             Ok(false) => return not_started("settled", "the job was taken over"),
-            Err(err) => return not_started("store", &err.to_string()),
+            Err(err) => {
+                // Beside the open attempts, a hedge never sent just ends.
+                let reason = format!("the store could not record it as sent: {err}");
+                let failed = AttemptOutcome::NotSent;
+                if let Err(settling) =
+                    self.settle_failed(&attempt, AttemptState::Starting, failed, &reason).await
+                {
+                    tracing::warn!(job_id = %job.id, error = %settling, "cannot settle an unsent hedge; the sweep will");
+                }
+                return not_started("store", &err.to_string());
+            }
         }
         tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %provider, beside = busy.len(),
             "hedging: a second execution of this intent is possible; the first answer wins");
