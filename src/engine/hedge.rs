@@ -125,6 +125,18 @@ impl Engine {
         }
     }
 
+    /// A hedge whose send could not be marked was not sent: beside the open
+    /// attempts it just ends, `not_sent` (or, if the store will not have
+    /// that either, the sweep fails it).
+    async fn end_unsent_hedge(&self, attempt: &Attempt, err: &EngineError) {
+        let reason = format!("the store could not record it as sent: {err}");
+        let settled =
+            self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await;
+        if let Err(settling) = settled {
+            tracing::warn!(job_id = %attempt.job_id, error = %settling, "cannot settle an unsent hedge; the sweep will");
+        }
+    }
+
     /// What follows a race's last attempt, `last` its conclusion: with an
     /// attempt of the race left `unknown`, no failover — the job waits on
     /// it, since it may still have done the work.
@@ -210,14 +222,7 @@ impl Engine {
             Ok(true) => {}
             Ok(false) => return not_started("settled", "the job was taken over"),
             Err(err) => {
-                // Beside the open attempts, a hedge never sent just ends.
-                let reason = format!("the store could not record it as sent: {err}");
-                let failed = AttemptOutcome::NotSent;
-                if let Err(settling) =
-                    self.settle_failed(&attempt, AttemptState::Starting, failed, &reason).await
-                {
-                    tracing::warn!(job_id = %job.id, error = %settling, "cannot settle an unsent hedge; the sweep will");
-                }
+                self.end_unsent_hedge(&attempt, &err).await;
                 return not_started("store", &err.to_string());
             }
         }
