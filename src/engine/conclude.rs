@@ -57,6 +57,9 @@ pub struct Completed {
     /// request whose drive this was answers from it, rather than decode the
     /// row it was written to.
     pub result: Box<JobResult>,
+    /// The room its answer holds in the answer budget, kept until the
+    /// request it answers has rendered it (see `AnswerBudget`).
+    pub room: intentgate_providers::Held,
 }
 
 /// What the driver does after one attempt.
@@ -286,6 +289,7 @@ impl Engine {
         let finish_reason = response.finish_reason.clone();
         let usage = response.usage.as_ref().map(|usage| (usage.prompt_tokens, usage.completion_tokens));
         let answered_model = response.model.clone();
+        let room = response.room.clone();
         // Won or superseded, the provider did the work: it costs what it
         // reported (its reservation if it reported nothing).
         let reported = response.completion.get("usage").filter(|usage| !usage.is_null());
@@ -330,7 +334,7 @@ impl Engine {
             })
             .await?;
         self.count_delivery(attempt, route, &outcome, charged, (answered_model.as_deref(), usage, details));
-        let (next, settled, event) = cas_result(attempt, outcome, finish_reason, result);
+        let (next, settled, event) = cas_result(attempt, outcome, finish_reason, (result, room));
         if streamed {
             self.streams().publish(attempt.job_id, event);
         }
@@ -592,13 +596,13 @@ fn cas_result(
     attempt: &Attempt,
     outcome: CasOutcome,
     finish_reason: Option<String>,
-    result: Box<JobResult>,
+    (result, room): (Box<JobResult>, intentgate_providers::Held),
 ) -> (Next, Option<AttemptState>, StreamEvent) {
     match outcome {
         CasOutcome::Won(job) => {
             tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "job succeeded");
             let done = StreamEvent::Done { attempt: attempt.number, finish_reason };
-            let completed = Completed { job, attempt_number: attempt.number, result };
+            let completed = Completed { job, attempt_number: attempt.number, result, room };
             (Next::Completed(completed), Some(AttemptState::Succeeded), done)
         }
         CasOutcome::Superseded { winner } => {

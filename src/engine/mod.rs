@@ -61,7 +61,7 @@ mod waiters;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intentgate_providers::{AnswerBudget, Provider};
+use intentgate_providers::{AnswerBudget, Held, Provider};
 use uuid::Uuid;
 
 pub use clock::{Clock, millis};
@@ -350,11 +350,11 @@ impl Engine {
         job: Job,
         drive: DriveOutcome,
         timeout: Duration,
-    ) -> Result<(Job, Option<DriveReport>, Option<Box<JobResult>>), StoreError> {
+    ) -> Result<(Job, Option<DriveReport>, Option<(Box<JobResult>, Held)>), StoreError> {
         let started = tokio::time::Instant::now();
         let mut report = tokio::time::timeout(timeout, drive.0).await.ok().and_then(Result::ok);
         if let Some(completed) = report.as_mut().and_then(|report| report.completed.take()) {
-            return Ok((*completed.job, report, Some(completed.result)));
+            return Ok((*completed.job, report, Some((completed.result, completed.room))));
         }
         let left = timeout.saturating_sub(started.elapsed());
         let job = self.wait_settled(job.id, left).await?.unwrap_or(job);

@@ -50,6 +50,9 @@ pub struct Submitted {
     /// drive completed the job: answered from as it is, not decoded again
     /// from the job's row.
     pub result: Option<Box<JobResult>>,
+    /// The room that result holds in the answer budget, given back when
+    /// this is dropped, once the request has rendered its answer.
+    pub room: intentgate_providers::Held,
 }
 
 /// Why a submission failed, and whether its job exists.
@@ -114,7 +117,10 @@ impl Engine {
                 .await
                 .map_err(|source| SubmitError::AfterCommit { job_id, source })?;
             submitted.job = job;
-            submitted.result = result;
+            if let Some((result, room)) = result {
+                submitted.result = Some(result);
+                submitted.room = room;
+            }
             if let Some(report) = report {
                 submitted.winner = report.winner;
                 submitted.provider_time = Some(report.provider_time);
@@ -183,6 +189,7 @@ impl Engine {
             provider_time: None,
             live,
             result: None,
+            room: intentgate_providers::Held::default(),
         })))
     }
 
@@ -209,6 +216,7 @@ impl Submitted {
             provider_time: None,
             live: None,
             result: None,
+            room: intentgate_providers::Held::default(),
         }
     }
 }
