@@ -11,19 +11,17 @@
 //! holds). An answer that finds no room waits, unread: the provider's
 //! connection is not read (TCP holds the provider back) until another
 //! answer gives its room back, within the call's own deadline — which also
-//! ends a wait among growing answers that together outgrew the budget. The
-//! room is held while the answer is read and decoded (a stream's, while it
-//! is read), where its copies are; an answer larger than the whole budget
-//! takes the whole budget.
+//! ends a wait among growing answers that together outgrew the budget. An
+//! answer larger than the whole budget takes the whole budget.
 //!
 //! An answer's room is [`COPIES`] times its bytes: the forms it takes
 //! between the provider and the store — its bytes, their parse, the
 //! decoded chat view, the stored result and the stored raw answer, the
 //! client's — measured, ten 15 MB answers at once held 1.15 GB over an idle
 //! gateway, 7.7 times their bytes. A plain answer's room travels with it
-//! ([`Held`], in its `ChatResponse`) until its last copy is gone, so it
-//! covers the answer's decoding and storing as well as its reading; a
-//! stream's is held while the stream is read.
+//! ([`Held`], in its `ChatResponse` and on to the request it answers) until
+//! its last copy is gone: its reading, decoding, storing and rendering for
+//! that request. A stream's is held while the stream is read.
 //!
 //! The first [`UNCOUNTED`] bytes of every answer are not counted: nearly
 //! every answer is smaller, and waiting on a shared count would cost each

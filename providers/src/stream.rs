@@ -126,7 +126,8 @@ struct Driver {
     deadline: Instant,
     finished: bool,
     limits: AnswerLimits,
-    /// Where the stream takes room as it grows past [`UNCOUNTED`] bytes,
+    /// Where the stream takes room as it grows past
+    /// [`UNCOUNTED`](crate::UNCOUNTED) bytes,
     /// and the room it took (held as long as the stream).
     budget: AnswerBudget,
     room: Room,

@@ -160,7 +160,7 @@ impl Endpoint {
 
     /// A whole answer of a call begun at `start`, within this provider's
     /// limit and its total deadline, with the room it took in the answer
-    /// budget (hold it while the answer is decoded).
+    /// budget (which goes with the answer, [`crate::Held`]).
     pub(crate) async fn read_answer(
         &self,
         response: reqwest::Response,
