@@ -2,11 +2,12 @@
 //!
 //! Every attempt is written not yet sent, and marked sent — the mark
 //! committed — just before its request is handed to the provider. So when
-//! a driver stops between the two (its process killed, its store cut off),
-//! recovery knows nothing went out: the attempt fails as `not_sent` and the
-//! job starts again on the same provider, where without the mark it could
-//! only call the attempt `unknown`, wait out `max_execution` and fail over
-//! to the next provider. The mark and recovery's failure are each a guarded
+//! a driver's process dies between the two, recovery knows nothing went
+//! out: the attempt fails as `not_sent` and the job starts again on the
+//! same provider, where without the mark it could only call the attempt
+//! `unknown`, wait out `max_execution` and fail over to the next provider.
+//! A mark the store refuses is a send that does not happen: the attempt
+//! fails as `not_sent` and the chain goes on. The mark and recovery's failure are each a guarded
 //! write on the attempt still `starting` and not yet sent, so whichever
 //! comes first wins: a driver whose attempt was failed does not send it,
 //! and an attempt marked sent is never failed as unsent.
@@ -23,9 +24,11 @@ use crate::telemetry;
 impl Engine {
     /// Marks `attempt` sent before its request leaves. False: it must not be
     /// sent, a sweep that took its job over having settled it. On a store
-    /// error it is not sent and stays as it is, not yet sent: the drive
-    /// ends, and recovery sends it again on the same provider once the
-    /// store is back (failing it here would send the job to the next one).
+    /// error it is not sent: it fails as `not_sent` where the store lets it
+    /// (else recovery fails it), and the error ends the drive. Left
+    /// `starting` instead, it could outlive its job: a late answer of an
+    /// earlier attempt may complete the job meanwhile, and a finished job
+    /// whose lease the drive gave back is not swept.
     pub(super) async fn hand_over(&self, attempt: &mut Attempt) -> Result<bool, EngineError> {
         let now = self.now_ms();
         match self.store().mark_sent(attempt.id, now).await {
@@ -39,10 +42,23 @@ impl Engine {
                 Ok(false)
             }
             Err(err) => {
-                tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, error = %err,
-                    "cannot mark the attempt sent, so it is not sent; recovery will send it");
-                Err(err.into())
+                let err = EngineError::from(err);
+                self.end_unsent(attempt, &err).await;
+                Err(err)
             }
+        }
+    }
+
+    /// An attempt whose send could not be marked was not sent: it ends
+    /// `not_sent` (or, if the store will not have that either, the sweep
+    /// fails it).
+    pub(super) async fn end_unsent(&self, attempt: &Attempt, err: &EngineError) {
+        let reason = format!("the store could not record it as sent: {err}");
+        let settled =
+            self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await;
+        if let Err(settling) = settled {
+            tracing::warn!(job_id = %attempt.job_id, attempt = attempt.number, error = %settling,
+                "cannot settle an attempt that was not sent; the sweep will");
         }
     }
 

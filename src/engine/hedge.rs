@@ -44,7 +44,7 @@ use super::driver::RunningCall;
 use super::outgoing::Outgoing;
 use super::{Engine, EngineError, PreparedRequest, plan};
 use crate::config::{HedgeConfig, RouteConfig};
-use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job};
+use crate::jobs::{Attempt, Job};
 use crate::store::StartOutcome;
 use crate::telemetry;
 
@@ -122,18 +122,6 @@ impl Engine {
                 self.trail(route, job.id, open);
                 return Ok(Next::Completed(done));
             }
-        }
-    }
-
-    /// A hedge whose send could not be marked was not sent: beside the open
-    /// attempts it just ends, `not_sent` (or, if the store will not have
-    /// that either, the sweep fails it).
-    async fn end_unsent_hedge(&self, attempt: &Attempt, err: &EngineError) {
-        let reason = format!("the store could not record it as sent: {err}");
-        let settled =
-            self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await;
-        if let Err(settling) = settled {
-            tracing::warn!(job_id = %attempt.job_id, error = %settling, "cannot settle an unsent hedge; the sweep will");
         }
     }
 
@@ -221,10 +209,8 @@ impl Engine {
         match self.hand_over(&mut attempt).await {
             Ok(true) => {}
             Ok(false) => return not_started("settled", "the job was taken over"),
-            Err(err) => {
-                self.end_unsent_hedge(&attempt, &err).await;
-                return not_started("store", &err.to_string());
-            }
+            // Settled `not_sent`: beside the open attempts it just ends.
+            Err(err) => return not_started("store", &err.to_string()),
         }
         tracing::warn!(job_id = %job.id, attempt = attempt.number, provider = %provider, beside = busy.len(),
             "hedging: a second execution of this intent is possible; the first answer wins");
