@@ -51,6 +51,7 @@ mod shared_health;
 mod spend;
 mod spend_limits;
 mod stream_attempt;
+mod stream_claim;
 mod stream_hedge;
 mod streams;
 mod submit;

@@ -103,7 +103,7 @@ impl Engine {
         provider: Arc<Provider>,
         (chat, body): (ChatRequest, Result<Rendered, Failure>),
         context: CallContext,
-        claimant: Option<super::stream_hedge::Claimant>,
+        claimant: Option<super::stream_claim::Claimant>,
     ) -> StreamCall {
         let engine = self.clone();
         let (first_chunk, first_chunk_seen) = oneshot::channel();

@@ -19,7 +19,7 @@
 //! the race (it can no longer claim) and becomes `unknown`, its late answer
 //! listened for, exactly as a plain hedged attempt's silence.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use intentgate_providers::{ChatRequest, Failure, Provider, Rendered};
@@ -31,77 +31,10 @@ use super::decide::Phase;
 use super::driver::{RunningCall, call_context};
 use super::outgoing::Outgoing;
 use super::stream_attempt::{StreamCall, Streamed};
+use super::stream_claim::{Claimant, StreamClaim};
 use super::{Engine, EngineError, PreparedRequest, Work};
 use crate::config::{HedgeConfig, RouteConfig};
 use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job};
-
-/// Which attempt of a race may stream to the client.
-#[derive(Debug, Default)]
-pub(super) struct StreamClaim(Mutex<ClaimState>);
-
-#[derive(Debug, Default)]
-struct ClaimState {
-    /// The attempt (by number) that asked first, and whether the store
-    /// agreed.
-    taken_by: Option<i32>,
-    won: bool,
-    /// Attempts past their `attempt_timeout`: they may not claim.
-    withdrawn: Vec<i32>,
-}
-
-/// One attempt's part in a race, handed to its stream task.
-pub(super) struct Claimant {
-    claim: Arc<StreamClaim>,
-    attempt: Attempt,
-}
-
-impl Claimant {
-    /// Whether this attempt's first chunk may go out: the first of the
-    /// race to ask, not withdrawn, and the store agreeing.
-    pub(super) async fn claim(&self, engine: &Engine) -> bool {
-        {
-            let mut state = self.claim.0.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.taken_by.is_some() || state.withdrawn.contains(&self.attempt.number) {
-                return false;
-            }
-            state.taken_by = Some(self.attempt.number);
-        }
-        let (job_id, number) = (self.attempt.job_id, self.attempt.number);
-        match engine.store().claim_stream(&self.attempt, engine.now_ms()).await {
-            Ok(true) => {
-                tracing::info!(%job_id, attempt = number, "hedged stream: this attempt's first chunk claimed the client's stream");
-                self.claim.0.lock().unwrap_or_else(PoisonError::into_inner).won = true;
-                true
-            }
-            Ok(false) => {
-                tracing::info!(%job_id, attempt = number, "hedged stream: the job moved on before this attempt's first chunk");
-                false
-            }
-            Err(err) => {
-                tracing::warn!(%job_id, attempt = number, error = %err, "hedged stream: cannot claim the stream; read unseen");
-                false
-            }
-        }
-    }
-}
-
-impl StreamClaim {
-    /// The attempt whose claim the store agreed to.
-    fn won_by(&self) -> Option<i32> {
-        let state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        state.taken_by.filter(|_| state.won)
-    }
-
-    /// Attempt `number` may no longer claim. False when it already asked.
-    fn withdraw(&self, number: i32) -> bool {
-        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.taken_by == Some(number) {
-            return false;
-        }
-        state.withdrawn.push(number);
-        true
-    }
-}
 
 /// A stream of the race, before any chunk of the race went out.
 struct OpenStream {
@@ -184,7 +117,7 @@ impl Engine {
         span: tracing::Span,
     ) -> OpenStream {
         let offer = self.gate().offer(&route.name, &chat);
-        let claimant = Claimant { claim: Arc::clone(claim), attempt: attempt.clone() };
+        let claimant = Claimant::new(Arc::clone(claim), attempt.clone());
         let context = call_context(&attempt);
         let call = span.in_scope(|| self.spawn_stream(provider, (chat, body), context, Some(claimant)));
         let sent_at = Instant::now();
