@@ -61,6 +61,7 @@ pub const HEDGES_NOT_STARTED: &str = "intentgate_hedges_not_started_total";
 pub const DUPLICATE_EXECUTIONS: &str = "intentgate_duplicate_executions_total";
 pub const DUPLICATE_SPEND: &str = "intentgate_duplicate_spend_nanos_total";
 pub const POSSIBLE_DUPLICATES: &str = "intentgate_possible_duplicate_executions_total";
+pub const STREAM_CONTINUATIONS: &str = "intentgate_stream_continuations_total";
 pub const FAILOVERS_REFUSED: &str = "intentgate_failovers_refused_total";
 pub const PROVIDER_OPENED: &str = "intentgate_provider_circuit_opened_total";
 pub const PROVIDERS_UNHEALTHY: &str = "intentgate_provider_unhealthy";
@@ -245,7 +246,13 @@ fn describe_safeguards() {
     );
     metrics::describe_counter!(
         POSSIBLE_DUPLICATES,
-        "Hedged attempts left unknown (reset or silent) beside another: the intent may have run twice."
+        "Attempts left unknown (reset or silent) beside a hedge, or cut and continued by another provider: \
+         the intent may have run twice."
+    );
+    metrics::describe_counter!(
+        STREAM_CONTINUATIONS,
+        "Streams cut after part of them reached the client and continued by the chain's next provider \
+         (continue_cut_streams)."
     );
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,

@@ -82,18 +82,6 @@ async fn create(gw: &TestGateway, route: &str, key: &str) -> String {
     created["id"].as_str().unwrap().to_owned()
 }
 
-fn calls_to(gw: &TestGateway, path: &str) -> u64 {
-    gw.sim().calls().by_path.get(path).copied().unwrap_or(0)
-}
-
-/// A metric's value from `GET /metrics`, 0 when it is not there yet.
-async fn metric(gw: &TestGateway, series: &str) -> f64 {
-    let text = gw.client.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
-        .unwrap_or(0.0)
-}
-
 fn attempts(job: &Value) -> &Vec<Value> {
     job["attempts"].as_array().unwrap()
 }
@@ -129,13 +117,17 @@ async fn a_silent_attempt_is_hedged_and_the_first_answer_wins(store: TestStore) 
         );
         assert!(attempt["usage"]["reported"].is_object(), "the loser's usage is kept for audit: {attempt}");
     }
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, none re-sent");
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 1),
+        "one call each, none re-sent"
+    );
     let hedges = format!("intentgate_hedged_attempts_total{{route=\"{route}\",provider=\"sim-fallback\"}}");
-    assert_eq!(metric(&gw, &hedges).await, 1.0);
+    assert_eq!(common::metric(&gw, &hedges).await, 1.0);
     let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
-    assert_eq!(metric(&gw, &twice).await, 1.0, "the second execution is counted");
+    assert_eq!(common::metric(&gw, &twice).await, 1.0, "the second execution is counted");
     let possibly = format!("intentgate_possible_duplicate_executions_total{{route=\"{route}\"}}");
-    assert_eq!(metric(&gw, &possibly).await, 0.0, "both answered: nothing is left to doubt");
+    assert_eq!(common::metric(&gw, &possibly).await, 0.0, "both answered: nothing is left to doubt");
     assert_eq!(job["executions"], json!({"answered": 2, "may_have_run": 0}), "{job}");
 }
 
@@ -148,7 +140,11 @@ async fn without_a_hedge_a_silent_attempt_leaves_the_job_unknown(store: TestStor
     let job = common::settled_job(&gw, ALICE, &id).await;
     assert_eq!(job["status"], "unknown", "{job}");
     assert_eq!(attempts(&job).len(), 1);
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "no second provider is sent it");
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 0),
+        "no second provider is sent it"
+    );
 }
 
 /// A connection that breaks after the request was sent proves nothing, so
@@ -165,13 +161,13 @@ async fn a_broken_connection_is_hedged_at_once(store: TestStore) {
     let [first, second] = attempts(&job).as_slice() else { panic!("two attempts: {job}") };
     assert_eq!(first["state"], "unknown", "the broken attempt is not failed: it may have run");
     assert_eq!((second["state"].as_str(), second["hedged"].as_bool()), (Some("succeeded"), Some(true)));
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+    assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)), (1, 1));
     // It may have run as well as the hedge that answered: counted apart
     // from a second answer, which did not come.
     let possibly = format!("intentgate_possible_duplicate_executions_total{{route=\"{route}\"}}");
-    assert_eq!(metric(&gw, &possibly).await, 1.0, "the broken attempt may have run twice the intent");
+    assert_eq!(common::metric(&gw, &possibly).await, 1.0, "the broken attempt may have run twice the intent");
     let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
-    assert_eq!(metric(&gw, &twice).await, 0.0, "only one answer came");
+    assert_eq!(common::metric(&gw, &twice).await, 0.0, "only one answer came");
     assert_eq!(job["executions"], json!({"answered": 1, "may_have_run": 1}), "{job}");
 }
 
@@ -190,7 +186,7 @@ async fn a_failed_hedge_leaves_the_first_attempt_to_answer(store: TestStore) {
     let [first, second] = attempts(&job).as_slice() else { panic!("two attempts: {job}") };
     assert_eq!(first["state"], "succeeded");
     assert_eq!((second["state"].as_str(), second["outcome"].as_str()), (Some("failed"), Some("rejected")));
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+    assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)), (1, 1));
 }
 
 /// Two silent attempts: both stay open `unknown` (the job's bound, two),
@@ -205,7 +201,11 @@ async fn when_neither_answers_the_job_waits_on_both(store: TestStore) {
     assert_eq!(job["status"], "unknown", "{job}");
     let states: Vec<&str> = attempts(&job).iter().map(|a| a["state"].as_str().unwrap()).collect();
     assert_eq!(states, ["unknown", "unknown"], "{job}");
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "no third call: the bound is two");
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 1),
+        "no third call: the bound is two"
+    );
 }
 
 /// A hedge books its reservation before it is sent; one the budget cannot
@@ -236,8 +236,12 @@ async fn a_hedge_the_budget_cannot_cover_is_not_started(store: TestStore) {
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["result"]["provider"], "sim-primary");
     assert_eq!(attempts(&job).len(), 1, "no hedged attempt was written: {job}");
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "the hedge was never sent");
-    assert_eq!(metric(&gw, &not_started).await, 1.0);
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 0),
+        "the hedge was never sent"
+    );
+    assert_eq!(common::metric(&gw, &not_started).await, 1.0);
     let usage: Value = gw.get(ALICE, "/v1/usage").await.json().await.unwrap();
     let budget = &usage["budgets"][0];
     assert!(budget["spent_nanos"].as_i64().unwrap() <= 10_000_000, "within the budget: {usage}");
@@ -257,7 +261,11 @@ async fn a_stream_is_never_hedged_after_its_first_chunk(store: TestStore) {
     let text = response.text().await.unwrap();
     assert!(text.contains("data: {"), "a chunk reached the client: {text}");
     assert!(text.contains("error"), "the stall ends the stream with an in-band error: {text}");
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "no hedge after a chunk");
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 0),
+        "no hedge after a chunk"
+    );
 }
 
 /// The hedge answered while attempt 1 was still in flight, and then the
@@ -294,7 +302,11 @@ async fn a_trailing_attempt_keeps_the_lease_so_a_dead_driver_leaves_it_unknown(s
     common::wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
     engine.clock().advance(Duration::from_secs(60));
     assert_eq!(engine.sweep_once().await.unwrap(), 0, "no lease is left behind");
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, none re-sent");
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 1),
+        "one call each, none re-sent"
+    );
 }
 
 /// The hedged route (the last one `hedged` added) hedges streams too.
@@ -317,13 +329,6 @@ async fn stream(gw: &TestGateway, route: &str, key: &str) -> (u16, String) {
     (status, deltas)
 }
 
-/// The job a key names, once settled.
-async fn job_of_key(gw: &TestGateway, key: &str) -> Value {
-    let found: Value = gw.get(ALICE, &format!("/v1/jobs?idempotency_key={key}")).await.json().await.unwrap();
-    let id = found["id"].as_str().or(found["jobs"][0]["id"].as_str()).unwrap().to_owned();
-    common::settled_job(gw, ALICE, &id).await
-}
-
 /// The crash test's S05, streamed: the primary takes the request and resets
 /// the connection before a byte of its answer. With `streams`, the hedge
 /// starts at once and its stream is the client's; the primary, which may
@@ -333,8 +338,12 @@ async fn a_stream_reset_before_its_first_chunk_is_answered_by_the_hedge(store: T
     gw.sim().queue(Some("sim:ok"), "reset-before-body", 1).unwrap();
     let (status, text) = stream(&gw, &route, "s05").await;
     assert_eq!((status, text.as_str()), (200, "echo: s05"), "the hedge's stream, whole");
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1), "one call each, no more");
-    let job = job_of_key(&gw, "s05").await;
+    assert_eq!(
+        (common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)),
+        (1, 1),
+        "one call each, no more"
+    );
+    let job = common::job_of_key(&gw, "s05").await;
     assert_eq!(
         (job["status"].as_str(), job["result"]["provider"].as_str()),
         (Some("succeeded"), Some("sim-fallback"))
@@ -350,8 +359,8 @@ async fn a_silent_stream_is_answered_by_the_hedge(store: TestStore) {
     gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
     let (status, text) = stream(&gw, &route, "s06").await;
     assert_eq!((status, text.as_str()), (200, "echo: s06"));
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
-    let job = job_of_key(&gw, "s06").await;
+    assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)), (1, 1));
+    let job = common::job_of_key(&gw, "s06").await;
     assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
 }
 
@@ -365,14 +374,14 @@ async fn a_slow_streams_late_answer_is_read_unseen_and_superseded(store: TestSto
     gw.sim().queue(Some("sim:ok"), "hold=s07", 1).unwrap();
     let (status, text) = stream(&gw, &route, "s07").await;
     assert_eq!((status, text.as_str()), (200, "echo: s07"), "one answer, not two");
-    let job = job_of_key(&gw, "s07").await;
+    let job = common::job_of_key(&gw, "s07").await;
     let id = job["id"].as_str().unwrap().to_owned();
     assert_eq!(job["result"]["provider"], "sim-fallback", "{job}");
     gw.sim().release("s07");
     common::wait_for_attempt(&mut events, &id, 1, AttemptState::Superseded).await;
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 1));
+    assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)), (1, 1));
     let twice = format!("intentgate_duplicate_executions_total{{route=\"{route}\"}}");
-    assert_eq!(metric(&gw, &twice).await, 1.0, "the declared duplicate, counted");
+    assert_eq!(common::metric(&gw, &twice).await, 1.0, "the declared duplicate, counted");
     let job: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
     assert_eq!(job["executions"], json!({"answered": 2, "may_have_run": 0}), "{job}");
     assert_eq!(job["result"]["provider"], "sim-fallback", "the stream's owner keeps the result: {job}");
@@ -386,5 +395,5 @@ async fn without_streams_in_the_hedge_a_silent_stream_is_not_hedged(store: TestS
     gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
     let (_, text) = stream(&gw, &route, "no-streams").await;
     assert_eq!(text, "", "no answer: {text}");
-    assert_eq!((calls_to(&gw, PRIMARY), calls_to(&gw, FALLBACK)), (1, 0), "not hedged");
+    assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, FALLBACK)), (1, 0), "not hedged");
 }

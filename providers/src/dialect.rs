@@ -37,6 +37,14 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// Whether a request may end with the assistant's turn begun, which the
+    /// model continues rather than answers (a prefill): Claude's Messages,
+    /// wherever it is spoken, and Converse. OpenAI's and Gemini's APIs
+    /// answer such a turn anew.
+    pub fn prefills(self) -> bool {
+        matches!(self, Dialect::Anthropic | Dialect::Bedrock | Dialect::BedrockConverse)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Dialect::OpenAi => "openai",

@@ -37,6 +37,25 @@ impl ChatRequest {
     pub fn new(messages: Vec<Message>) -> Self {
         ChatRequest { messages, ..ChatRequest::default() }
     }
+
+    /// The same request with the assistant's answer begun with `text` (a
+    /// prefill, see [`crate::Dialect::prefills`]), in its chat view and in
+    /// the client's own Messages request if it came as one.
+    pub fn prefilled(&self, text: &str) -> ChatRequest {
+        let mut prefilled = self.clone();
+        prefilled.messages.push(Message::new("assistant", text));
+        if let Some(native) = &self.native
+            && native.protocol == crate::Protocol::AnthropicMessages
+        {
+            let mut native = (**native).clone();
+            let turn = serde_json::json!({"role": "assistant", "content": text});
+            if let Some(Value::Array(messages)) = native.body.get_mut("messages") {
+                messages.push(turn);
+            }
+            prefilled.native = Some(std::sync::Arc::new(native));
+        }
+        prefilled
+    }
 }
 
 /// OpenAI chat fields a translated dialect (Gemini, Converse) says in its

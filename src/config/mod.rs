@@ -969,7 +969,17 @@ pub struct RouteConfig {
     /// Off unless set: availability bought with a possible second
     /// execution, for a route whose requests are harmless to run twice.
     pub hedge: Option<HedgeConfig>,
+    /// A stream that broke after part of it reached the client is
+    /// continued by the chain's next eligible provider, so the client
+    /// receives one answer (`engine::continuation`). Off by default: the
+    /// cut attempt may have run to its end, so the intent may run twice.
+    #[serde(default)]
+    pub continue_cut_streams: bool,
 }
+
+/// Open attempts a job of a route with `continue_cut_streams` may have:
+/// the cut one, its continuation, and a continuation of that.
+const CONTINUATION_LANES: i32 = 3;
 
 /// A route's hedge (see [`RouteConfig::hedge`] and `engine::hedge`): when an
 /// attempt has been silent for `after` (or its connection broke after the
@@ -1027,7 +1037,8 @@ pub enum Balance {
 impl RouteConfig {
     /// The bound on open attempts a job of this route is created with.
     pub fn open_attempts(&self) -> i32 {
-        self.hedge.map_or(1, |hedge| i32::from(hedge.open_attempts))
+        let hedged = self.hedge.map_or(1, |hedge| i32::from(hedge.open_attempts));
+        if self.continue_cut_streams { hedged.max(CONTINUATION_LANES) } else { hedged }
     }
 
     /// The positions of `chain` that make the step `index` is in: its

@@ -517,9 +517,14 @@ fn validate_pools(route: &crate::config::RouteConfig) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// A hedge that could never start, or more open attempts than the
-/// schema's lanes (`migrations/*/0006_hedged_attempts.sql`) allow.
+/// A hedge (or a continuation) that could never start, or more open
+/// attempts than the schema's lanes (`migrations/*/0006_hedged_attempts.sql`)
+/// allow.
 fn validate_hedge(route: &crate::config::RouteConfig) -> Result<(), Invalid> {
+    if route.continue_cut_streams && route.chain.len() < 2 {
+        let why = "needs a chain of at least two providers: the next one continues a cut stream";
+        return Err(("continue_cut_streams".into(), why.into()));
+    }
     let Some(hedge) = route.hedge else { return Ok(()) };
     if !(2..=3).contains(&hedge.open_attempts) {
         return Err(("hedge.open_attempts".into(), "must be 2 or 3".into()));

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
+use super::gathered::Gathered;
 use super::{Engine, EngineError, StreamEvent};
 use crate::jobs::{Attempt, AttemptOutcome, AttemptState, Job, JobFailure, JobResult, JobStatus};
 use crate::store::{CasOutcome, Settle, StoreError};
@@ -39,6 +40,13 @@ pub(super) enum Seen {
         offer: Offered,
     },
     Failure(Failure),
+    /// A stream that broke after part of it reached the client, on a route
+    /// that lets another provider continue it: the failure, and what the
+    /// client received (phase `Continuable`).
+    Cut {
+        failure: Failure,
+        sent: Box<Gathered>,
+    },
     /// No answer within the time allowed (`reason` says which); `call` is the
     /// call still running, whose answer may yet come.
     Silence {
@@ -62,6 +70,27 @@ pub struct Completed {
     pub room: intentgate_providers::Held,
 }
 
+/// What an attempt's outcome was, as its `detail` says it.
+fn describe(phase: Phase, seen: &Seen, violations: Option<&[String]>) -> String {
+    let what = match (seen, violations) {
+        (_, Some(violations)) => format!("the answer breaks the route's contract: {}", violations.join("; ")),
+        (Seen::Failure(failure) | Seen::Cut { failure, .. }, _) => failure.to_string(),
+        (Seen::Silence { reason, .. }, _) => reason.clone(),
+        (Seen::Answer { .. }, None) => String::new(),
+    };
+    match phase {
+        Phase::Live { .. } => what,
+        Phase::Continuable if violations.is_none() => {
+            format!(
+                "after part of the answer reached the client: {what}; the chain's next provider continues it"
+            )
+        }
+        Phase::Streamed | Phase::Continuable => format!("after its first chunk reached the client: {what}"),
+        Phase::Late => format!("late: {what}"),
+        Phase::Hedged => format!("beside a hedge: {what}"),
+    }
+}
+
 /// What the driver does after one attempt.
 pub(super) enum Next {
     /// The job is settled, or waits on an unknown attempt: stop driving.
@@ -72,6 +101,9 @@ pub(super) enum Next {
     Completed(Completed),
     /// Proven failure: the next provider of the chain, at once.
     FailOver,
+    /// A stream broke after part of it reached the client: the chain's next
+    /// provider continues what the client received (`continuation.rs`).
+    Continue(Box<Gathered>),
     /// A retryable rejection: the same provider again after a pause.
     Retry { provider: String, after: Duration },
     /// (Late answers only) nothing proven yet: keep waiting for
@@ -111,34 +143,19 @@ impl Engine {
             }
             _ => None,
         };
-        let sign = match &seen {
-            Seen::Answer { .. } => super::health::Sign::Answered,
-            Seen::Failure(failure) => super::health::Sign::of_failure(failure),
-            Seen::Silence { .. } => super::health::Sign::Trouble,
+        use super::health::Sign;
+        let (sign, observed) = match &seen {
+            Seen::Answer { .. } => {
+                (Sign::Answered, Observed::Answer { breaks_contract: violations.is_some() })
+            }
+            Seen::Failure(failure) | Seen::Cut { failure, .. } => {
+                (Sign::of_failure(failure), Observed::Failure(failure))
+            }
+            Seen::Silence { .. } => (Sign::Trouble, Observed::Silence),
         };
         self.observe_health(&attempt.provider, sign);
-        let observed = match &seen {
-            Seen::Answer { .. } => Observed::Answer { breaks_contract: violations.is_some() },
-            Seen::Failure(failure) => Observed::Failure(failure),
-            Seen::Silence { .. } => Observed::Silence,
-        };
         let step = decide(phase, observed, &self.retry_policy(route));
-        let detail = || {
-            let what = match (&seen, &violations) {
-                (_, Some(violations)) => {
-                    format!("the answer breaks the route's contract: {}", violations.join("; "))
-                }
-                (Seen::Failure(failure), _) => failure.to_string(),
-                (Seen::Silence { reason, .. }, _) => reason.clone(),
-                (Seen::Answer { .. }, None) => String::new(),
-            };
-            match phase {
-                Phase::Live { .. } => what,
-                Phase::Streamed => format!("after its first chunk reached the client: {what}"),
-                Phase::Late => format!("late: {what}"),
-                Phase::Hedged => format!("beside a hedge: {what}"),
-            }
-        };
+        let detail = || describe(phase, &seen, violations.as_deref());
         tracing::debug!(job_id = %attempt.job_id, attempt = attempt.number, ?phase, ?step, "outcome decided");
         match step {
             Step::Deliver => {
@@ -151,7 +168,15 @@ impl Engine {
                 if !self.settle_failed(attempt, from, outcome, &detail).await? {
                     return Ok(Next::Stop); // settled elsewhere first (a sweep, an operator)
                 }
-                self.after_failure(attempt, then, detail).await
+                match (then, seen) {
+                    (AfterFailure::Continue, Seen::Cut { sent, .. }) => {
+                        Ok(self.continue_cut(attempt, route, sent))
+                    }
+                    (AfterFailure::Continue, _) => {
+                        self.after_failure(attempt, AfterFailure::FailJob, detail).await
+                    }
+                    (then, _) => self.after_failure(attempt, then, detail).await,
+                }
             }
             Step::Unknown { fail_job } => {
                 let detail = detail();
@@ -162,6 +187,13 @@ impl Engine {
                 self.outcome_unknown(attempt, route, phase, &detail, pending, fail_job).await?;
                 Ok(Next::Stop)
             }
+            Step::Continue => {
+                let detail = detail();
+                let Seen::Cut { sent, .. } = seen else { return Ok(Next::Stop) };
+                self.declare_unknown(attempt, &detail, false).await?;
+                self.spawn_late_listener(attempt.clone(), route.to_owned(), None);
+                Ok(self.continue_cut(attempt, route, sent))
+            }
             Step::KeepWaiting => Ok(Next::Wait),
             Step::Abandon => {
                 let detail =
@@ -170,6 +202,15 @@ impl Engine {
                 Ok(Next::Stop)
             }
         }
+    }
+
+    /// The chain's next provider is to continue what the client received
+    /// of `attempt`, which ran (at least in part): a possible duplicate.
+    fn continue_cut(&self, attempt: &Attempt, route: &str, sent: Box<Gathered>) -> Next {
+        tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "a cut stream is continued");
+        metrics::counter!(telemetry::POSSIBLE_DUPLICATES, "route" => route.to_owned()).increment(1);
+        metrics::counter!(telemetry::STREAM_CONTINUATIONS, "route" => route.to_owned()).increment(1);
+        Next::Continue(sent)
     }
 
     /// Carries out what follows a proven failure (`then`), once the attempt
@@ -182,6 +223,8 @@ impl Engine {
     ) -> Result<Next, EngineError> {
         Ok(match then {
             AfterFailure::FailOver => Next::FailOver,
+            // Not reached: a continuation needs what the client received.
+            AfterFailure::Continue => Next::Stop,
             AfterFailure::Beside => Next::Stop,
             AfterFailure::RetryAfter(after) => {
                 let after = jittered(after);

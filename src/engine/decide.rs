@@ -27,6 +27,10 @@ pub enum Phase {
     /// The attempt is `starting` and part of its streamed answer already
     /// reached a client: whatever happens now, the answer is this attempt's.
     Streamed,
+    /// The attempt is `starting`, part of the job's streamed answer reached
+    /// a client, the stream broke, and the route lets the chain's next
+    /// provider continue it (`continue_cut_streams`, `continuation.rs`).
+    Continuable,
     /// The attempt was declared `unknown` (and may have been abandoned since):
     /// its answer, or its failure, arrives late.
     Late,
@@ -109,6 +113,10 @@ pub enum Step {
     /// execution (its key was minted). Without, the job is `unknown` and its
     /// chain resumes once the attempt is settled.
     Unknown { fail_job: bool },
+    /// The work may have been done and part of it reached the client (phase
+    /// `Continuable`): the attempt becomes `unknown`, counted as a possible
+    /// duplicate, and the chain's next provider continues the answer.
+    Continue,
     /// Late and still nothing proven (the provider connection broke after the
     /// attempt was declared unknown): keep it `unknown` until `max_execution`
     /// or an operator settles it.
@@ -129,6 +137,9 @@ pub enum AfterFailure {
     /// The job fails: a client already received part of this attempt's
     /// answer, so no other provider may answer it.
     FailJob,
+    /// The chain's next provider continues the answer a client received
+    /// part of (phase `Continuable`).
+    Continue,
     /// Nothing more: another attempt of the job is open beside this one
     /// (a hedge) and carries the job on.
     Beside,
@@ -162,6 +173,7 @@ pub fn decide(phase: Phase, observed: Observed<'_>, policy: &RetryPolicy) -> Ste
             Step::Unknown { fail_job: !collectable }
         }
         (Phase::Streamed, Observed::Failure(_) | Observed::Silence) => Step::Unknown { fail_job: true },
+        (Phase::Continuable, Observed::Failure(_) | Observed::Silence) => Step::Continue,
         (Phase::Late, Observed::Failure(_)) => Step::KeepWaiting,
         (Phase::Late, Observed::Silence) => Step::Abandon,
     }
@@ -175,6 +187,9 @@ fn after_proven_failure(phase: Phase, failure: Option<&Failure>, policy: &RetryP
             None => AfterFailure::FailOver,
         },
         Phase::Streamed => AfterFailure::FailJob,
+        // A whole answer that breaks the contract is not continued.
+        Phase::Continuable if failure.is_some() => AfterFailure::Continue,
+        Phase::Continuable => AfterFailure::FailJob,
         Phase::Late => AfterFailure::Resume,
         Phase::Hedged => AfterFailure::Beside,
     }
@@ -376,6 +391,29 @@ mod tests {
         );
         assert_eq!(beside(&unknown()), Step::Unknown { fail_job: false });
         assert_eq!(decide(Phase::Hedged, Observed::Silence, &policy), Step::Unknown { fail_job: false });
+    }
+
+    /// A cut the route lets another provider continue: whatever broke,
+    /// the chain's next provider continues — but a whole answer that
+    /// breaks the contract is not continued.
+    #[test]
+    fn a_continuable_cut_continues_on_the_next_provider() {
+        let bad = Failure::BadOutput { reason: "diverged".into(), raw: Default::default() };
+        assert_eq!(decide(Phase::Continuable, Observed::Failure(&unknown()), POLICY), Step::Continue);
+        assert_eq!(decide(Phase::Continuable, Observed::Silence, POLICY), Step::Continue);
+        assert_eq!(
+            decide(Phase::Continuable, Observed::Failure(&bad), POLICY),
+            Step::Fail { outcome: bad.class().into(), then: AfterFailure::Continue }
+        );
+        let violation = decide(Phase::Continuable, Observed::Answer { breaks_contract: true }, POLICY);
+        assert_eq!(
+            violation,
+            Step::Fail { outcome: AttemptOutcome::ContractViolation, then: AfterFailure::FailJob }
+        );
+        assert_eq!(
+            decide(Phase::Streamed, Observed::Failure(&unknown()), POLICY),
+            Step::Unknown { fail_job: true }
+        );
     }
 
     #[test]

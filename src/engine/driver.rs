@@ -6,7 +6,9 @@ use intentgate_providers::{CallContext, Failure};
 use uuid::Uuid;
 
 use super::conclude::{Completed, LateCall, Next, Seen};
+use super::continuation::Continuation;
 use super::decide::Phase;
+use super::gathered::Gathered;
 use super::outgoing::Outgoing;
 use super::{Engine, EngineError, PreparedRequest, Work, plan};
 use crate::budgets::LimitRefusal;
@@ -28,7 +30,13 @@ pub(super) enum First {
     /// An attempt already started (and committed) by the caller, and what
     /// it sends.
     Started(Attempt, Box<Outgoing>),
+    /// The chain's next provider, continuing what the client received of a
+    /// cut stream (`continuation.rs`).
+    Continue(Box<Gathered>),
 }
+
+/// An attempt started, what it sends, and the cut stream it continues.
+pub(super) type Begun = (Attempt, Box<Outgoing>, Option<Continuation>);
 
 /// How a job created by [`Engine::create`] starts: its request as the
 /// door parsed it, the providers the gate refused before its attempt 1,
@@ -217,21 +225,22 @@ impl Engine {
                     return self.cannot_drive(&job, &next, reason).await;
                 }
             };
-            let (attempt, outgoing) = match std::mem::replace(&mut next, First::Plan) {
-                First::Started(attempt, outgoing) => (attempt, outgoing),
-                first => match self
-                    .next_attempt(&job, &route, request, first, is_fresh, &mut refused_so_far)
-                    .await?
-                {
-                    Some(started) => started,
-                    None => return Ok(Next::Stop),
-                },
+            let first = std::mem::replace(&mut next, First::Plan);
+            let Some((attempt, outgoing, continuation)) =
+                self.next_attempt(&job, &route, request, first, is_fresh, &mut refused_so_far).await?
+            else {
+                return Ok(Next::Stop);
             };
             let span = self.attempt_started(&attempt, request);
-            let running = self.run_attempt(&job, &route, request, (attempt, *outgoing), retries);
+            let running =
+                self.run_attempt(&job, &route, request, (attempt, *outgoing), (retries, continuation));
             match running.instrument(span).await? {
                 done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
+                Next::Continue(sent) => {
+                    retries = 0;
+                    next = First::Continue(sent);
+                }
                 Next::Retry { provider, after } => {
                     retries += 1;
                     tokio::time::sleep(after).await;
@@ -294,10 +303,12 @@ impl Engine {
         Ok(Next::Stop)
     }
 
-    /// The drive's next attempt, started: on the provider `first` names
-    /// (a retry, a manual attempt) or the chain's next eligible one. `None`
-    /// when the drive stops here: an attempt is open, the chain is
-    /// exhausted (the job failed), or a limit refused the attempt.
+    /// The drive's next attempt, started: the one `first` started already,
+    /// one continuing a cut stream (`continuation.rs`), one on the provider
+    /// `first` names (a retry, a manual attempt) or on the chain's next
+    /// eligible one. `None` when the drive stops here: an attempt is open,
+    /// the chain is exhausted (the job failed), or a limit refused the
+    /// attempt.
     async fn next_attempt(
         &self,
         job: &Job,
@@ -306,9 +317,13 @@ impl Engine {
         first: First,
         is_fresh: bool,
         refused_so_far: &mut Vec<String>,
-    ) -> Result<Option<(Attempt, Box<Outgoing>)>, EngineError> {
+    ) -> Result<Option<Begun>, EngineError> {
         let job_id = job.id;
         let chosen = match first {
+            First::Started(attempt, outgoing) => return Ok(Some((attempt, outgoing, None))),
+            First::Continue(sent) => {
+                return self.next_continuation(job, route, request, *sent, refused_so_far).await;
+            }
             First::Provider(name) => Chosen { name, refused: Vec::new(), probe: false },
             _ => {
                 let attempts = if is_fresh { Vec::new() } else { self.store().attempts(job_id).await? };
@@ -342,15 +357,32 @@ impl Engine {
             }
         };
         let outgoing = Box::new(self.outgoing(job.payer(), request, &chosen.name));
-        let started =
-            self.store().start_attempt(job_id, &chosen.name, &outgoing.reservation, 1, self.now_ms()).await;
+        let started = self.start_chosen(job, &chosen, &outgoing, 1, refused_so_far).await?;
+        Ok(started.map(|attempt| (attempt, outgoing, None)))
+    }
+
+    /// Starts an attempt on the provider `chosen`, in one of `open_attempts`
+    /// lanes; `None` when none started: another is open (blocked), or a
+    /// limit refused it (the job failed).
+    pub(super) async fn start_chosen(
+        &self,
+        job: &Job,
+        chosen: &Chosen,
+        outgoing: &Outgoing,
+        open_attempts: i32,
+        refused_so_far: &mut Vec<String>,
+    ) -> Result<Option<Attempt>, EngineError> {
+        let started = self
+            .store()
+            .start_attempt(job.id, &chosen.name, &outgoing.reservation, open_attempts, self.now_ms())
+            .await;
         if !matches!(started, Ok(StartOutcome::Started(_))) {
-            self.sent_nothing(&chosen);
+            self.sent_nothing(chosen);
         }
         Ok(match started? {
-            StartOutcome::Started(attempt) => Some((attempt, outgoing)),
+            StartOutcome::Started(attempt) => Some(attempt),
             StartOutcome::Blocked(blocked) => {
-                tracing::debug!(%job_id, ?blocked, "no new attempt");
+                tracing::debug!(job_id = %job.id, ?blocked, "no new attempt");
                 None
             }
             StartOutcome::Refused(refusal) => {
@@ -517,7 +549,7 @@ impl Engine {
         route: &RouteConfig,
         request: &PreparedRequest,
         (mut attempt, outgoing): (Attempt, Outgoing),
-        retries: u32,
+        (retries, continuation): (u32, Option<Continuation>),
     ) -> Result<Next, EngineError> {
         let live = Phase::Live { retries, collectable: !IdempotencyKey::was_minted(&job.idempotency_key) };
         let Some(entry) = self.provider(&attempt.provider) else {
@@ -534,12 +566,13 @@ impl Engine {
             && let Outgoing { work: Work::Chat(chat), body, .. } = outgoing
         {
             let provider = entry.provider.clone();
-            if let Some(hedge) = route.hedge.filter(|hedge| hedge.streams) {
+            if let Some(hedge) = route.hedge.filter(|hedge| hedge.streams && continuation.is_none()) {
                 let first = (attempt, provider, chat, body);
                 return self.race_streams((job, route, request), first, hedge, live).await;
             }
             let context = call_context(&attempt);
-            return self.run_stream_attempt(route, attempt, provider, (chat, body), context, live).await;
+            let sending = (provider, (chat, body));
+            return self.run_stream_attempt(route, attempt, sending, context, (live, continuation)).await;
         }
         let running = self.spawn_call(route, entry.provider.clone(), outgoing, attempt);
         match route.hedge {
@@ -628,7 +661,7 @@ impl Engine {
         (running.attempt, Seen::Silence { reason, call })
     }
 
-    async fn fail_exhausted(
+    pub(super) async fn fail_exhausted(
         &self,
         job: &Job,
         attempts: &[Attempt],

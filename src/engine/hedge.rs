@@ -288,7 +288,8 @@ pub(super) fn proves_nothing(seen: &Seen) -> bool {
     match seen {
         Seen::Silence { .. } => true,
         Seen::Failure(failure) => !failure.may_fail_over(),
-        Seen::Answer { .. } => false,
+        // Part of it reached the client: not a hedge's to rescue.
+        Seen::Answer { .. } | Seen::Cut { .. } => false,
     }
 }
 

@@ -29,11 +29,13 @@
 mod clock;
 mod conclude;
 mod configured;
+mod continuation;
 pub use conclude::{CONTENT_REFUSED, OUTCOME_UNKNOWN};
 mod balance;
 mod decide;
 mod driver;
 mod gate;
+mod gathered;
 mod handover;
 mod health;
 mod hedge;

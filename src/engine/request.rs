@@ -94,6 +94,21 @@ impl PreparedRequest {
         }
     }
 
+    /// The request with the assistant's answer begun with `text` (a
+    /// prefill, which a continuation of a cut stream sends).
+    pub fn prefilled(&self, text: &str) -> PreparedRequest {
+        let work = match &self.work {
+            Work::Chat(chat) => Work::Chat(chat.prefilled(text)),
+            Work::Embed(embed) => Work::Embed(embed.clone()),
+        };
+        PreparedRequest {
+            route: self.route.clone(),
+            work,
+            stream: self.stream,
+            canonical_len: self.canonical_len,
+        }
+    }
+
     /// The chat request, when the job asks for a chat answer.
     pub fn chat(&self) -> Option<&ChatRequest> {
         match &self.work {

@@ -30,7 +30,7 @@ use super::conclude::{LateCall, Next, Offered, Seen};
 use super::decide::Phase;
 use super::driver::{RunningCall, call_context};
 use super::outgoing::Outgoing;
-use super::stream_attempt::{StreamCall, Streamed};
+use super::stream_attempt::{Joins, StreamCall, Streamed};
 use super::stream_claim::{Claimant, StreamClaim};
 use super::{Engine, EngineError, PreparedRequest, Work};
 use crate::config::{HedgeConfig, RouteConfig};
@@ -119,7 +119,8 @@ impl Engine {
         let offer = self.gate().offer(&route.name, &chat);
         let claimant = Claimant::new(Arc::clone(claim), attempt.clone());
         let context = call_context(&attempt);
-        let call = span.in_scope(|| self.spawn_stream(provider, (chat, body), context, Some(claimant)));
+        let call =
+            span.in_scope(|| self.spawn_stream(provider, (chat, body), context, Joins::Race(claimant)));
         let sent_at = Instant::now();
         let deadline = sent_at + Duration::from(route.attempt_timeout);
         OpenStream { attempt, call, sent_at, deadline, offer, span }

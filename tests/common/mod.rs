@@ -459,6 +459,21 @@ pub fn calls_at(gw: &TestGateway, path: &str) -> u64 {
     gw.sim().calls().by_path.get(path).copied().unwrap_or(0)
 }
 
+/// A metric's value from `GET /metrics`, 0 when it is not there yet.
+pub async fn metric(gw: &TestGateway, series: &str) -> f64 {
+    let text = gw.client.get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// The job `key` names (alice's), once settled.
+pub async fn job_of_key(gw: &TestGateway, key: &str) -> Value {
+    let found: Value = gw.get(ALICE, &format!("/v1/jobs?idempotency_key={key}")).await.json().await.unwrap();
+    let id = found["id"].as_str().or(found["jobs"][0]["id"].as_str()).unwrap().to_owned();
+    settled_job(gw, ALICE, &id).await
+}
+
 /// The job's attempts, after asserting the simulator saw exactly one
 /// upstream call per attempt (every call carries the job id as its key).
 pub async fn one_call_per_attempt(gw: &TestGateway, job: &str) -> Vec<Value> {

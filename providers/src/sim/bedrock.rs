@@ -203,7 +203,9 @@ pub(crate) fn frames(events: Vec<Bytes>, terminator: Vec<Bytes>, fault: Fault) -
     let mut frames: Vec<Bytes> = match fault {
         Fault::None => events.iter().chain(&terminator).cloned().collect(),
         Fault::NoDone => events.clone(),
-        Fault::Stall | Fault::Cut | Fault::Exception | Fault::BadCrc => events[..half].to_vec(),
+        Fault::Stall | Fault::Cut | Fault::Truncated | Fault::Exception | Fault::BadCrc => {
+            events[..half].to_vec()
+        }
     };
     match fault {
         Fault::Exception => frames.push(eventstream::encode(

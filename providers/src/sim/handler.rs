@@ -289,7 +289,9 @@ fn answer(
             events.iter().chain([&terminator]).map(Event::to_sse).collect()
         }
         Fault::NoDone => events.iter().map(Event::to_sse).collect(),
-        Fault::Stall | Fault::Cut => events.iter().take(events.len() / 2).map(Event::to_sse).collect(),
+        Fault::Stall | Fault::Cut | Fault::Truncated => {
+            events.iter().take(events.len() / 2).map(Event::to_sse).collect()
+        }
     };
     let pieces = stream::iter(sent.into_iter().map(|s| Ok(Bytes::from(s))));
     let body = Body::from_stream(pieces.chain(tail(output.fault, kill)));
@@ -299,7 +301,9 @@ fn answer(
 /// What follows the bytes sent: nothing, silence, or a dropped connection.
 fn tail(fault: Fault, kill: KillSwitch) -> BoxStream<'static, Result<Bytes, Infallible>> {
     match fault {
-        Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc => stream::empty().boxed(),
+        Fault::None | Fault::NoDone | Fault::Exception | Fault::BadCrc | Fault::Truncated => {
+            stream::empty().boxed()
+        }
         Fault::Stall => stream::pending().boxed(),
         Fault::Cut => stream::once(async move {
             // Yield once so hyper flushes what was sent before the cut.
@@ -330,7 +334,10 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
         Api::Gemini { .. } => return super::gemini::validate(headers, json),
         Api::Vertex { publisher: Dialect::Gemini, .. } => return super::gemini::validate_body(json),
         Api::Vertex { stream, .. } => super::vertex::validate_claude(json, *stream)?,
-        Api::Bedrock { converse: true, .. } => return super::converse::validate(json),
+        Api::Bedrock { converse: true, .. } => {
+            super::prompt::check_prefill(json)?;
+            return super::converse::validate(json);
+        }
         Api::Bedrock { .. } => super::bedrock::validate(json)?,
         // Checked as it is read (`super::responses::view`).
         Api::Responses => return Ok(()),
@@ -341,6 +348,7 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
     }
     if matches!(api.dialect(), Dialect::Anthropic | Dialect::Bedrock) {
         super::thinking::check(json)?;
+        super::prompt::check_prefill(json)?;
     }
     if api.dialect() == Dialect::Anthropic {
         if json.get("max_tokens").and_then(Value::as_u64).is_none() {

@@ -44,6 +44,10 @@
 //!   with `thinking` `enabled` or `adaptive` is answered with a signed
 //!   thinking block first; a thinking block sent back must carry the
 //!   signature given for its text, else Anthropic's 400 (`thinking.rs`)
+//! - prefill, in the Anthropic dialect wherever it is spoken and in
+//!   Converse: a last turn that is the assistant's is continued (the answer
+//!   is the rest of what would have been said); one ending in whitespace is
+//!   Claude's 400
 //! - cache usage: an Anthropic-dialect request with `cache_control`
 //!   anywhere reports half its prompt as `cache_read_input_tokens`; a
 //!   Responses request with `prompt_cache_key` half as `cached_tokens`
@@ -101,6 +105,7 @@
 //!        | "stream-stall"              ; send half the answer, then go silent forever
 //!        | "stream-cut"                ; send half the answer, then drop the connection
 //!        | "stream-no-done"            ; end a stream cleanly but without its terminator
+//!        | "stream-truncated"          ; send half the stream, then end it cleanly
 //!                                      ;   (Gemini: without the chunk that finishes it)
 //!        | "stream-exception"          ; Bedrock: half the stream, then a modelStreamErrorException
 //!                                      ;   frame (elsewhere: the whole answer)

@@ -32,6 +32,9 @@ pub(crate) struct Prompt {
     pub(crate) tools: Offered,
     /// Output tokens to report whatever was said (the script's `usage=N`).
     pub(crate) reported_output: Option<u64>,
+    /// The text of a last turn that is the assistant's: where a dialect
+    /// prefills, the answer continues it (see [`Prompt::said`]).
+    pub(crate) prefill: Option<String>,
 }
 
 /// What one choice says: text, a call of a tool, or the text said before
@@ -145,6 +148,10 @@ impl Prompt {
             n: body.get("n").and_then(Value::as_u64).unwrap_or(1).clamp(1, MAX_CHOICES),
             tools,
             reported_output: None,
+            prefill: messages
+                .last()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                .map(text_of),
         }
     }
 
@@ -175,7 +182,14 @@ impl Prompt {
                 })
                 .collect();
         }
-        let text = self.answer(seed, output);
+        let mut text = self.answer(seed, output);
+        // A model continues the turn it was given begun: the rest of what it
+        // would have said (the whole answer if it would not have begun so).
+        if let Some(rest) =
+            self.prefill.as_deref().filter(|_| dialect.prefills()).and_then(|p| text.strip_prefix(p))
+        {
+            text = rest.to_owned();
+        }
         (0..n)
             .map(|i| match text.strip_prefix("echo: ") {
                 Some(rest) if i > 0 => Said::Text(format!("echo[{i}]: {rest}")),
@@ -295,6 +309,19 @@ fn content_text(content: &Value) -> String {
         Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
         _ => String::new(),
     }
+}
+
+/// Claude refuses a prefill that ends in whitespace, with this 400.
+pub(crate) fn check_prefill(body: &Value) -> Result<(), (u16, String)> {
+    let last = body.get("messages").and_then(Value::as_array).and_then(|messages| messages.last());
+    let prefill = last
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .and_then(|m| m.get("content"))
+        .map(content_text);
+    if prefill.is_some_and(|text| text.ends_with(char::is_whitespace)) {
+        return Err((400, "messages: final assistant content cannot end with trailing whitespace".into()));
+    }
+    Ok(())
 }
 
 fn words(text: &str) -> u64 {

@@ -247,4 +247,22 @@ mod tests {
             Said::Tool(_) | Said::Stopped(_) => panic!("the loop would never end"),
         }
     }
+
+    /// A begun assistant turn is continued where the dialect prefills, and
+    /// answered anew where it does not; Claude refuses one ending in
+    /// whitespace.
+    #[test]
+    fn a_prefill_is_continued_where_the_dialect_prefills() {
+        let body = json!({"messages": [{"role": "user", "content": "hi there"},
+            {"role": "assistant", "content": [{"type": "text", "text": "echo: hi"}]}]});
+        let text = |dialect| match &Prompt::read(&body, 7).said(dialect, 7, &Output::default())[0] {
+            Said::Text(text) => text.clone(),
+            Said::Tool(_) | Said::Stopped(_) => panic!("words"),
+        };
+        assert_eq!(text(Dialect::Anthropic), " there");
+        assert_eq!(text(Dialect::OpenAi), "echo: hi there");
+        assert!(crate::sim::prompt::check_prefill(&body).is_ok());
+        let spaced = json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "echo: "}]});
+        assert_eq!(crate::sim::prompt::check_prefill(&spaced).unwrap_err().0, 400);
+    }
 }

@@ -65,6 +65,8 @@ pub(crate) enum Fault {
     Stall,
     Cut,
     NoDone,
+    /// Half the stream, then a clean end of the body: no terminator, no error.
+    Truncated,
     /// Bedrock: half the stream, then a `modelStreamErrorException` frame.
     Exception,
     /// Bedrock: a frame whose message CRC is wrong, half way.
@@ -142,6 +144,7 @@ impl FromStr for Script {
                 ("stream-stall", None) => fault(&mut script.output.fault, Fault::Stall)?,
                 ("stream-cut", None) => fault(&mut script.output.fault, Fault::Cut)?,
                 ("stream-no-done", None) => fault(&mut script.output.fault, Fault::NoDone)?,
+                ("stream-truncated", None) => fault(&mut script.output.fault, Fault::Truncated)?,
                 ("stream-exception", None) => fault(&mut script.output.fault, Fault::Exception)?,
                 ("bad-crc", None) => fault(&mut script.output.fault, Fault::BadCrc)?,
                 ("usage", Some(tokens)) => match tokens.parse::<u64>() {
