@@ -385,6 +385,15 @@ async fn a_slow_streams_late_answer_is_read_unseen_and_superseded(store: TestSto
     let job: Value = gw.get(ALICE, &format!("/v1/jobs/{id}")).await.json().await.unwrap();
     assert_eq!(job["executions"], json!({"answered": 2, "may_have_run": 0}), "{job}");
     assert_eq!(job["result"]["provider"], "sim-fallback", "the stream's owner keeps the result: {job}");
+    // The loser's chunks are nowhere else: kept on its attempt. The
+    // winner's are the job's result, not stored a second time.
+    let stored = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+    let kept = gw.gateway.store.attempt_response(stored[0].id).await.unwrap().unwrap();
+    let kept: Vec<Value> = serde_json::from_str(&kept).unwrap();
+    let said: String =
+        kept.iter().filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(said, "echo: s07", "{kept:?}");
+    assert_eq!(gw.gateway.store.attempt_response(stored[1].id).await.unwrap(), None);
 }
 
 /// Without `streams` the hedge leaves streams alone, as before: a silent

@@ -424,7 +424,9 @@ async fn a_created_job_is_the_row_the_store_holds(store: TestStore) {
 
     let charge = (Amounts { nanos: 0, tokens: 0 }, None);
     let attempt = &real.attempts(job.id).await.unwrap()[0];
-    let CasOutcome::Won(won) = real.complete_job(attempt, "{}", "{}", charge, now_ms()).await.unwrap() else {
+    let CasOutcome::Won(won) =
+        real.complete_job(attempt, "{}", ("{}", false), charge, now_ms()).await.unwrap()
+    else {
         panic!("the only attempt wins")
     };
     assert_eq!(won.status, JobStatus::Succeeded);

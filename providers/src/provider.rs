@@ -263,7 +263,18 @@ impl Provider {
             })?),
         };
         let room = crate::Held::of(room);
-        Ok(ChatResponse { completion, text, json, usage, finish_reason, raw, model, native, room })
+        Ok(ChatResponse {
+            completion,
+            text,
+            json,
+            usage,
+            finish_reason,
+            raw,
+            chunks: None,
+            model,
+            native,
+            room,
+        })
     }
 
     /// The client's own request, when this provider's dialect speaks its
@@ -465,6 +476,7 @@ impl Provider {
                 usage,
                 finish_reason,
                 raw,
+                chunks: None,
                 model,
                 native: None,
                 room: crate::Held::of(room),

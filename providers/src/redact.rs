@@ -98,6 +98,10 @@ pub(crate) fn response(mut response: ChatResponse, secret: &str) -> ChatResponse
         json(parsed, secret);
     }
     bytes(&mut response.raw, secret);
+    // Shared with the stream's readers: copied only where the secret is.
+    for chunk in response.chunks.iter_mut().flatten().filter(|chunk| json_holds(chunk, secret)) {
+        json(std::sync::Arc::make_mut(chunk), secret);
+    }
     // The key escaped in the raw JSON survives a byte replacement: keep the
     // scrubbed document instead of those bytes. Only bytes that hold an
     // escape that could hide it are parsed to find out.
@@ -202,6 +206,7 @@ mod tests {
             usage: None,
             finish_reason: None,
             raw: bytes::Bytes::from_static(raw),
+            chunks: None,
             model: None,
             native: None,
             room: crate::Held::default(),

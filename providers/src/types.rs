@@ -175,8 +175,12 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     /// Normalised to OpenAI's vocabulary (`stop`, `length`, `tool_calls`).
     pub finish_reason: Option<String>,
-    /// The exact response body, for audit and byte-identical replay.
+    /// The exact response body, for audit and byte-identical replay (a
+    /// stream's: the JSON list of its `chunks`).
     pub raw: Bytes,
+    /// A streamed answer's chunks as its readers got them, which a replay
+    /// sends again; `None` for an answer in one piece.
+    pub chunks: Option<Vec<std::sync::Arc<Value>>>,
     /// The model the provider says answered.
     pub model: Option<String>,
     /// The answer as the provider gave it, when the request was its own

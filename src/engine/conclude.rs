@@ -34,7 +34,7 @@ pub(super) enum Seen {
     /// A complete answer; `streamed` when it arrived as a stream (its chunks
     /// are stored with it, for a byte-identical replay).
     Answer {
-        response: ChatResponse,
+        response: Box<ChatResponse>,
         streamed: bool,
         /// The request's tools, when the route's contract checks tool calls.
         offer: Offered,
@@ -160,7 +160,7 @@ impl Engine {
         match step {
             Step::Deliver => {
                 let Seen::Answer { response, streamed, .. } = seen else { return Ok(Next::Stop) };
-                self.deliver(attempt, route, response, streamed).await
+                self.deliver(attempt, route, *response, streamed).await
             }
             Step::Fail { outcome, then } => {
                 let detail = detail();
@@ -328,7 +328,6 @@ impl Engine {
         response: ChatResponse,
         streamed: bool,
     ) -> Result<Next, EngineError> {
-        let chunks = if streamed { serde_json::from_slice(&response.raw).ok() } else { None };
         let finish_reason = response.finish_reason.clone();
         let usage = response.usage.as_ref().map(|usage| (usage.prompt_tokens, usage.completion_tokens));
         let answered_model = response.model.clone();
@@ -355,10 +354,12 @@ impl Engine {
             usage: response.usage.and_then(|usage| serde_json::to_value(usage).ok()),
             finish_reason: response.finish_reason,
             completion: Some(response.completion),
-            chunks,
+            chunks: if streamed { response.chunks } else { None },
             native: response.native,
         });
         let stored = result.encode();
+        // A stream's raw answer is its chunks, which the result holds.
+        let raw_in_result = result.chunks.is_some();
         // Valid UTF-8 in practice: checked by the fast path, not decoded
         // character by character.
         let raw = match std::str::from_utf8(&response.raw) {
@@ -370,7 +371,7 @@ impl Engine {
                 self.store().complete_job(
                     attempt,
                     &stored,
-                    &raw,
+                    (&raw, raw_in_result),
                     (charged, usage_json.as_deref()),
                     self.now_ms(),
                 )

@@ -74,7 +74,7 @@ fn seen_of(
     offer: super::conclude::Offered,
 ) -> Seen {
     match joined {
-        Ok(Some(Ok(response))) => Seen::Answer { response, streamed: false, offer },
+        Ok(Some(Ok(response))) => Seen::Answer { response: Box::new(response), streamed: false, offer },
         Ok(Some(Err(failure))) => Seen::Failure(failure),
         Ok(None) => Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() }),
         Err(join) => {

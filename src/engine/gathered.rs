@@ -84,6 +84,7 @@ impl Gathered {
             usage: self.usage,
             finish_reason: self.finish_reason,
             raw: serde_json::to_vec(&self.chunks).unwrap_or_default().into(),
+            chunks: Some(self.chunks),
             model: None,
             native,
             // A stream's room is held while it is read (`answer_budget.rs`).

@@ -62,7 +62,9 @@ impl Engine {
                 None => Some(call.await),
             };
             let seen = match answer {
-                Some(Ok(Some(Ok(response)))) => Some(Seen::Answer { response, streamed, offer }),
+                Some(Ok(Some(Ok(response)))) => {
+                    Some(Seen::Answer { response: Box::new(response), streamed, offer })
+                }
                 Some(Ok(Some(Err(failure)))) => Some(Seen::Failure(failure)),
                 // The call was stopped (shutdown) or its task died: nothing proven.
                 Some(Ok(None) | Err(_)) => None,

@@ -125,7 +125,9 @@ impl Engine {
         };
         let phase = if streamed.after_first_chunk { Phase::Streamed } else { live };
         let (phase, seen) = match (streamed.outcome, streamed.sent) {
-            (Ok(response), _) => (phase, Seen::Answer { response, streamed: true, offer }),
+            (Ok(response), _) => {
+                (phase, Seen::Answer { response: Box::new(response), streamed: true, offer })
+            }
             (Err(failure), Some(sent)) if phase == Phase::Streamed && route.continue_cut_streams => {
                 match sent.uncontinuable() {
                     None => (Phase::Continuable, Seen::Cut { failure, sent }),

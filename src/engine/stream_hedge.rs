@@ -178,7 +178,7 @@ impl Engine {
         self.record_call_time(&stream.attempt, stream.call.started.elapsed(), true);
         let seen = match joined {
             Ok(Some(Streamed { outcome: Ok(response), .. })) => {
-                Seen::Answer { response, streamed: true, offer: stream.offer }
+                Seen::Answer { response: Box::new(response), streamed: true, offer: stream.offer }
             }
             Ok(Some(Streamed { outcome: Err(failure), .. })) => Seen::Failure(failure),
             Ok(None) => Seen::Failure(Failure::Unknown { reason: "the gateway is shutting down".into() }),

@@ -30,7 +30,7 @@ pub struct JobResult {
     /// A streamed answer's chunks (`chat.completion.chunk` objects) in the
     /// order they arrived, so that a replay sends the same stream again.
     #[schema(value_type = Option<Vec<Object>>)]
-    pub chunks: Option<Vec<Value>>,
+    pub chunks: Option<Vec<std::sync::Arc<Value>>>,
     /// The answer as the provider gave it, when the job's request was
     /// passed through in its own protocol (Anthropic's `message`, thinking
     /// blocks with their signatures and cache usage included): what the

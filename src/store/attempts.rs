@@ -115,12 +115,13 @@ impl Store {
     /// conditional UPDATE on `(id, version, completed_by IS NULL)`. The loser
     /// keeps its payload on its own row as `superseded`; nothing is merged.
     /// Either way the attempt is charged `charge` for `usage`: the provider
-    /// did the work.
+    /// did the work. `raw_in_result`: the result holds the raw answer whole
+    /// (a stream's chunks), so a winner does not keep it a second time.
     pub async fn complete_job(
         &self,
         attempt: &Attempt,
         result: &str,
-        raw_response: &str,
+        (raw_response, raw_in_result): (&str, bool),
         (charge, usage): (Amounts, Option<&str>),
         now_ms: i64,
     ) -> Result<CasOutcome, StoreError> {
@@ -147,10 +148,11 @@ impl Store {
                             ),
                         };
                         let to = settled_state(won.is_some());
+                        let kept = (won.is_none() || !raw_in_result).then_some(&raw_response);
                         let settled = execute(
                             conn,
                             sql::SETTLE_DELIVERED,
-                            &[&attempt_id, &to, &raw_response, &now_ms, &nanos, &tokens, &usage],
+                            &[&attempt_id, &to, &kept, &now_ms, &nanos, &tokens, &usage],
                         )?;
                         if settled == 0 {
                             return Ok(CasOutcome::NotDeliverable);
@@ -173,6 +175,7 @@ impl Store {
                     attempt_id,
                     now_ms,
                     raw_response: raw_response.to_owned(),
+                    raw_in_result,
                     charge,
                     usage: usage.map(str::to_owned),
                 };

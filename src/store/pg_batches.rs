@@ -118,6 +118,8 @@ pub(super) struct Delivery {
     pub attempt_id: Uuid,
     pub now_ms: i64,
     pub raw_response: String,
+    /// The result holds `raw_response` whole: a winner does not keep it twice.
+    pub raw_in_result: bool,
     pub charge: Amounts,
     pub usage: Option<String>,
 }
@@ -270,6 +272,7 @@ async fn complete_jobs(
             .bind(lone.charge.nanos)
             .bind(lone.charge.tokens)
             .bind(lone.usage.as_deref())
+            .bind(lone.raw_in_result)
             .persistent(named)
             .fetch_all(conn)
             .await?;
@@ -285,6 +288,7 @@ async fn complete_jobs(
         .bind(column(deliveries, |d| d.charge.nanos))
         .bind(column(deliveries, |d| d.charge.tokens))
         .bind(column(deliveries, |d| d.usage.as_deref()))
+        .bind(column(deliveries, |d| d.raw_in_result))
         .persistent(false)
         .fetch_all(conn)
         .await?;
@@ -469,6 +473,7 @@ mod tests {
             attempt_id,
             now_ms: 2,
             raw_response: answer.to_owned(),
+            raw_in_result: false,
             charge: Amounts::default(),
             usage: None,
         }

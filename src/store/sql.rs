@@ -182,7 +182,8 @@ pub(super) const COMPLETE_JOB_CAS: &str = concat!(
 
 /// SQLite: the delivering attempt settles as `$2` (`succeeded` if its CAS
 /// won, else `superseded`), charged `$5` nano-units and `$6` tokens for
-/// the usage `$7`. Zero rows: it could not deliver.
+/// the usage `$7`, keeping its raw answer `$3` (NULL when the job's result
+/// holds it whole). Zero rows: it could not deliver.
 pub(super) const SETTLE_DELIVERED: &str = concat!(
     "UPDATE attempts SET state = $2, outcome = 'ok', response = $3, finished_at = $4, \
      cost_nanos = $5, tokens = $6, usage = $7 WHERE id = $1 AND ",
@@ -207,7 +208,8 @@ pub(super) const COMPLETE_JOB_PG: &str = concat!(
     job_columns!(),
     "), settled AS (UPDATE attempts SET \
      state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded' ELSE 'superseded' END, \
-     outcome = 'ok', response = $6, finished_at = $5, cost_nanos = $7, tokens = $8, usage = $9 \
+     outcome = 'ok', response = CASE WHEN EXISTS (SELECT 1 FROM won) AND $10 THEN NULL ELSE $6 END, \
+     finished_at = $5, cost_nanos = $7, tokens = $8, usage = $9 \
      WHERE id IN (SELECT id FROM deliverable) RETURNING id AS settled_attempt, state) \
      SELECT settled.settled_attempt, settled.state AS settled_as, \
      COALESCE(won.completed_by, (SELECT completed_by FROM jobs WHERE id = $1)) AS winner, won.* \
@@ -216,9 +218,10 @@ pub(super) const COMPLETE_JOB_PG: &str = concat!(
 
 /// PostgreSQL: for a batch of delivering attempts (`pg_batches.rs`), the
 /// deliverability check, the compare-and-swap and each attempt's settling
-/// in one statement (one round trip, one commit). `$1`…`$9` are arrays, one
+/// in one statement (one round trip, one commit). `$1`…`$10` are arrays, one
 /// element per attempt: job, job version, result, attempt, time, raw
-/// response, charge (nano-units, tokens) and reported usage. Attempt rows
+/// response, charge (nano-units, tokens), reported usage, and whether the
+/// result holds the raw response whole (a winner's is then not kept twice). Attempt rows
 /// are locked first, in id order (`FOR UPDATE`, as the SQLite op holds the
 /// write lock), each looked up by its primary key: a lateral lookup, not a
 /// join, so that a plan cached while the table was small (a hash join over
@@ -230,8 +233,8 @@ pub(super) const COMPLETE_JOB_PG: &str = concat!(
 /// the other is superseded by it.
 pub(super) const COMPLETE_JOBS_PG: &str = concat!(
     "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::uuid[], $5::bigint[], \
-     $6::text[], $7::bigint[], $8::bigint[], $9::text[]) AS i(job_id, job_version, answer, attempt_id, \
-     at_ms, raw_response, charged_nanos, charged_tokens, reported_usage)), \
+     $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::bool[]) AS i(job_id, job_version, answer, \
+     attempt_id, at_ms, raw_response, charged_nanos, charged_tokens, reported_usage, raw_in_result)), \
      deliverable AS (SELECT open.id FROM (SELECT attempt_id FROM input ORDER BY attempt_id) wanted \
      CROSS JOIN LATERAL (SELECT id FROM attempts WHERE id = wanted.attempt_id AND ",
     deliverable!(),
@@ -248,7 +251,8 @@ pub(super) const COMPLETE_JOBS_PG: &str = concat!(
     job_columns!(),
     "), settled AS (UPDATE attempts SET \
      state = CASE WHEN attempts.id IN (SELECT completed_by FROM won) THEN 'succeeded' ELSE 'superseded' END, \
-     outcome = 'ok', response = input.raw_response, finished_at = input.at_ms, \
+     outcome = 'ok', response = CASE WHEN attempts.id IN (SELECT completed_by FROM won) \
+     AND input.raw_in_result THEN NULL ELSE input.raw_response END, finished_at = input.at_ms, \
      cost_nanos = input.charged_nanos, tokens = input.charged_tokens, usage = input.reported_usage \
      FROM input WHERE attempts.id = input.attempt_id AND attempts.id IN (SELECT id FROM deliverable) \
      RETURNING attempts.id AS settled_attempt, attempts.job_id AS settled_job, attempts.state AS settled_as) \

@@ -253,7 +253,7 @@ pub fn json_object(body: &Bytes, title: &'static str) -> Result<Map<String, Valu
 pub fn replay_stream<D: Door>(job: &Job, result: &JobResult) -> Vec<u8> {
     let mut render = D::stream(job);
     let mut out = Vec::new();
-    match result.chunks.as_deref().filter(|chunks| chunks.iter().all(Value::is_object)) {
+    match result.chunks.as_deref().filter(|chunks| chunks.iter().all(|chunk| chunk.is_object())) {
         Some(chunks) if !chunks.is_empty() => chunks.iter().for_each(|chunk| out.extend(render.chunk(chunk))),
         // The provider's own answer, in its own protocol's stream.
         _ if result.native.is_some() => {
