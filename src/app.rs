@@ -138,11 +138,8 @@ impl RunningGateway {
 pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
     let simulator = if config.simulator.enabled {
         let addr = config.simulator.listen;
-        let handle = Simulator::new(config.simulator.seed)
-            .record_bodies(config.simulator.record_bodies)
-            .spawn(addr)
-            .await
-            .map_err(|source| StartError::Listen { addr, source })?;
+        let handle =
+            simulator(&config).spawn(addr).await.map_err(|source| StartError::Listen { addr, source })?;
         tracing::info!(addr = %handle.addr(), "provider simulator listening");
         Some(handle)
     } else {
@@ -151,10 +148,20 @@ pub async fn start(config: Config) -> Result<RunningGateway, StartError> {
     start_with_simulator(config, simulator).await
 }
 
+/// The simulator `config` asks for, its body limit twice the doors' unless
+/// it says otherwise: room for what the gateway renders, translated, from
+/// the largest request a door takes.
+fn simulator(config: &Config) -> Simulator {
+    let max_body = config.simulator.max_body_bytes.unwrap_or(config.server.max_body_bytes.saturating_mul(2));
+    Simulator::new(config.simulator.seed)
+        .record_bodies(config.simulator.record_bodies)
+        .max_body_bytes(max_body)
+}
+
 /// Starts the configured simulator unless its address is taken (by a
 /// running gateway's simulator, which then serves instead): `Ok(None)`.
-pub async fn start_simulator(config: &crate::config::SimulatorConfig) -> std::io::Result<Option<SimHandle>> {
-    match Simulator::new(config.seed).record_bodies(config.record_bodies).spawn(config.listen).await {
+pub async fn start_simulator(config: &Config) -> std::io::Result<Option<SimHandle>> {
+    match simulator(config).spawn(config.simulator.listen).await {
         Ok(handle) => Ok(Some(handle)),
         Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
         Err(err) => Err(err),

@@ -66,3 +66,25 @@ async fn recordings_are_a_ring_of_the_most_recent_requests() {
     sim.reset();
     assert_eq!(sim.recorded_requests(), 0);
 }
+
+/// The simulator's port, which needs no key, reads a body no further than
+/// its limit and answers a provider's 413 in the dialect's shape (and
+/// Bedrock's) past it; a body within it is answered.
+#[tokio::test]
+async fn a_body_past_the_simulators_limit_is_refused_unread() {
+    let sim = Simulator::new(1).max_body_bytes(4096).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = http();
+    let body =
+        |text: &str| json!({"model": "m", "messages": [{"role": "user", "content": text}]}).to_string();
+    let post = |url: String, body: String| {
+        client.post(url).header("content-type", "application/json").body(body).send()
+    };
+    let openai = format!("{}/chat/completions", sim.base_url_openai());
+    assert_eq!(post(openai.clone(), body("small")).await.unwrap().status(), 200);
+    let refused = post(openai, body(&"x".repeat(5000))).await.unwrap();
+    assert_eq!(refused.status(), 413);
+    let problem: Value = serde_json::from_slice(&refused.bytes().await.unwrap()).unwrap();
+    assert!(problem["error"]["message"].as_str().unwrap().contains("4096 bytes"), "{problem}");
+    let bedrock = format!("http://{}/model/m/invoke", sim.addr());
+    assert_eq!(post(bedrock, body(&"x".repeat(5000))).await.unwrap().status(), 413);
+}

@@ -506,7 +506,7 @@ async fn contract_command(command: ContractCommand) -> ExitCode {
             // The simulator's providers need the simulator; one already
             // running (a gateway on this config) is used as it is.
             let _simulator = if config.simulator.enabled {
-                crate::app::start_simulator(&config.simulator).await.ok().flatten()
+                crate::app::start_simulator(&config).await.ok().flatten()
             } else {
                 None
             };

@@ -422,11 +422,22 @@ pub struct SimulatorConfig {
     /// process could read every prompt sent through the demo.
     #[serde(default)]
     pub record_bodies: bool,
+    /// Request bodies past this many bytes are refused (413), as a provider
+    /// does. Unset: twice `[server] max_body_bytes`, room for what the
+    /// gateway renders from the largest request its doors take; its own
+    /// port (which needs no key) takes no more.
+    pub max_body_bytes: Option<usize>,
 }
 
 impl Default for SimulatorConfig {
     fn default() -> Self {
-        SimulatorConfig { enabled: false, listen: default_simulator_listen(), seed: 0, record_bodies: false }
+        SimulatorConfig {
+            enabled: false,
+            listen: default_simulator_listen(),
+            seed: 0,
+            record_bodies: false,
+            max_body_bytes: None,
+        }
     }
 }
 

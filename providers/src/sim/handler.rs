@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 
-use axum::body::{Body, Bytes, to_bytes};
+use axum::body::{Body, Bytes};
 use axum::http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +20,11 @@ use crate::transport::IDEMPOTENCY_KEY_HEADER;
 
 /// Scripts the request when present; wins over queue and model name.
 pub const SCRIPT_HEADER: &str = "x-sim-script";
-pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
+/// The largest request body the simulator reads unless told otherwise
+/// ([`super::Simulator::max_body_bytes`]): twice a gateway's default door
+/// limit, room for what it renders — translated — from the largest request
+/// a door takes.
+pub(crate) const DEFAULT_MAX_BODY: usize = 2 * 1024 * 1024;
 
 /// Which of the simulator's APIs a request came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +102,7 @@ pub(crate) async fn handle(
     let script = match header(&parts.headers, SCRIPT_HEADER) {
         Some(text) => text.parse::<Script>(),
         None => {
-            let value = match read_json(dialect, body.take()).await {
+            let value = match read_json(dialect, body.take(), sim.max_body).await {
                 Ok(value) => value,
                 Err(response) => return response,
             };
@@ -126,7 +130,7 @@ pub(crate) async fn handle(
     }
     let json = match json {
         Some(json) => json,
-        None => match read_json(dialect, body.take()).await {
+        None => match read_json(dialect, body.take(), sim.max_body).await {
             Ok(json) => json,
             Err(response) => return response,
         },
@@ -362,10 +366,41 @@ fn validate(api: &Api, headers: &HeaderMap, json: &Value) -> Result<(), (u16, St
     Ok(())
 }
 
-async fn read_json(dialect: Dialect, body: Option<Body>) -> Result<Value, Response> {
-    let bytes = to_bytes(body.unwrap_or_default(), MAX_BODY)
-        .await
-        .map_err(|err| error(dialect, 400, &format!("cannot read the body: {err}")))?;
+/// Why a body was not read: past the limit, or broken.
+pub(crate) enum Unread {
+    TooLarge(usize),
+    Broken(String),
+}
+
+impl Unread {
+    pub(crate) fn status_and_reason(&self) -> (u16, String) {
+        match self {
+            Unread::TooLarge(limit) => (413, format!("the request body is larger than {limit} bytes")),
+            Unread::Broken(reason) => (400, format!("cannot read the body: {reason}")),
+        }
+    }
+}
+
+/// The whole body, read no further than `max_body` bytes.
+pub(crate) async fn read_body(body: Body, max_body: usize) -> Result<Bytes, Unread> {
+    let mut frames = body.into_data_stream();
+    let mut read = Vec::new();
+    while let Some(frame) = frames.next().await {
+        let frame = frame.map_err(|err| Unread::Broken(err.to_string()))?;
+        if read.len() + frame.len() > max_body {
+            return Err(Unread::TooLarge(max_body));
+        }
+        read.extend_from_slice(&frame);
+    }
+    Ok(read.into())
+}
+
+/// The body as JSON; past `max_body` bytes, the 413 a provider answers.
+async fn read_json(dialect: Dialect, body: Option<Body>, max_body: usize) -> Result<Value, Response> {
+    let bytes = read_body(body.unwrap_or_default(), max_body).await.map_err(|unread| {
+        let (status, reason) = unread.status_and_reason();
+        error(dialect, status, &reason)
+    })?;
     serde_json::from_slice(&bytes).map_err(|err| error(dialect, 400, &format!("the body is not JSON: {err}")))
 }
 

@@ -245,12 +245,23 @@ use state::State;
 pub struct Simulator {
     seed: u64,
     state: Arc<State>,
+    /// Request bodies past this many bytes are refused (413).
+    max_body: usize,
 }
 
 impl Simulator {
     /// All generated ids and invented keys derive from `seed`.
     pub fn new(seed: u64) -> Self {
-        Simulator { seed, state: Arc::new(State::new()) }
+        Simulator { seed, state: Arc::new(State::new()), max_body: handler::DEFAULT_MAX_BODY }
+    }
+
+    /// Refuse request bodies past `bytes` with a 413, as a provider does:
+    /// at least what the gateway in front of it renders from the largest
+    /// request its doors take, so that its own unauthenticated port takes
+    /// no more than that.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
     }
 
     /// Binds `addr` (port 0 picks one) and serves in a background task
@@ -518,9 +529,12 @@ async fn bedrock_api(
         return bedrock::refuse(404, "UnknownOperationException", "");
     };
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, handler::MAX_BODY).await {
+    let body = match handler::read_body(body, sim.max_body).await {
         Ok(body) => body,
-        Err(err) => return bedrock::error(400, &format!("cannot read the body: {err}")),
+        Err(unread) => {
+            let (status, reason) = unread.status_and_reason();
+            return bedrock::error(status, &reason);
+        }
     };
     let auth = bedrock::authenticate(&parts.headers, &parts.uri, &body);
     let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
