@@ -37,7 +37,42 @@ store_matrix!(
     a_count_finding_every_slot_taken_is_refused_at_once,
     a_request_dropped_as_its_job_is_created_still_drives_it,
     a_malformed_stream_event_is_skipped_where_the_provider_opts_in,
+    an_answer_the_result_holds_is_stored_once,
 );
+
+/// An answer the job's result holds parsed — OpenAI's body as its
+/// completion, a stream's chunks — is not kept a second time on the
+/// attempt that won; a translated dialect's own body (Anthropic's here),
+/// held nowhere else, is.
+async fn an_answer_the_result_holds_is_stored_once(store: TestStore) {
+    let gw = TestGateway::start(&store).await;
+    assert!(gw.create(ALICE, "once-plain", &chat_body("once")).await.status().is_success());
+    let plain = common::job_of_key(&gw, "once-plain").await;
+    assert_eq!(plain["result"]["completion"]["choices"][0]["message"]["content"], "echo: once", "{plain}");
+    assert_eq!(kept(&gw, plain["id"].as_str().unwrap()).await, ("sim-primary".to_owned(), None));
+    let streamed =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "once"}]});
+    let response = gw.chat_completion("once-streamed", &streamed).await;
+    let id = response.headers()["x-intentgate-job-id"].to_str().unwrap().to_owned();
+    assert!(!chunks_of(&response.text().await.unwrap()).is_empty());
+    let job = settled_job(&gw, ALICE, &id).await;
+    assert!(!job["result"]["chunks"].as_array().unwrap().is_empty(), "{job}");
+    assert_eq!(kept(&gw, &id).await.1, None);
+    gw.sim().queue(Some("sim:ok"), "status=500", 1).unwrap();
+    assert!(gw.create(ALICE, "once-translated", &chat_body("once")).await.status().is_success());
+    let translated = common::job_of_key(&gw, "once-translated").await;
+    let (provider, raw) = kept(&gw, translated["id"].as_str().unwrap()).await;
+    assert_eq!(provider, "sim-fallback");
+    let raw: Value = serde_json::from_str(&raw.unwrap()).unwrap();
+    assert_eq!(raw["type"], "message", "Anthropic's own answer: {raw}");
+}
+
+/// The provider of job `id`'s winning attempt and the raw answer it keeps.
+async fn kept(gw: &TestGateway, id: &str) -> (String, Option<String>) {
+    let attempts = gw.gateway.store.attempts(id.parse().unwrap()).await.unwrap();
+    let won = attempts.iter().find(|attempt| attempt.state == AttemptState::Succeeded).unwrap();
+    (won.provider.clone(), gw.gateway.store.attempt_response(won.id).await.unwrap())
+}
 
 async fn resolve(gw: &TestGateway, job_id: &str, number: i32, resolution: &str) -> reqwest::Response {
     gw.request(Method::POST, &format!("/v1/jobs/{job_id}/attempts/{number}/resolve"), ADMIN)

@@ -263,6 +263,7 @@ impl Provider {
             })?),
         };
         let room = crate::Held::of(room);
+        let raw_held = native.is_some() || matches!(self, Provider::OpenAi(_));
         Ok(ChatResponse {
             completion,
             text,
@@ -271,6 +272,7 @@ impl Provider {
             finish_reason,
             raw,
             chunks: None,
+            raw_held,
             model,
             native,
             room,
@@ -477,6 +479,7 @@ impl Provider {
                 finish_reason,
                 raw,
                 chunks: None,
+                raw_held: false,
                 model,
                 native: None,
                 room: crate::Held::of(room),

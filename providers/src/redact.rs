@@ -207,6 +207,7 @@ mod tests {
             finish_reason: None,
             raw: bytes::Bytes::from_static(raw),
             chunks: None,
+            raw_held: false,
             model: None,
             native: None,
             room: crate::Held::default(),

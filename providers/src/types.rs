@@ -181,6 +181,11 @@ pub struct ChatResponse {
     /// A streamed answer's chunks as its readers got them, which a replay
     /// sends again; `None` for an answer in one piece.
     pub chunks: Option<Vec<std::sync::Arc<Value>>>,
+    /// `raw` is held, parsed, in `completion` (OpenAI's dialect), `native`
+    /// (an answer passed through) or `chunks` (a stream): whoever keeps
+    /// those need not keep `raw` too. A translated dialect's own body is
+    /// held nowhere else.
+    pub raw_held: bool,
     /// The model the provider says answered.
     pub model: Option<String>,
     /// The answer as the provider gave it, when the request was its own

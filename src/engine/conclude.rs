@@ -358,8 +358,8 @@ impl Engine {
             native: response.native,
         });
         let stored = result.encode();
-        // A stream's raw answer is its chunks, which the result holds.
-        let raw_in_result = result.chunks.is_some();
+        // Where the result holds the raw answer parsed, it is kept once.
+        let raw_in_result = response.raw_held;
         // Valid UTF-8 in practice: checked by the fast path, not decoded
         // character by character.
         let raw = match std::str::from_utf8(&response.raw) {

@@ -85,6 +85,7 @@ impl Gathered {
             finish_reason: self.finish_reason,
             raw: serde_json::to_vec(&self.chunks).unwrap_or_default().into(),
             chunks: Some(self.chunks),
+            raw_held: true,
             model: None,
             native,
             // A stream's room is held while it is read (`answer_budget.rs`).
