@@ -3,9 +3,10 @@
 //! broke after part of it reached the client is continued by the chain's
 //! next provider, and the client receives one coherent answer — prefilled
 //! where the provider's dialect prefills (Anthropic's), re-run with the
-//! text the client has skipped elsewhere (the Responses API), and never
-//! spliced onto a re-run that says something else, nor onto part of a tool
-//! call. The crash test's faults after the first byte: S08 (a reset), S09
+//! text the client has skipped elsewhere (the Responses API), in Claude's
+//! own events where the stream passed them through (by a provider that
+//! speaks them), and never spliced onto a re-run that says something else,
+//! nor onto part of a tool call. The crash test's faults after the first byte: S08 (a reset), S09
 //! (a stall), S14 (a clean end half way). Without the option a cut stream
 //! ends with an in-band error (`tests/openai.rs`). Upstream calls are
 //! counted at the simulator by path.
@@ -24,7 +25,8 @@ store_matrix!(
     a_re_run_that_says_something_else_is_not_spliced_on,
     a_cut_tool_call_is_not_continued,
     through_the_messages_door_the_continued_stream_is_one_message,
-    a_passed_through_stream_is_not_continued,
+    a_passed_through_stream_is_continued_by_a_provider_that_speaks_its_protocol,
+    a_passed_through_stream_no_provider_can_continue_in_its_protocol_ends,
 );
 
 const PRIMARY: &str = "/v1/chat/completions";
@@ -99,6 +101,8 @@ async fn assert_continued(
     let attempts = job["attempts"].as_array().unwrap();
     let states: Vec<&str> = attempts.iter().map(|attempt| attempt["state"].as_str().unwrap()).collect();
     assert_eq!(states, ["unknown", "succeeded"], "{job}");
+    let second = &attempts[1];
+    assert_eq!((second["continues"].as_i64(), second["hedged"].as_bool()), (Some(1), Some(false)), "{job}");
     assert_eq!(
         (job["status"].as_str(), job["result"]["text"].as_str()),
         (Some("succeeded"), Some(&*format!("echo: {}", prompt(key))))
@@ -241,20 +245,49 @@ async fn through_the_messages_door_the_continued_stream_is_one_message(store: Te
     assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, ANTHROPIC)), (1, 1));
 }
 
-/// A stream that passed the provider's own protocol through (a Messages
-/// request on an Anthropic primary) carries that provider's events, which
-/// another provider's cannot extend: it ends as without the option.
-async fn a_passed_through_stream_is_not_continued(store: TestStore) {
+/// A Messages request on a Claude provider streams Claude's own events
+/// (an agent's thinking, signatures and cache usage intact). Cut in its
+/// text, it is continued by the next provider that speaks Messages too —
+/// an OpenAI one between them is passed over, and says why — prefilled, its
+/// events going on in the block the client has open: one message.
+async fn a_passed_through_stream_is_continued_by_a_provider_that_speaks_its_protocol(store: TestStore) {
+    let (gw, route) = continuing(&store, &["sim-fallback", "sim-primary", "sim-claude"], |_| {}).await;
+    gw.sim().queue(Some("sim:ok"), "stream-cut", 1).unwrap();
+    let events = messages_stream(&gw, &route, "native-cut").await;
+    let count = |kind: &str| events.iter().filter(|event| event["type"] == kind).count();
+    assert_eq!(
+        (count("message_start"), count("content_block_start"), count("message_stop")),
+        (1, 1, 1),
+        "{events:?}"
+    );
+    assert_eq!(count("error"), 0, "{events:?}");
+    let text: String = events.iter().filter_map(|event| event["delta"]["text"].as_str()).collect();
+    assert_eq!(text, format!("echo: {}", prompt("native-cut")));
+    assert_eq!((common::calls_at(&gw, ANTHROPIC), common::calls_at(&gw, PRIMARY)), (2, 0), "Claude twice");
+    let job = common::job_of_key(&gw, "native-cut").await;
+    let states: Vec<&str> =
+        job["attempts"].as_array().unwrap().iter().map(|a| a["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["unknown", "succeeded"], "{job}");
+    assert_eq!(job["result"]["provider"], "sim-claude", "{job}");
+    let message = &job["result"]["native"];
+    assert_eq!(
+        message["content"][0]["text"],
+        format!("echo: {}", prompt("native-cut")),
+        "one message: {job}"
+    );
+}
+
+/// With no provider left that speaks Messages, the passed-through stream
+/// cannot be continued: it ends with an in-band error, and no other
+/// provider is sent anything.
+async fn a_passed_through_stream_no_provider_can_continue_in_its_protocol_ends(store: TestStore) {
     let (gw, route) = continuing(&store, &["sim-fallback", "sim-primary"], |_| {}).await;
     gw.sim().queue(Some("sim:ok"), "stream-cut", 1).unwrap();
-    let events = messages_stream(&gw, &route, "passed-through").await;
+    let events = messages_stream(&gw, &route, "native-alone").await;
     assert_eq!(events.last().unwrap()["type"], "error", "told in band: {events:?}");
-    let job = common::job_of_key(&gw, "passed-through").await;
-    assert_eq!(
-        (job["status"].as_str(), job["attempts"].as_array().unwrap().len()),
-        (Some("failed"), 1),
-        "{job}"
-    );
+    let job = common::job_of_key(&gw, "native-alone").await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert!(job["error"].to_string().contains("sim-primary"), "{job}");
     assert_eq!((common::calls_at(&gw, ANTHROPIC), common::calls_at(&gw, PRIMARY)), (1, 0), "not continued");
 }
 

@@ -309,7 +309,7 @@ async fn racing_drivers_start_one_attempt(store: TestStore) {
             let (real, barrier) = (real.clone(), barrier.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                real.start_attempt(job.id, &format!("p{i}"), &Reservation::default(), 1, now_ms())
+                real.start_attempt(job.id, &format!("p{i}"), &Reservation::default(), (1, None), now_ms())
                     .await
                     .unwrap()
             })

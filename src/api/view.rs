@@ -96,8 +96,14 @@ pub struct AttemptView<'a> {
     /// It started while another attempt of the job was still open: a
     /// route's hedge sent it beside a silent one, so the intent may have
     /// run twice (the later answer, if any, is `superseded`, and charged).
-    /// Shown in a job's view; `false` where an attempt is shown alone.
+    /// Shown in a job's view; `false` where an attempt is shown alone, and
+    /// for one that `continues` a cut stream.
     pub hedged: bool,
+    /// The attempt whose stream, cut after part of it reached the client,
+    /// this one continued (a route's `continue_cut_streams`): a second
+    /// execution the route accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continues: Option<i32>,
     /// The job's lane it held while open (1 unless hedged; see
     /// `attempts_one_open_per_lane` in the schema).
     pub lane: i32,
@@ -176,7 +182,7 @@ impl<'a> JobView<'a> {
             attempts: attempts
                 .iter()
                 .map(|attempt| AttemptView {
-                    hedged: started_beside(attempt, attempts),
+                    hedged: attempt.continues.is_none() && started_beside(attempt, attempts),
                     ..AttemptView::new(attempt)
                 })
                 .collect(),
@@ -200,6 +206,7 @@ impl<'a> AttemptView<'a> {
             unknown_at: attempt.unknown_at_ms.map(rfc3339),
             finished_at: attempt.finished_at_ms.map(rfc3339),
             hedged: false,
+            continues: attempt.continues,
             lane: attempt.lane,
             usage: AttemptUsage {
                 reported: raw_json(attempt.usage.as_deref()),

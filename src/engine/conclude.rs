@@ -15,6 +15,7 @@ use intentgate_providers::{ChatResponse, Failure, Outcome};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use super::continuation::Cut;
 use super::decide::{AfterFailure, Observed, Phase, RetryPolicy, Step, decide};
 use super::gathered::Gathered;
 use super::{Engine, EngineError, StreamEvent};
@@ -103,7 +104,7 @@ pub(super) enum Next {
     FailOver,
     /// A stream broke after part of it reached the client: the chain's next
     /// provider continues what the client received (`continuation.rs`).
-    Continue(Box<Gathered>),
+    Continue(Box<Cut>),
     /// A retryable rejection: the same provider again after a pause.
     Retry { provider: String, after: Duration },
     /// (Late answers only) nothing proven yet: keep waiting for
@@ -170,7 +171,7 @@ impl Engine {
                 }
                 match (then, seen) {
                     (AfterFailure::Continue, Seen::Cut { sent, .. }) => {
-                        Ok(self.continue_cut(attempt, route, sent))
+                        Ok(self.continue_cut(attempt, route, *sent))
                     }
                     (AfterFailure::Continue, _) => {
                         self.after_failure(attempt, AfterFailure::FailJob, detail).await
@@ -192,7 +193,7 @@ impl Engine {
                 let Seen::Cut { sent, .. } = seen else { return Ok(Next::Stop) };
                 self.declare_unknown(attempt, &detail, false).await?;
                 self.spawn_late_listener(attempt.clone(), route.to_owned(), None);
-                Ok(self.continue_cut(attempt, route, sent))
+                Ok(self.continue_cut(attempt, route, *sent))
             }
             Step::KeepWaiting => Ok(Next::Wait),
             Step::Abandon => {
@@ -206,11 +207,11 @@ impl Engine {
 
     /// The chain's next provider is to continue what the client received
     /// of `attempt`, which ran (at least in part): a possible duplicate.
-    fn continue_cut(&self, attempt: &Attempt, route: &str, sent: Box<Gathered>) -> Next {
+    fn continue_cut(&self, attempt: &Attempt, route: &str, sent: Gathered) -> Next {
         tracing::info!(job_id = %attempt.job_id, attempt = attempt.number, provider = %attempt.provider, "a cut stream is continued");
         metrics::counter!(telemetry::POSSIBLE_DUPLICATES, "route" => route.to_owned()).increment(1);
         metrics::counter!(telemetry::STREAM_CONTINUATIONS, "route" => route.to_owned()).increment(1);
-        Next::Continue(sent)
+        Next::Continue(Box::new(Cut { attempt: attempt.number, sent }))
     }
 
     /// Carries out what follows a proven failure (`then`), once the attempt

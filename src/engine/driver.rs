@@ -6,9 +6,8 @@ use intentgate_providers::{CallContext, Failure};
 use uuid::Uuid;
 
 use super::conclude::{Completed, LateCall, Next, Seen};
-use super::continuation::Continuation;
+use super::continuation::{Continuation, Cut};
 use super::decide::Phase;
-use super::gathered::Gathered;
 use super::outgoing::Outgoing;
 use super::{Engine, EngineError, PreparedRequest, Work, plan};
 use crate::budgets::LimitRefusal;
@@ -32,7 +31,7 @@ pub(super) enum First {
     Started(Attempt, Box<Outgoing>),
     /// The chain's next provider, continuing what the client received of a
     /// cut stream (`continuation.rs`).
-    Continue(Box<Gathered>),
+    Continue(Box<Cut>),
 }
 
 /// An attempt started, what it sends, and the cut stream it continues.
@@ -237,9 +236,9 @@ impl Engine {
             match running.instrument(span).await? {
                 done @ (Next::Stop | Next::Completed(_) | Next::Wait) => return Ok(done),
                 Next::FailOver => retries = 0,
-                Next::Continue(sent) => {
+                Next::Continue(cut) => {
                     retries = 0;
-                    next = First::Continue(sent);
+                    next = First::Continue(cut);
                 }
                 Next::Retry { provider, after } => {
                     retries += 1;
@@ -321,8 +320,8 @@ impl Engine {
         let job_id = job.id;
         let chosen = match first {
             First::Started(attempt, outgoing) => return Ok(Some((attempt, outgoing, None))),
-            First::Continue(sent) => {
-                return self.next_continuation(job, route, request, *sent, refused_so_far).await;
+            First::Continue(cut) => {
+                return self.next_continuation(job, route, request, *cut, refused_so_far).await;
             }
             First::Provider(name) => Chosen { name, refused: Vec::new(), probe: false },
             _ => {
@@ -357,24 +356,25 @@ impl Engine {
             }
         };
         let outgoing = Box::new(self.outgoing(job.payer(), request, &chosen.name));
-        let started = self.start_chosen(job, &chosen, &outgoing, 1, refused_so_far).await?;
+        let started = self.start_chosen(job, &chosen, &outgoing, (1, None), refused_so_far).await?;
         Ok(started.map(|attempt| (attempt, outgoing, None)))
     }
 
     /// Starts an attempt on the provider `chosen`, in one of `open_attempts`
-    /// lanes; `None` when none started: another is open (blocked), or a
-    /// limit refused it (the job failed).
+    /// lanes (continuing attempt `continues`' cut stream, if it names one);
+    /// `None` when none started: another is open (blocked), or a limit
+    /// refused it (the job failed).
     pub(super) async fn start_chosen(
         &self,
         job: &Job,
         chosen: &Chosen,
         outgoing: &Outgoing,
-        open_attempts: i32,
+        lanes: (i32, Option<i32>),
         refused_so_far: &mut Vec<String>,
     ) -> Result<Option<Attempt>, EngineError> {
         let started = self
             .store()
-            .start_attempt(job.id, &chosen.name, &outgoing.reservation, open_attempts, self.now_ms())
+            .start_attempt(job.id, &chosen.name, &outgoing.reservation, lanes, self.now_ms())
             .await;
         if !matches!(started, Ok(StartOutcome::Started(_))) {
             self.sent_nothing(chosen);

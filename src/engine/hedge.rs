@@ -192,7 +192,13 @@ impl Engine {
         let outgoing = self.outgoing(job.payer(), request, &provider);
         let started = self
             .store()
-            .start_attempt(job.id, &provider, &outgoing.reservation, route.open_attempts(), self.now_ms())
+            .start_attempt(
+                job.id,
+                &provider,
+                &outgoing.reservation,
+                (route.open_attempts(), None),
+                self.now_ms(),
+            )
             .await;
         if !matches!(started, Ok(StartOutcome::Started(_))) {
             self.sent_nothing(&chosen);

@@ -120,7 +120,10 @@ impl Engine {
         }
         let outgoing = Box::new(self.outgoing(job.payer(), &request, &provider));
         let reservation = &outgoing.reservation;
-        let attempt = match self.store().start_attempt(job.id, &provider, reservation, 1, self.now_ms()).await
+        let attempt = match self
+            .store()
+            .start_attempt(job.id, &provider, reservation, (1, None), self.now_ms())
+            .await
         {
             Ok(StartOutcome::Started(attempt)) => attempt,
             refused => {

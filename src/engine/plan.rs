@@ -47,6 +47,7 @@ mod tests {
             lane: 1,
             unknown_at_ms: None,
             sent: crate::jobs::Sent::NotYet,
+            continues: None,
         }
     }
 

@@ -91,6 +91,9 @@ pub struct Attempt {
     pub unknown_at_ms: Option<i64>,
     /// Whether its request has left the gateway (see [`Sent`]).
     pub sent: Sent,
+    /// The attempt whose stream, cut after part of it reached the client,
+    /// this one continues (a route's `continue_cut_streams`).
+    pub continues: Option<i32>,
 }
 
 /// What the store knows of whether an attempt's request left the gateway:
@@ -149,6 +152,7 @@ impl Attempt {
             lane: 1,
             unknown_at_ms: None,
             sent: Sent::NotYet,
+            continues: None,
         }
     }
 }

@@ -119,6 +119,7 @@ mod tests {
             lane,
             unknown_at_ms: None,
             sent: crate::jobs::Sent::NotYet,
+            continues: None,
         }
     }
 

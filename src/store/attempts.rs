@@ -75,10 +75,10 @@ impl Store {
         job_id: Uuid,
         provider: &str,
         reservation: &Reservation,
-        open_attempts: i32,
+        (open_attempts, continues): (i32, Option<i32>),
         now_ms: i64,
     ) -> Result<StartOutcome, StoreError> {
-        let start = NewAttempt { job_id, provider, reservation, open_attempts, now_ms };
+        let start = NewAttempt { job_id, provider, reservation, open_attempts, continues, now_ms };
         match self {
             Store::Sqlite(store) => start_attempt_sqlite(store, start).await,
             Store::Postgres(store) => start_attempt_pg(store, start).await,
@@ -264,6 +264,8 @@ struct NewAttempt<'a> {
     provider: &'a str,
     reservation: &'a Reservation,
     open_attempts: i32,
+    /// The attempt whose cut stream it continues.
+    continues: Option<i32>,
     now_ms: i64,
 }
 
@@ -320,7 +322,7 @@ async fn start_attempt_sqlite(
     start: NewAttempt<'_>,
 ) -> Result<StartOutcome, StoreError> {
     let attempt_id = Uuid::now_v7();
-    let NewAttempt { job_id, now_ms, open_attempts, .. } = start;
+    let NewAttempt { job_id, now_ms, open_attempts, continues, .. } = start;
     let Amounts { nanos, tokens } = start.reservation.amounts;
     let provider = start.provider.to_owned();
     let holds = start.reservation.holds.clone();
@@ -349,6 +351,7 @@ async fn start_attempt_sqlite(
                     &nanos,
                     &tokens,
                     &plan.lane,
+                    &continues,
                 ],
                 AttemptRow::from_sqlite,
             );
@@ -376,7 +379,7 @@ async fn start_attempt_pg(
     start: NewAttempt<'_>,
 ) -> Result<StartOutcome, StoreError> {
     let attempt_id = Uuid::now_v7();
-    let NewAttempt { job_id, provider, reservation, open_attempts, now_ms } = start;
+    let NewAttempt { job_id, provider, reservation, open_attempts, continues, now_ms } = start;
     let Amounts { nanos, tokens } = reservation.amounts;
 
     let named = store.named(); // false through a transaction pooler (postgres.rs)
@@ -399,6 +402,7 @@ async fn start_attempt_pg(
         .bind(nanos)
         .bind(tokens)
         .bind(plan.lane)
+        .bind(continues)
         .persistent(named)
         .fetch_one(&mut *tx)
         .await

@@ -83,6 +83,7 @@ pub(super) struct AttemptRow {
     unknown_at: Option<i64>,
     sent: Option<bool>,
     sent_at: Option<i64>,
+    continues: Option<i32>,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -114,6 +115,7 @@ impl TryFrom<AttemptRow> for Attempt {
             lane: row.lane,
             unknown_at_ms: row.unknown_at,
             sent: Sent::of_columns(row.sent, row.sent_at).map_err(|e| StoreError::Corrupt(format!("{e}")))?,
+            continues: row.continues,
         })
     }
 }
@@ -152,7 +154,7 @@ impl JobRow {
 impl AttemptRow {
     /// How many columns `attempt_columns!` selects: a query that selects
     /// more reads them from here on.
-    pub(super) const COLUMNS: usize = 20;
+    pub(super) const COLUMNS: usize = 21;
 
     pub(super) fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<AttemptRow> {
         Ok(AttemptRow {
@@ -176,6 +178,7 @@ impl AttemptRow {
             unknown_at: row.get(17)?,
             sent: row.get(18)?,
             sent_at: row.get(19)?,
+            continues: row.get(20)?,
         })
     }
 }

@@ -14,7 +14,7 @@ macro_rules! attempt_columns {
     () => {
         "id, job_id, number, provider, state, job_version, outcome, detail, \
          resolved_by, started_at, finished_at, reserved_nanos, reserved_tokens, cost_nanos, \
-         tokens, usage, lane, unknown_at, sent, sent_at"
+         tokens, usage, lane, unknown_at, sent, sent_at, continues"
     };
 }
 
@@ -317,12 +317,13 @@ pub(super) const SELECT_ATTEMPT: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 AND number = $2");
 
 /// Written before the provider request leaves (R5): a crash cannot hide a
-/// call. `$7`/`$8`: its reservation (nano-units, tokens). Every attempt is
-/// written not yet sent ([`MARK_SENT`] says when it is).
+/// call. `$7`/`$8`: its reservation (nano-units, tokens); `$10` the attempt
+/// whose cut stream it continues, if any. Every attempt is written not yet
+/// sent ([`MARK_SENT`] says when it is).
 pub(super) const INSERT_ATTEMPT: &str = concat!(
     "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens, lane, sent) VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9, FALSE) \
-     RETURNING ",
+     reserved_nanos, reserved_tokens, lane, sent, continues) \
+     VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9, FALSE, $10) RETURNING ",
     attempt_columns!()
 );
 

@@ -1,114 +1,13 @@
-//! Continuation after a cut, for routes that opt in (`continue_cut_streams`;
-//! off by default, as it runs the intent a second time).
-//!
-//! Once part of a streamed answer reached the client no other provider may
-//! answer the job by default: the client would receive two answers spliced
-//! together. A route whose work is harmless to re-run may instead let the
-//! chain's next eligible provider *continue* the answer, so the client
-//! receives one coherent answer:
-//!
-//! - a provider whose dialect prefills (Claude's Messages wherever it is
-//!   spoken, Converse) is sent the request with the assistant's turn begun
-//!   with what the client received, and says the rest;
-//! - any other is sent the request again (a re-run): what it says again of
-//!   the text the client already has is skipped, and a re-run that says
-//!   something else there has *diverged* — a proven failure of that
-//!   attempt, so the next provider is asked in turn, else the job fails.
-//!
-//! The cut attempt stays `unknown` (its provider may have finished the work)
-//! and is counted as a possible duplicate execution; the continuing attempt
-//! takes another of the job's lanes beside it.
-//!
-//! Not continued, ending as without the option: a stream that passed the
-//! provider's own protocol through (another provider's events cannot extend
-//! it), one with more than one choice, and one that sent any part of a tool
-//! call or of reasoning. A tool call's arguments spliced from two executions
-//! could make a call no model made, which the client would then carry out;
-//! reasoning is the model's own and signed where it matters.
+//! How a continuing attempt's stream joins what the client already has
+//! (see the module doc of `continuation`).
 
 use intentgate_providers::{Failure, StreamChunk};
 use serde_json::Value;
 
-use super::gathered::Gathered;
-use super::outgoing::Outgoing;
-use super::{Engine, EngineError, PreparedRequest, plan};
-use crate::config::RouteConfig;
-use crate::jobs::{Attempt, Job, JobFailure};
-
-/// Delta fields of a chunk a continuation can extend: its role and text.
-const CONTINUABLE_FIELDS: [&str; 2] = ["role", "content"];
-
-impl Gathered {
-    /// Why what this stream passed on cannot be continued by another
-    /// provider (see the module doc), or `None` when it can.
-    pub(super) fn uncontinuable(&self) -> Option<&'static str> {
-        if self.passed_through {
-            return Some(
-                "the stream passed the provider's own protocol through, which another provider's cannot extend",
-            );
-        }
-        for chunk in &self.chat_chunks {
-            let choices =
-                chunk.get("choices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            if choices.len() > 1 || choices.iter().any(|choice| choice.get("index").is_some_and(|i| i != 0)) {
-                return Some("the stream has more than one choice");
-            }
-            let delta = choices.first().and_then(|choice| choice.get("delta")).and_then(Value::as_object);
-            if delta.is_some_and(|delta| delta.keys().any(|key| !CONTINUABLE_FIELDS.contains(&key.as_str())))
-            {
-                return Some(
-                    "part of a tool call or of reasoning reached the client: spliced from two executions it \
-                     could say what no model said",
-                );
-            }
-        }
-        None
-    }
-}
-
-impl Engine {
-    /// Starts the attempt that continues what the client received (`sent`)
-    /// on the chain's next eligible provider, with its request prefilled
-    /// where its dialect prefills. `None` when none could start: the job
-    /// failed (the chain ran out, a limit refused it, no lane was free).
-    pub(super) async fn next_continuation(
-        &self,
-        job: &Job,
-        route: &RouteConfig,
-        request: &PreparedRequest,
-        sent: Gathered,
-        refused_so_far: &mut Vec<String>,
-    ) -> Result<Option<(Attempt, Box<Outgoing>, Option<Continuation>)>, EngineError> {
-        let attempts = self.store().attempts(job.id).await?;
-        let remaining = plan::remaining(route, &attempts);
-        let chosen = match self.choose_provider(route, remaining, request).await? {
-            Ok(chosen) => chosen,
-            Err(refused) => {
-                refused_so_far.extend(refused);
-                self.fail_exhausted(job, &attempts, std::mem::take(refused_so_far)).await?;
-                return Ok(None);
-            }
-        };
-        refused_so_far.extend(chosen.refused.iter().cloned());
-        let prefills = self.provider(&chosen.name).is_some_and(|entry| entry.provider.dialect().prefills());
-        let (continuation, prefill) = Continuation::new(sent, prefills);
-        let prefilled = prefill.map(|text| request.prefilled(&text));
-        let outgoing =
-            Box::new(self.outgoing(job.payer(), prefilled.as_ref().unwrap_or(request), &chosen.name));
-        match self.start_chosen(job, &chosen, &outgoing, route.open_attempts(), refused_so_far).await? {
-            Some(attempt) => Ok(Some((attempt, outgoing, Some(continuation)))),
-            None => {
-                let reason = "a stream was cut after part of it reached the client, and no attempt could start \
-                              to continue it (every lane of the job is open)";
-                self.fail_job(job.id, &JobFailure::new(reason)).await?;
-                Ok(None)
-            }
-        }
-    }
-}
+use super::Gathered;
 
 /// How a continuing attempt's stream joins what the client already has.
-pub(super) struct Continuation {
+pub(in crate::engine) struct Continuation {
     /// What the client received, which the continuing stream's chunks are
     /// gathered after (so the stored answer and a replay are one answer).
     earlier: Gathered,
@@ -123,12 +22,15 @@ pub(super) struct Continuation {
     id: Option<Value>,
     /// Bytes of text the client received.
     received: usize,
+    /// The client's stream is the provider's own events (Anthropic's
+    /// Messages, passed through): the continuing stream's go on from them.
+    native: bool,
 }
 
 impl Continuation {
     /// A continuation of `earlier` on a provider that `prefills` or not;
     /// with the text to begin the assistant's turn with, if any.
-    pub(super) fn new(earlier: Gathered, prefills: bool) -> (Continuation, Option<String>) {
+    pub(in crate::engine) fn new(earlier: Gathered, prefills: bool) -> (Continuation, Option<String>) {
         let trimmed = earlier.text.trim_end();
         let prefill = (prefills && !trimmed.is_empty()).then(|| trimmed.to_owned());
         let again = match &prefill {
@@ -136,26 +38,68 @@ impl Continuation {
             None => earlier.text.clone(),
         };
         let id = earlier.chat_chunks.first().and_then(|chunk| chunk.get("id")).cloned();
-        let (strict, received) = (prefill.is_none(), earlier.text.len());
-        (Continuation { earlier, again, strict, id, received }, prefill)
+        let (strict, received, native) = (prefill.is_none(), earlier.text.len(), earlier.passed_through);
+        (Continuation { earlier, again, strict, id, received, native }, prefill)
     }
 
     /// What the client received.
-    pub(super) fn earlier(&self) -> &Gathered {
+    pub(in crate::engine) fn earlier(&self) -> &Gathered {
         &self.earlier
     }
 
     /// What the client received, for the continuing stream to gather after.
-    pub(super) fn take_earlier(&mut self) -> Gathered {
+    pub(in crate::engine) fn take_earlier(&mut self) -> Gathered {
         std::mem::take(&mut self.earlier)
     }
 
-    /// The continuing stream's `chunk` as the client is to receive it: in
-    /// chat form, without a second role, under the first chunk's id, and
-    /// without the text the client already has; `None` when nothing is
-    /// left of it. A re-run that says other text than the client's fails.
-    pub(super) fn join(&mut self, mut chunk: StreamChunk) -> Result<Option<StreamChunk>, Failure> {
+    /// The continuing stream's `chunk` as the client is to receive it:
+    /// without a second start, under the first chunk's id, and without the
+    /// text the client already has; `None` when nothing is left of it. A
+    /// re-run that says other text than the client's fails.
+    pub(in crate::engine) fn join(&mut self, mut chunk: StreamChunk) -> Result<Option<StreamChunk>, Failure> {
+        if self.native {
+            return self.join_native(chunk);
+        }
+        // In chat form, whatever the provider speaks: so the client's was.
         chunk.native = None;
+        self.join_chat(&mut chunk)?;
+        let says_nothing = chunk.delta.is_empty()
+            && chunk.finish_reason.is_none()
+            && chunk.usage.is_none()
+            && chunk.chunk.pointer("/choices/0/delta").and_then(Value::as_object).is_none_or(|delta| {
+                delta.iter().all(|(key, value)| key == "content" && value.as_str().is_none_or(str::is_empty))
+            });
+        Ok((!says_nothing).then_some(chunk))
+    }
+
+    /// A continuing event of a stream passed through in Anthropic's
+    /// Messages: the client has the message's start and its text block
+    /// open, so neither starts again, and the block's text goes on where it
+    /// stopped (the chat form beside it the same).
+    fn join_native(&mut self, mut chunk: StreamChunk) -> Result<Option<StreamChunk>, Failure> {
+        let Some(event) = &chunk.native else { return Ok(None) };
+        let first_block = event["index"] == 0;
+        match event["type"].as_str() {
+            Some("message_start" | "ping") => return Ok(None),
+            Some("content_block_start") if first_block => return Ok(None),
+            _ => {}
+        }
+        let text = first_block && event["delta"]["type"] == "text_delta";
+        self.join_chat(&mut chunk)?;
+        if text {
+            if chunk.delta.is_empty() {
+                return Ok(None);
+            }
+            if let Some(said) = chunk.native.as_mut().and_then(|event| event.pointer_mut("/delta/text")) {
+                *said = Value::String(chunk.delta.clone());
+            }
+        }
+        Ok(Some(chunk))
+    }
+
+    /// The chunk's chat form joined on: no second role, the first id, the
+    /// text expected again taken off.
+    fn join_chat(&mut self, chunk: &mut StreamChunk) -> Result<(), Failure> {
         if let (Some(fields), Some(id)) = (chunk.chunk.as_object_mut(), &self.id) {
             fields.insert("id".into(), id.clone());
         }
@@ -169,13 +113,7 @@ impl Continuation {
             }
             chunk.delta = rest;
         }
-        let says_nothing = chunk.delta.is_empty()
-            && chunk.finish_reason.is_none()
-            && chunk.usage.is_none()
-            && chunk.chunk.pointer("/choices/0/delta").and_then(Value::as_object).is_none_or(|delta| {
-                delta.iter().all(|(key, value)| key == "content" && value.as_str().is_none_or(str::is_empty))
-            });
-        Ok((!says_nothing).then_some(chunk))
+        Ok(())
     }
 
     /// What is left of `said` once the text expected again is taken off it.
