@@ -95,15 +95,6 @@ const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM jobs \
      WHERE status IN ('running', 'unknown') AND (CAST($1 AS TEXT) IS NULL OR owner_id = CAST($1 AS TEXT)) \
      GROUP BY status";
 
-/// Oldest first: the attempt open longest has waited longest for a human.
-const SELECT_UNKNOWN_QUEUE: &str = "SELECT a.id, a.job_id, a.number, a.provider, a.state, a.job_version, a.outcome, \
-     a.detail, a.resolved_by, a.started_at, a.finished_at, a.reserved_nanos, a.reserved_tokens, \
-     a.cost_nanos, a.tokens, a.usage, a.lane, a.unknown_at, a.sent, a.sent_at, j.owner_id, j.route, \
-     j.idempotency_key \
-     FROM attempts a JOIN jobs j ON j.id = a.job_id \
-     WHERE a.state = 'unknown' AND (CAST($1 AS TEXT) IS NULL OR j.owner_id = CAST($1 AS TEXT)) \
-     ORDER BY a.started_at, a.id LIMIT $2";
-
 const JOBS_PER_MINUTE: &str = "SELECT created_at / 60000 AS minute, status AS label, COUNT(*) AS count FROM jobs \
      WHERE created_at >= $1 AND (CAST($2 AS TEXT) IS NULL OR owner_id = CAST($2 AS TEXT)) \
      GROUP BY created_at / 60000, status ORDER BY minute, label";
@@ -148,7 +139,11 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<UnknownAttempt>, StoreError> {
         let rows: Vec<QueueRow> = self
-            .read_all(SELECT_UNKNOWN_QUEUE, vec![owner.into(), limit.into()], QueueRow::from_sqlite)
+            .read_all(
+                super::sql::SELECT_UNKNOWN_QUEUE,
+                vec![owner.into(), limit.into()],
+                QueueRow::from_sqlite,
+            )
             .await?;
         rows.into_iter()
             .map(|row| {

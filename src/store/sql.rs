@@ -313,6 +313,16 @@ pub(super) const SELECT_ATTEMPTS: &str =
 /// The answer attempt `$1` received, which the attempt columns leave out.
 pub(super) const SELECT_ATTEMPT_RESPONSE: &str = "SELECT response FROM attempts WHERE id = $1";
 
+/// Attempts `unknown` now (of owner `$1`, or all), the one open longest —
+/// waiting longest for a human — first, at most `$2`: an attempt row (every
+/// column of `attempt_columns!`, in order) and three of its job's.
+pub(super) const SELECT_UNKNOWN_QUEUE: &str = concat!(
+    "SELECT a.*, j.owner_id, j.route, j.idempotency_key FROM (SELECT ",
+    attempt_columns!(),
+    " FROM attempts WHERE state = 'unknown') a JOIN jobs j ON j.id = a.job_id \
+     WHERE CAST($1 AS TEXT) IS NULL OR j.owner_id = CAST($1 AS TEXT) ORDER BY a.started_at, a.id LIMIT $2"
+);
+
 pub(super) const SELECT_ATTEMPT: &str =
     concat!("SELECT ", attempt_columns!(), " FROM attempts WHERE job_id = $1 AND number = $2");
 
