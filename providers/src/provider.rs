@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -314,7 +313,7 @@ impl Provider {
             }
         };
         let redactor = self.endpoint().redactor.clone();
-        Ok(Box::pin(stream.map(move |item| {
+        Ok(stream.map_items(move |item| {
             item.map(|chunk| redactor.redact_chunk(chunk)).map_err(|failure| {
                 let failure = redactor.redact(failure);
                 span.in_scope(
@@ -322,7 +321,7 @@ impl Provider {
                 );
                 failure
             })
-        })))
+        }))
     }
 
     async fn stream_unredacted(

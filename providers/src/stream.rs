@@ -2,13 +2,15 @@
 //! and the rule that only a seen terminator makes a stream complete.
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, timeout_at};
 
-use crate::answer_budget::{AnswerBudget, Room};
+use crate::answer_budget::{AnswerBudget, Held, Room};
 use crate::anthropic;
 use crate::bedrock::{self, eventstream};
 use crate::config::{AnswerLimits, Timeouts};
@@ -22,8 +24,39 @@ use crate::types::StreamChunk;
 
 /// The chunks of one streamed answer. It ends (`None`) only after the
 /// dialect's terminator; every other ending is an `Err`, after which the
-/// stream yields nothing more.
-pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<StreamChunk, Failure>> + Send>>;
+/// stream yields nothing more. The room it took in its gateway's answer
+/// budget is held while it is read and, once it ended, by whoever keeps
+/// the answer its chunks make ([`ChunkStream::take_room`]).
+pub struct ChunkStream {
+    chunks: Pin<Box<dyn Stream<Item = Result<StreamChunk, Failure>> + Send>>,
+    /// The room, left here by the stream at its end.
+    room: Arc<Mutex<Option<Room>>>,
+}
+
+impl Stream for ChunkStream {
+    type Item = Result<StreamChunk, Failure>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.chunks.as_mut().poll_next(cx)
+    }
+}
+
+impl ChunkStream {
+    /// The room the stream took, once it ended whole (none before, or
+    /// after a failure: the stream gave it back as it stopped).
+    pub fn take_room(&self) -> Held {
+        let room = self.room.lock().ok().and_then(|mut slot| slot.take());
+        room.map(Held::of).unwrap_or_default()
+    }
+
+    /// The same stream, each item passed through `each`, its room kept.
+    pub(crate) fn map_items<F>(self, each: F) -> ChunkStream
+    where
+        F: FnMut(Result<StreamChunk, Failure>) -> Result<StreamChunk, Failure> + Send + 'static,
+    {
+        ChunkStream { chunks: Box::pin(self.chunks.map(each)), room: self.room }
+    }
+}
 
 pub(crate) enum Decoder {
     OpenAi,
@@ -127,10 +160,11 @@ struct Driver {
     finished: bool,
     limits: AnswerLimits,
     /// Where the stream takes room as it grows past
-    /// [`UNCOUNTED`](crate::UNCOUNTED) bytes,
-    /// and the room it took (held as long as the stream).
+    /// [`UNCOUNTED`](crate::UNCOUNTED) bytes, the room it took (held as long
+    /// as the stream), and where it leaves that room when it ended whole.
     budget: AnswerBudget,
     room: Room,
+    left: Arc<Mutex<Option<Room>>>,
     /// An event the decoder cannot read is skipped, not the end.
     skip_malformed: bool,
     /// Bytes of the stream read so far.
@@ -162,6 +196,7 @@ pub(crate) fn chunk_stream(
     skip_malformed: bool,
 ) -> ChunkStream {
     let Reading { timeouts, limits, budget, deadline } = reading;
+    let left = Arc::new(Mutex::new(None));
     let driver = Driver {
         body: Box::pin(response.bytes_stream()),
         framing,
@@ -173,16 +208,18 @@ pub(crate) fn chunk_stream(
         limits,
         budget,
         room: Room::default(),
+        left: Arc::clone(&left),
         skip_malformed,
         read: 0,
         saw_finish: false,
         saw_usage: false,
         ended: false,
     };
-    Box::pin(futures_util::stream::unfold(driver, |mut driver| async move {
+    let chunks = Box::pin(futures_util::stream::unfold(driver, |mut driver| async move {
         let item = driver.next().await?;
         Some((item, driver))
-    }))
+    }));
+    ChunkStream { chunks, room: left }
 }
 
 impl Driver {
@@ -213,6 +250,11 @@ impl Driver {
         let result = self.advance().await;
         if !matches!(result, Some(Ok(_))) {
             self.finished = true;
+        }
+        if result.is_none()
+            && let Ok(mut left) = self.left.lock()
+        {
+            *left = Some(std::mem::take(&mut self.room));
         }
         result
     }

@@ -88,3 +88,30 @@ async fn a_body_past_the_simulators_limit_is_refused_unread() {
     let bedrock = format!("http://{}/model/m/invoke", sim.addr());
     assert_eq!(post(bedrock, body(&"x".repeat(5000))).await.unwrap().status(), 413);
 }
+
+/// A large stream's room in the answer budget is held while it is read
+/// and, once it ended whole, by whoever keeps its answer: it is given back
+/// when that is dropped, not when the stream is.
+#[tokio::test]
+async fn a_streams_room_outlives_the_stream_until_its_answer_is_dropped() {
+    let sim = Simulator::new(1).spawn("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let budget = intentgate_providers::AnswerBudget::new(64 * 1024 * 1024);
+    let mut config = config(&sim, Dialect::OpenAi, "sim:ok");
+    config.answer_budget = budget.clone();
+    let provider = intentgate_providers::Provider::new(config).unwrap();
+    let long = intentgate_providers::ChatRequest::new(vec![intentgate_providers::Message::user(
+        "a long answer ".repeat(20_000),
+    )]);
+    let mut stream = provider.chat_stream(&long, &ctx()).await.unwrap();
+    drop(stream.take_room()); // nothing to hand over before its end
+    while let Some(item) = futures_util::StreamExt::next(&mut stream).await {
+        item.unwrap();
+    }
+    let held = budget.held_bytes();
+    assert!(held > 0, "a 280 KB stream takes room");
+    let room = stream.take_room();
+    drop(stream);
+    assert_eq!(budget.held_bytes(), held, "the answer holds it now");
+    drop(room);
+    assert_eq!(budget.held_bytes(), 0, "given back with the answer");
+}

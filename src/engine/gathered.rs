@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use intentgate_providers::{ChatRequest, ChatResponse, Protocol, Provider, StreamChunk};
+use intentgate_providers::{ChatRequest, ChatResponse, Held, Protocol, Provider, StreamChunk};
 
 /// A provider secret split across the stream's deltas (each event was
 /// scrubbed alone as it passed, live): scrubbed in the chunks that are
@@ -73,7 +73,12 @@ impl Gathered {
     }
 
     /// The whole answer, assembled once the stream ended, secrets scrubbed.
-    pub(super) fn into_response(mut self, provider: &Provider, chat: &ChatRequest) -> ChatResponse {
+    pub(super) fn into_response(
+        mut self,
+        provider: &Provider,
+        chat: &ChatRequest,
+        room: Held,
+    ) -> ChatResponse {
         scrub_split_secrets(provider, &mut self.chunks, &self.deltas);
         let completion = self.skipped.named_in(assembled(&self.chat_chunks, self.usage));
         let native = chat.native.as_ref().and_then(|native| native_answer(native.protocol, &self.chunks));
@@ -88,8 +93,7 @@ impl Gathered {
             raw_held: true,
             model: None,
             native,
-            // A stream's room is held while it is read (`answer_budget.rs`).
-            room: intentgate_providers::Held::default(),
+            room,
         })
     }
 }

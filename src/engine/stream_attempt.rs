@@ -224,7 +224,9 @@ impl Reader {
         if let Some(signal) = self.first_chunk.take() {
             let _ = signal.send(());
         }
-        let response = self.gathered.into_response(&self.provider, chat);
+        // The room the stream took is the answer's now, until it is stored
+        // and rendered (see `AnswerBudget`).
+        let response = self.gathered.into_response(&self.provider, chat, stream.take_room());
         Streamed { outcome: Ok(response), after_first_chunk, sent: None }
     }
 
