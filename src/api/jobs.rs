@@ -96,7 +96,7 @@ pub async fn create(
         response.headers_mut().insert("preference-applied", applied);
     }
     response.extensions_mut().insert(provider_time(&submitted, wait.is_some_and(|wait| !wait.is_zero())));
-    Ok(response)
+    Ok(super::held_body::held_until_written(response, submitted.room))
 }
 
 /// The provider time a submission spent, for the overhead histogram: its

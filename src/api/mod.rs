@@ -21,6 +21,7 @@ mod door;
 mod embeddings;
 mod extract;
 mod health;
+mod held_body;
 mod idempotency;
 mod ijson;
 mod job_request;

@@ -88,7 +88,7 @@ pub async fn serve<D: Door>(
         .await
         .map_err(|problem| problem.with("job_id", job_id.to_string()))?;
     response.extensions_mut().insert(provider_time);
-    Ok(response)
+    Ok(crate::api::held_body::held_until_written(response, submitted.room))
 }
 
 /// The key of a request that sent none, as its route says
