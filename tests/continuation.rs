@@ -22,6 +22,7 @@ store_matrix!(
     a_stream_reset_after_its_first_chunks_is_continued_by_a_prefill,
     a_stalled_stream_is_continued_by_a_re_run_whose_repeat_is_skipped,
     a_stream_that_ends_half_way_is_continued,
+    a_continuation_silent_before_its_first_chunk_is_closed_and_continued_by_the_next,
     a_re_run_that_says_something_else_is_not_spliced_on,
     a_cut_tool_call_is_not_continued,
     through_the_messages_door_the_continued_stream_is_one_message,
@@ -168,6 +169,29 @@ async fn a_stream_that_ends_half_way_is_continued(store: TestStore) {
     let streamed = stream(&gw, &route, key).await;
     assert_continued(&gw, &route, key, streamed).await;
     assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, ANTHROPIC)), (1, 1));
+}
+
+/// A continuing provider silent past `attempt_timeout` is closed (its
+/// chunks may not follow another's) and the next one continues: three
+/// attempts, each continuing the one before, one answer.
+async fn a_continuation_silent_before_its_first_chunk_is_closed_and_continued_by_the_next(store: TestStore) {
+    let (gw, route) = continuing(&store, &["sim-primary", "sim-fallback", "sim-claude"], |doc| {
+        let routes = doc["routes"].as_array_mut().unwrap();
+        routes.last_mut().unwrap().as_table_mut().unwrap().insert("attempt_timeout".into(), "1s".into());
+    })
+    .await;
+    gw.sim().queue(Some("sim:ok"), "stream-cut", 1).unwrap();
+    gw.sim().queue(Some("sim:ok"), "hang", 1).unwrap();
+    let key = "silent-continuation";
+    let (status, chunks) = stream(&gw, &route, key).await;
+    assert_eq!((status, text_of(&chunks)), (200, format!("echo: {}", prompt(key))), "{chunks:?}");
+    let job = common::job_of_key(&gw, key).await;
+    let attempts = job["attempts"].as_array().unwrap();
+    let seen: Vec<(&str, Option<i64>)> =
+        attempts.iter().map(|a| (a["state"].as_str().unwrap(), a["continues"].as_i64())).collect();
+    assert_eq!(seen, [("unknown", None), ("unknown", Some(1)), ("succeeded", Some(2))], "{job}");
+    assert_eq!(job["executions"], json!({"answered": 1, "may_have_run": 2}), "{job}");
+    assert_eq!((common::calls_at(&gw, PRIMARY), common::calls_at(&gw, ANTHROPIC)), (1, 2), "one call each");
 }
 
 /// A re-run that says something else where the client already has text
