@@ -38,7 +38,27 @@ store_matrix!(
     a_request_dropped_as_its_job_is_created_still_drives_it,
     a_malformed_stream_event_is_skipped_where_the_provider_opts_in,
     an_answer_the_result_holds_is_stored_once,
+    where_sends_are_not_recorded_attempts_are_written_unrecorded_and_never_marked,
 );
+
+/// `[store] record_sends = false`: every attempt — the first, inserted with
+/// its job, and a failover's — is written "not recorded" and sent without
+/// a mark, so recovery would treat it as possibly sent, never as unsent.
+async fn where_sends_are_not_recorded_attempts_are_written_unrecorded_and_never_marked(store: TestStore) {
+    let gw = TestGateway::start_tweaked(&store, |doc| {
+        doc["store"].as_table_mut().unwrap().insert("record_sends".into(), false.into());
+    })
+    .await;
+    gw.sim().queue(Some("sim:ok"), "status=500", 1).unwrap();
+    assert!(gw.create(ALICE, "unrecorded", &chat_body("unrecorded")).await.status().is_success());
+    let job = common::job_of_key(&gw, "unrecorded").await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let attempts = gw.gateway.store.attempts(job["id"].as_str().unwrap().parse().unwrap()).await.unwrap();
+    let sent: Vec<Sent> = attempts.iter().map(|attempt| attempt.sent).collect();
+    assert_eq!(sent, [Sent::Unrecorded, Sent::Unrecorded], "{job}");
+    assert!(job["attempts"].as_array().unwrap().iter().all(|a| a["sent_at"].is_null()), "{job}");
+    assert_eq!(gw.sim().calls().total, 2, "each sent once");
+}
 
 /// An answer the job's result holds parsed — OpenAI's body as its
 /// completion, a stream's chunks — is not kept a second time on the

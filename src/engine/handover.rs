@@ -13,7 +13,9 @@
 //! and an attempt marked sent is never failed as unsent.
 //!
 //! The cost is one more write per attempt on the hot path
-//! (docs/benchmarks.md).
+//! (docs/benchmarks.md). `[store] record_sends = false` gives it up: its
+//! attempts are written "not recorded" (NULL), never marked, and recovery
+//! treats each as possibly sent.
 
 use uuid::Uuid;
 
@@ -30,6 +32,9 @@ impl Engine {
     /// earlier attempt may complete the job meanwhile, and a finished job
     /// whose lease the drive gave back is not swept.
     pub(super) async fn hand_over(&self, attempt: &mut Attempt) -> Result<bool, EngineError> {
+        if attempt.sent == Sent::Unrecorded {
+            return Ok(true); // written where sends are not recorded
+        }
         let now = self.now_ms();
         match self.store().mark_sent(attempt.id, now).await {
             Ok(true) => {
@@ -52,7 +57,7 @@ impl Engine {
     /// An attempt whose send could not be marked was not sent: it ends
     /// `not_sent` (or, if the store will not have that either, the sweep
     /// fails it).
-    pub(super) async fn end_unsent(&self, attempt: &Attempt, err: &EngineError) {
+    async fn end_unsent(&self, attempt: &Attempt, err: &EngineError) {
         let reason = format!("the store could not record it as sent: {err}");
         let settled =
             self.settle_failed(attempt, AttemptState::Starting, AttemptOutcome::NotSent, &reason).await;

@@ -323,6 +323,7 @@ async fn start_attempt_sqlite(
 ) -> Result<StartOutcome, StoreError> {
     let attempt_id = Uuid::now_v7();
     let NewAttempt { job_id, now_ms, open_attempts, continues, .. } = start;
+    let sent = store.record_sends.then_some(false);
     let Amounts { nanos, tokens } = start.reservation.amounts;
     let provider = start.provider.to_owned();
     let holds = start.reservation.holds.clone();
@@ -352,6 +353,7 @@ async fn start_attempt_sqlite(
                     &tokens,
                     &plan.lane,
                     &continues,
+                    &sent,
                 ],
                 AttemptRow::from_sqlite,
             );
@@ -403,6 +405,7 @@ async fn start_attempt_pg(
         .bind(tokens)
         .bind(plan.lane)
         .bind(continues)
+        .bind(store.record_sends.then_some(false))
         .persistent(named)
         .fetch_one(&mut *tx)
         .await

@@ -66,7 +66,10 @@ impl Store {
         let (attempt_id, first_provider, reserved) = (insert.attempt_id, insert.provider, insert.reserved);
         Ok(match (created, first_provider) {
             (Created::New(job, None), Some(provider)) => {
-                let attempt = Attempt::first(attempt_id, &job, provider, reserved, now_ms);
+                let mut attempt = Attempt::first(attempt_id, &job, provider, reserved, now_ms);
+                if self.unsent().is_none() {
+                    attempt.sent = crate::jobs::Sent::Unrecorded;
+                }
                 Created::New(job, Some(Box::new(attempt)))
             }
             (created, _) => created,
@@ -235,6 +238,7 @@ async fn create_job_sqlite(
     let stored = Arc::clone(&job);
     let lease_owner = lease.owner.to_owned();
     let expires_at = lease.expires_at_ms;
+    let sent = store.record_sends.then_some(false);
     let created = store
         .writer
         .write(move |conn| {
@@ -256,7 +260,7 @@ async fn create_job_sqlite(
             }
             let tags = job.attribution.tags.to_stored();
             let entrance = job.entered_through.map(Entrance::as_str);
-            let args: [&dyn rusqlite::ToSql; 19] = [
+            let args: [&dyn rusqlite::ToSql; 20] = [
                 &job.id,
                 &job.owner,
                 &job.idempotency_key,
@@ -276,6 +280,7 @@ async fn create_job_sqlite(
                 &job.attribution.team,
                 &tags,
                 &entrance,
+                &sent,
             ];
             if execute(conn, sql::INSERT_JOB, &args)? == 1 {
                 if provider.is_some() {
@@ -348,6 +353,7 @@ impl Store {
             open_attempts: first.open_attempts,
             attribution: new.attribution.clone(),
             entered_through: new.entered_through,
+            sent: self.unsent(),
         };
         let inserted = if attempt_holds.is_empty() {
             store.batches.inserts.write(insert).await?

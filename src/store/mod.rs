@@ -249,6 +249,18 @@ impl Store {
         }
     }
 
+    /// What a new attempt's `sent` column starts as: not yet sent, or (with
+    /// `[store] record_sends` off) NULL, not recorded — never "not yet
+    /// sent" for an attempt no one will mark, which recovery would send
+    /// again.
+    pub(super) fn unsent(&self) -> Option<bool> {
+        let recorded = match self {
+            Store::Sqlite(store) => store.record_sends,
+            Store::Postgres(store) => store.record_sends,
+        };
+        recorded.then_some(false)
+    }
+
     pub fn backend(&self) -> &'static str {
         match self {
             Store::Sqlite(_) => "sqlite",

@@ -93,6 +93,8 @@ pub(super) struct JobInsert {
     pub open_attempts: i32,
     pub attribution: Attribution,
     pub entered_through: Entrance,
+    /// Attempt 1's `sent` (see `Store::unsent`).
+    pub sent: Option<bool>,
 }
 
 impl JobInsert {
@@ -225,6 +227,7 @@ pub(super) async fn insert_jobs<'e>(
         .bind(column(jobs, |job| job.attribution.team.as_deref()))
         .bind(column(jobs, |job| job.attribution.tags.to_stored()))
         .bind(column(jobs, |job| job.entered_through.as_str()))
+        .bind(column(jobs, |job| job.sent))
         .persistent(named)
         .fetch_all(executor)
         .await?;
@@ -462,6 +465,7 @@ mod tests {
             open_attempts: 1,
             attribution: Attribution::default(),
             entered_through: Entrance::Jobs,
+            sent: Some(false),
         }
     }
 

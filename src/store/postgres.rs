@@ -50,6 +50,8 @@ pub struct PostgresStore {
     /// `[store] transaction_pooling`.
     transaction_pooling: bool,
     acquire_timeout: Duration,
+    /// `[store] record_sends`.
+    pub(super) record_sends: bool,
 }
 
 impl PostgresStore {
@@ -86,6 +88,7 @@ impl PostgresStore {
             session_options: Box::new(session_options),
             transaction_pooling,
             acquire_timeout,
+            record_sends: config.record_sends,
         })
     }
 

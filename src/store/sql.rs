@@ -39,9 +39,10 @@ pub(super) const INSERT_JOB: &str = "INSERT INTO jobs (id, owner_id, idempotency
 
 /// SQLite: attempt 1 of a job inserted by [`INSERT_JOB`] in the same op.
 /// (`$11` attempt id, `$12` provider, `$13`/`$14` its reservation in
-/// nano-units and tokens, as in the PostgreSQL form below.)
+/// nano-units and tokens, as in the PostgreSQL form below; `$20` its
+/// `sent`, `Store::unsent`.)
 pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
-     reserved_nanos, reserved_tokens, sent) VALUES ($11, $1, 1, $12, 'starting', 0, $7, $13, $14, FALSE)";
+     reserved_nanos, reserved_tokens, sent) VALUES ($11, $1, 1, $12, 'starting', 0, $7, $13, $14, $20)";
 
 /// PostgreSQL: a batch of new jobs (`pg_batches.rs`) and, for each job
 /// that was inserted and has a provider, its attempt 1 `starting` — one
@@ -53,10 +54,11 @@ pub(super) const INSERT_FIRST_ATTEMPT: &str = "INSERT INTO attempts (id, job_id,
 pub(super) const INSERT_JOBS_PG: &str = concat!(
     "WITH input AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
      $6::text[], $7::bigint[], $8::text[], $9::bigint[], $10::text[], $11::uuid[], $12::text[], \
-     $13::bigint[], $14::bigint[], $15::integer[], $16::uuid[], $17::text[], $18::text[], $19::text[]) \
+     $13::bigint[], $14::bigint[], $15::integer[], $16::uuid[], $17::text[], $18::text[], $19::text[], \
+     $20::boolean[]) \
      AS i(id, owner_id, idempotency_key, fingerprint, route, request, at_ms, lease_owner, lease_expires_at, \
      status, attempt_id, provider, reserved_nanos, reserved_tokens, open_attempts, key_id, team, tags, \
-     entered_through)), \
+     entered_through, sent)), \
      job AS (INSERT INTO jobs (id, owner_id, idempotency_key, fingerprint, route, request, status, version, \
      created_at, updated_at, lease_owner, lease_expires_at, open_attempts, key_id, team, tags, entered_through) \
      SELECT id, owner_id, idempotency_key, fingerprint, route, request, status, 0, at_ms, at_ms, \
@@ -66,7 +68,7 @@ pub(super) const INSERT_JOBS_PG: &str = concat!(
     job_columns!(),
     "), attempt AS (INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
      reserved_nanos, reserved_tokens, sent) SELECT i.attempt_id, job.id, 1, i.provider, 'starting', job.version, \
-     i.at_ms, i.reserved_nanos, i.reserved_tokens, FALSE FROM job JOIN input i ON i.id = job.id \
+     i.at_ms, i.reserved_nanos, i.reserved_tokens, i.sent FROM job JOIN input i ON i.id = job.id \
      WHERE i.attempt_id IS NOT NULL) SELECT ",
     job_columns!(),
     " FROM job"
@@ -328,12 +330,12 @@ pub(super) const SELECT_ATTEMPT: &str =
 
 /// Written before the provider request leaves (R5): a crash cannot hide a
 /// call. `$7`/`$8`: its reservation (nano-units, tokens); `$10` the attempt
-/// whose cut stream it continues, if any. Every attempt is written not yet
-/// sent ([`MARK_SENT`] says when it is).
+/// whose cut stream it continues, if any; `$11` its `sent`: not yet sent
+/// ([`MARK_SENT`] says when it is), or NULL where sends are not recorded.
 pub(super) const INSERT_ATTEMPT: &str = concat!(
     "INSERT INTO attempts (id, job_id, number, provider, state, job_version, started_at, \
      reserved_nanos, reserved_tokens, lane, sent, continues) \
-     VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9, FALSE, $10) RETURNING ",
+     VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $8, $9, $11, $10) RETURNING ",
     attempt_columns!()
 );
 

@@ -30,6 +30,8 @@ pub struct SqliteStore {
     /// the writer is the one connection a write waits for).
     ready_timeout: std::time::Duration,
     busy_timeout: std::time::Duration,
+    /// `[store] record_sends`.
+    pub(super) record_sends: bool,
 }
 
 impl SqliteStore {
@@ -59,6 +61,7 @@ impl SqliteStore {
             readers: Arc::new(readers),
             ready_timeout: config.acquire_timeout.into(),
             busy_timeout: config.busy_timeout.into(),
+            record_sends: config.record_sends,
         })
     }
 
