@@ -190,7 +190,11 @@ impl Engine {
             }
             Step::Continue => {
                 let detail = detail();
-                let Seen::Cut { sent, .. } = seen else { return Ok(Next::Stop) };
+                let Seen::Cut { sent, .. } = seen else {
+                    // Nothing to continue from: the stream ends as without the option.
+                    self.outcome_unknown(attempt, route, Phase::Streamed, &detail, None, true).await?;
+                    return Ok(Next::Stop);
+                };
                 self.declare_unknown(attempt, &detail, false).await?;
                 self.spawn_late_listener(attempt.clone(), route.to_owned(), None);
                 Ok(self.continue_cut(attempt, route, *sent))

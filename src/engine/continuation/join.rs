@@ -25,6 +25,8 @@ pub(in crate::engine) struct Continuation {
     /// The client's stream is the provider's own events (Anthropic's
     /// Messages, passed through): the continuing stream's go on from them.
     native: bool,
+    /// Of those, the client has the text block's start.
+    block_started: bool,
 }
 
 impl Continuation {
@@ -39,7 +41,11 @@ impl Continuation {
         };
         let id = earlier.chat_chunks.first().and_then(|chunk| chunk.get("id")).cloned();
         let (strict, received, native) = (prefill.is_none(), earlier.text.len(), earlier.passed_through);
-        (Continuation { earlier, again, strict, id, received, native }, prefill)
+        let block_started = earlier.chunks.iter().any(|chunk| {
+            crate::jobs::JobResult::native_event(chunk)
+                .is_some_and(|event| event["type"] == "content_block_start")
+        });
+        (Continuation { earlier, again, strict, id, received, native, block_started }, prefill)
     }
 
     /// What the client received.
@@ -73,15 +79,16 @@ impl Continuation {
     }
 
     /// A continuing event of a stream passed through in Anthropic's
-    /// Messages: the client has the message's start and its text block
-    /// open, so neither starts again, and the block's text goes on where it
-    /// stopped (the chat form beside it the same).
+    /// Messages: the client has the message's start and (unless the cut
+    /// came first) its text block open, so neither starts again, and the
+    /// block's text goes on where it stopped (the chat form beside it the
+    /// same).
     fn join_native(&mut self, mut chunk: StreamChunk) -> Result<Option<StreamChunk>, Failure> {
         let Some(event) = &chunk.native else { return Ok(None) };
         let first_block = event["index"] == 0;
         match event["type"].as_str() {
             Some("message_start" | "ping") => return Ok(None),
-            Some("content_block_start") if first_block => return Ok(None),
+            Some("content_block_start") if first_block && self.block_started => return Ok(None),
             _ => {}
         }
         let text = first_block && event["delta"]["type"] == "text_delta";
@@ -226,6 +233,53 @@ mod tests {
         second.chunk["choices"][0]["index"] = 1.into();
         two.take("a", second);
         assert!(two.uncontinuable().unwrap().contains("more than one choice"));
+    }
+
+    fn event(event: serde_json::Value, text: &str) -> StreamChunk {
+        StreamChunk { native: Some(event), delta: text.to_owned(), ..text_chunk("first", false, text) }
+    }
+
+    fn text_delta(text: &str) -> StreamChunk {
+        let delta = serde_json::json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": text}});
+        event(delta, text)
+    }
+
+    fn native_kinds(continuation: &mut Continuation, chunks: Vec<StreamChunk>) -> Vec<String> {
+        chunks
+            .into_iter()
+            .filter_map(|chunk| continuation.join(chunk).unwrap())
+            .map(|chunk| chunk.native.unwrap()["type"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// A passed-through Messages stream goes on in the block the client has
+    /// open: the continuation's message and block starts are not sent
+    /// again — the block's start only if the client never got one.
+    #[test]
+    fn a_passed_through_stream_goes_on_in_the_open_block() {
+        let start = || event(serde_json::json!({"type": "message_start", "message": {}}), "");
+        let block = || {
+            event(
+                serde_json::json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+                "",
+            )
+        };
+        let mut earlier = Gathered::default();
+        for chunk in [start(), block(), text_delta("echo: hi")] {
+            earlier.take("a", chunk);
+        }
+        assert_eq!(earlier.uncontinuable(), None);
+        let (mut continuation, prefill) = Continuation::new(earlier, true);
+        assert_eq!(prefill.as_deref(), Some("echo: hi"));
+        let kinds = native_kinds(&mut continuation, vec![start(), block(), text_delta(" there")]);
+        assert_eq!(kinds, ["content_block_delta"]);
+        let mut only_started = Gathered::default();
+        only_started.take("a", start());
+        let (mut continuation, _) = Continuation::new(only_started, true);
+        let kinds = native_kinds(&mut continuation, vec![start(), block(), text_delta("echo")]);
+        assert_eq!(kinds, ["content_block_start", "content_block_delta"], "the block starts once");
     }
 
     #[test]

@@ -85,9 +85,9 @@ impl Gathered {
         match events.into_iter().all(continuable) {
             true => None,
             false => Some(
-                "the stream passed through in the provider's own protocol is more than one text block of \
-                 Anthropic's Messages (thinking, a tool call, a second block), which another execution \
-                 cannot extend",
+                "the stream passed through in the provider's own protocol is not one text block of \
+                 Anthropic's Messages (a Responses stream, thinking, a tool call, a second block), which \
+                 another execution cannot extend",
             ),
         }
     }
