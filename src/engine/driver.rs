@@ -369,9 +369,10 @@ impl Engine {
         job: &Job,
         chosen: &Chosen,
         outgoing: &Outgoing,
-        lanes: (i32, Option<i32>),
+        (open_attempts, continues): (i32, Option<i32>),
         refused_so_far: &mut Vec<String>,
     ) -> Result<Option<Attempt>, EngineError> {
+        let lanes = (open_attempts, continues);
         let started = self
             .store()
             .start_attempt(job.id, &chosen.name, &outgoing.reservation, lanes, self.now_ms())

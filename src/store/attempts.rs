@@ -115,8 +115,9 @@ impl Store {
     /// conditional UPDATE on `(id, version, completed_by IS NULL)`. The loser
     /// keeps its payload on its own row as `superseded`; nothing is merged.
     /// Either way the attempt is charged `charge` for `usage`: the provider
-    /// did the work. `raw_in_result`: the result holds the raw answer whole
-    /// (a stream's chunks), so a winner does not keep it a second time.
+    /// did the work. `raw_in_result`: the result holds the raw answer,
+    /// parsed (OpenAI's body as its completion, a passed-through answer, a
+    /// stream's chunks), so a winner does not keep it a second time.
     pub async fn complete_job(
         &self,
         attempt: &Attempt,
