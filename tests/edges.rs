@@ -233,7 +233,7 @@ async fn a_large_answer_waits_unread_for_room_in_the_answer_budget(store: TestSt
     let large_body = openai(&large);
     let sending = gw.chat_completion("large", &large_body);
     let meanwhile = async {
-        waits_reach(&budget, 1, "the large answer waits for room").await;
+        budget_reaches(&budget, |b| b.waits() >= 1, "the large answer waits for room").await;
         let small = gw.chat_completion("small", &openai("small")).await;
         assert_eq!(small.status(), 200, "a small answer takes no room");
         assert_eq!(gw.sim().calls().total, 2, "the large answer's call was made once; it waits to be read");
@@ -243,7 +243,7 @@ async fn a_large_answer_waits_unread_for_room_in_the_answer_budget(store: TestSt
     assert_eq!(answered.status(), 200);
     let answer: Value = answered.json().await.unwrap();
     assert_eq!(answer["choices"][0]["message"]["content"], format!("echo: {large}"));
-    held_reaches(&budget, 0, "its room given back once its body was written").await;
+    budget_reaches(&budget, |b| b.held_bytes() == 0, "its room given back once its body was written").await;
     assert_eq!(budget.waits(), 1);
     assert_eq!(gw.sim().calls().total, 2);
 
@@ -257,7 +257,7 @@ async fn a_large_answer_waits_unread_for_room_in_the_answer_budget(store: TestSt
         response.text().await.unwrap()
     };
     let release = async {
-        waits_reach(&budget, 2, "the stream waits for room").await;
+        budget_reaches(&budget, |b| b.waits() >= 2, "the stream waits for room").await;
         drop(everything);
     };
     let (text, ()) = tokio::join!(streaming, release);
@@ -266,26 +266,25 @@ async fn a_large_answer_waits_unread_for_room_in_the_answer_budget(store: TestSt
         .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str())
         .collect();
     assert_eq!(deltas, format!("echo: {large}"), "read whole once given room");
-    held_reaches(&budget, 0, "the stream's room given back once its answer was stored").await;
+    budget_reaches(
+        &budget,
+        |b| b.held_bytes() == 0,
+        "the stream's room given back once its answer was stored",
+    )
+    .await;
     assert_eq!(gw.sim().calls().total, 3);
 }
 
-/// Waits until `budget` holds `bytes` (the server drops a response's body,
-/// and with it its room, once it has written it: not always before the
-/// client has read it).
-async fn held_reaches(budget: &intentgate_providers::AnswerBudget, bytes: u64, what: &str) {
+/// Returns once `holds` is true of the budget (its waits counted, the room
+/// it holds given back: the server drops a response's body, and with it its
+/// room, once it has written it — not always before the client has read it).
+async fn budget_reaches(
+    budget: &intentgate_providers::AnswerBudget,
+    holds: impl Fn(&intentgate_providers::AnswerBudget) -> bool,
+    what: &str,
+) {
     let reached = async {
-        while budget.held_bytes() != bytes {
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), reached).await.unwrap_or_else(|_| panic!("never: {what}"));
-}
-
-/// Returns once `budget` has counted `waits` waits for room.
-async fn waits_reach(budget: &intentgate_providers::AnswerBudget, waits: u64, what: &str) {
-    let reached = async {
-        while budget.waits() < waits {
+        while !holds(budget) {
             tokio::task::yield_now().await;
         }
     };
